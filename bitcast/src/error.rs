@@ -1,0 +1,141 @@
+//! Bitcast errors.
+
+use core::fmt;
+
+use dtcast_dtype::DType;
+
+/// Why a bitcast was refused. Each variant names the rule (`xla` or `view`) and the numbers that
+/// did not fit. The [`View`](crate::View) messages are torch's own.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BitcastError {
+    /// `xla`: complex types only bitcast to themselves.
+    Complex {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+    },
+    /// `xla`: widening needs a last dimension equal to the width ratio.
+    LastDimNotRatio {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+        /// The input shape.
+        shape: Vec<usize>,
+        /// The width ratio the last dimension must equal.
+        ratio: usize,
+    },
+    /// `view`: a 0-dim tensor only views a dtype of the same itemsize.
+    ZeroDim {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+    },
+    /// `view`: widening needs the last dimension divisible by the ratio.
+    LastDimNotDivisible {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+        /// The last dimension.
+        last: usize,
+        /// The itemsize ratio.
+        ratio: usize,
+    },
+    /// `view`: widening needs every outer stride (of the contiguous layout) divisible by the ratio.
+    StrideNotDivisible {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+        /// The dimension whose stride does not divide.
+        dim: usize,
+        /// Its stride, in elements.
+        stride: usize,
+        /// The itemsize ratio.
+        ratio: usize,
+    },
+    /// The shape's element count or byte size overflows `usize`.
+    Overflow {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A buffer's length does not match its shape and dtype.
+    ByteLength {
+        /// Bytes the shape needs.
+        expected: usize,
+        /// Bytes the buffer has.
+        actual: usize,
+    },
+    /// A byte length is not a whole number of elements.
+    PartialElement {
+        /// The dtype.
+        dtype: DType,
+        /// The byte length.
+        len: usize,
+    },
+    /// A byte that is not 0 or 1 was read as `bool`.
+    InvalidBool {
+        /// The element index.
+        index: usize,
+        /// The byte found.
+        byte: u8,
+    },
+}
+
+impl fmt::Display for BitcastError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use BitcastError::*;
+        match self {
+            Complex { from, to } => write!(
+                f,
+                "xla rule: cannot bitcast {from} to {to}: a complex type can only be bitcast to itself"
+            ),
+            LastDimNotRatio { from, to, shape, ratio } => write!(
+                f,
+                "xla rule: cannot bitcast {from}{shape:?} to {to}: widening by {ratio}x needs the last dimension to be {ratio}, but got {}",
+                match shape.last() {
+                    Some(d) => d.to_string(),
+                    None => "a 0-dim shape".to_owned(),
+                }
+            ),
+            ZeroDim { from, to } => write!(
+                f,
+                "view rule: self.dim() cannot be 0 to view {} as {} (different element sizes)",
+                from.cpp_name(),
+                to.cpp_name()
+            ),
+            LastDimNotDivisible { from, to, last, ratio } => write!(
+                f,
+                "view rule: self.size(-1) must be divisible by {ratio} to view {} as {} (different element sizes), but got {last}",
+                from.cpp_name(),
+                to.cpp_name()
+            ),
+            StrideNotDivisible { from, to, dim, stride, ratio } => write!(
+                f,
+                "view rule: self.stride({dim}) must be divisible by {ratio} to view {} as {} (different element sizes), but got {stride}",
+                from.cpp_name(),
+                to.cpp_name()
+            ),
+            Overflow { shape } => write!(f, "shape {shape:?} is too large: its size overflows"),
+            ByteLength { expected, actual } => write!(
+                f,
+                "buffer holds {actual} bytes but its shape and dtype need {expected}"
+            ),
+            PartialElement { dtype, len } => write!(
+                f,
+                "{len} bytes is not a whole number of {dtype} elements ({} bytes each)",
+                dtype.itemsize()
+            ),
+            InvalidBool { index, byte } => write!(
+                f,
+                "element {index} is the byte {byte:#04x}, which is not a bool (0 or 1)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BitcastError {}

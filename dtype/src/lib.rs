@@ -1,0 +1,45 @@
+//! The dtype set of dtcast: PyTorch's dtypes, down to float8.
+//!
+//! [`DType`] names the 22 element types dtcast knows. Everything about a dtype that does not depend on
+//! values — its names, size, category and (for floating types) the exact encoding — lives here, in
+//! one table. [`Element`] maps Rust element types to their dtype.
+//!
+//! ```
+//! use dtcast_dtype::{Category, DType};
+//!
+//! let dt: DType = "bf16".parse()?;
+//! assert_eq!(dt, DType::BFloat16);
+//! assert_eq!(dt.to_string(), "bfloat16");
+//! assert_eq!(dt.itemsize(), 2);
+//! assert_eq!(dt.category(), Category::Floating);
+//! assert_eq!(dt.to_complex(), Some(DType::BComplex32));
+//!
+//! let e4m3 = DType::Float8E4M3Fn.float_format().unwrap();
+//! assert_eq!(e4m3.max_finite, 448.0);
+//! assert!(!e4m3.has_inf);
+//!
+//! let err = "float65".parse::<DType>().unwrap_err();
+//! assert_eq!(err.suggestion(), Some(DType::Float64));
+//! # Ok::<(), dtcast_dtype::ParseDTypeError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod category;
+mod dtype;
+mod element;
+mod float8;
+mod format;
+mod parse;
+
+pub use category::Category;
+pub use dtype::DType;
+pub use element::Element;
+pub use float8::{Float8E4M3Fn, Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu};
+pub use format::{FloatFormat, NanEncoding};
+pub use parse::ParseDTypeError;
+
+/// Re-exported so that users of [`Element`] name the same `half` types.
+pub use half;
+/// Re-exported so that users of [`Element`] name the same `Complex` type.
+pub use num_complex;

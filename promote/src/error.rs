@@ -1,0 +1,73 @@
+//! Promotion errors, with PyTorch's messages.
+
+use core::fmt;
+
+use dtcast_dtype::DType;
+
+/// Why promotion failed. `Display` prints PyTorch's own message where PyTorch has one.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromoteError {
+    /// A float8 type met a different type (torch refuses to guess a common type).
+    Float8 {
+        /// First operand type.
+        a: DType,
+        /// Second operand type.
+        b: DType,
+    },
+    /// uint16/32/64 met a type that is not floating.
+    BarebonesUnsigned {
+        /// First operand type.
+        a: DType,
+        /// Second operand type.
+        b: DType,
+    },
+    /// A complex result was needed for a real type that has no complex partner (float8).
+    NoComplexType(DType),
+    /// `result_type` got no operands.
+    NoOperands,
+    /// The common dtype of an operation cannot be written to the output dtype (a lower category).
+    CannotCastOutput {
+        /// The operation's common dtype.
+        common: DType,
+        /// The output's dtype.
+        out: DType,
+    },
+    /// The default dtype must be float16, bfloat16, float32 or float64.
+    InvalidDefaultDType(DType),
+}
+
+impl fmt::Display for PromoteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PromoteError::Float8 { a, b } => write!(
+                f,
+                "Promotion for Float8 Types is not supported, attempted to promote {} and {}",
+                a.cpp_name(),
+                b.cpp_name()
+            ),
+            PromoteError::BarebonesUnsigned { a, b } => write!(
+                f,
+                "Promotion for uint16, uint32, uint64 types is not supported, attempted to promote {} and {}",
+                a.cpp_name(),
+                b.cpp_name()
+            ),
+            PromoteError::NoComplexType(dt) => {
+                write!(f, "Unknown Complex ScalarType for {}", dt.cpp_name())
+            }
+            PromoteError::NoOperands => f.write_str("result_type needs at least one operand"),
+            PromoteError::CannotCastOutput { common, out } => write!(
+                f,
+                "result type {} can't be cast to the desired output type {}",
+                common.cpp_name(),
+                out.cpp_name()
+            ),
+            PromoteError::InvalidDefaultDType(dt) => write!(
+                f,
+                "only floating-point types are supported as the default type (float16, bfloat16, float32, float64), got {dt}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PromoteError {}

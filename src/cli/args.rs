@@ -1,0 +1,104 @@
+//! The command line: every subcommand and flag, in one place.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dtcast_dtype::DType;
+use dtcast_promote::Operand;
+
+/// PyTorch's dtype semantics without libtorch.
+#[derive(Debug, Parser)]
+#[command(name = "dtcast", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Print the dtype an operation over OPERANDs computes in (torch's result_type).
+    ///
+    /// Operands: `int8[2]` (a tensor with dimensions), `int8[]` (a 0-dim tensor), and Python
+    /// scalars `True`/`False`, `3`, `2.5`/`1e3`/`inf`/`nan`, `(1+2j)`/`2j`. With no operands, reads
+    /// one case per line from stdin (operands separated by spaces) and prints one result per line.
+    Promote(PromoteArgs),
+    /// Print whether torch.can_cast(FROM, TO) holds: `true` or `false`.
+    CanCast(CanCastArgs),
+    /// Print the promotion table (torch.promote_types of every pair) as markdown.
+    Table(TableArgs),
+    /// Print the shape a tensor has when its bytes are read as another dtype.
+    Bitcast(BitcastArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PromoteArgs {
+    /// The operands; none: read cases from stdin.
+    #[arg(value_parser = super::operand::parse_operand, allow_hyphen_values = true)]
+    pub(crate) operands: Vec<Operand>,
+    /// The default dtype (torch.set_default_dtype): float16, bfloat16, float32 or float64.
+    #[arg(long, value_name = "DT", default_value = "float32")]
+    pub(crate) default_dtype: DType,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CanCastArgs {
+    /// The dtype cast from.
+    pub(crate) from: DType,
+    /// The dtype cast to.
+    pub(crate) to: DType,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TableArgs {
+    /// The default dtype (does not change promote_types; accepted for symmetry with `promote`).
+    #[arg(long, value_name = "DT", default_value = "float32")]
+    pub(crate) default_dtype: DType,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BitcastArgs {
+    /// The dtype the bytes hold.
+    #[arg(long, value_name = "DT")]
+    pub(crate) from: DType,
+    /// The dtype to read them as.
+    #[arg(long, value_name = "DT")]
+    pub(crate) to: DType,
+    /// The input shape, comma-separated (`2,3,4`); `""` is a 0-dim tensor.
+    #[arg(long, value_parser = parse_shape, allow_hyphen_values = true)]
+    pub(crate) shape: Shape,
+    /// The shape rule: `view` (torch's view(dtype)) or `xla` (jax.lax.bitcast_convert_type).
+    #[arg(long, value_enum, default_value_t = RuleName::View)]
+    pub(crate) rule: RuleName,
+}
+
+/// A parsed `--shape` (a newtype so that clap does not read it as a list of values).
+#[derive(Clone, Debug)]
+pub(crate) struct Shape(pub(crate) Vec<usize>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RuleName {
+    /// torch's Tensor.view(dtype): scale the last dimension.
+    View,
+    /// XLA / JAX bitcast_convert_type: append or remove the minor dimension.
+    Xla,
+}
+
+/// `2,3,4` → `[2, 3, 4]`; `""` → `[]`; surrounding brackets and spaces are allowed.
+fn parse_shape(s: &str) -> Result<Shape, String> {
+    let inner = s.trim();
+    let inner = inner
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(inner)
+        .trim();
+    if inner.is_empty() {
+        return Ok(Shape(Vec::new()));
+    }
+    inner
+        .split(',')
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{}` is not a dimension: expected comma-separated non-negative integers like `2,3,4`, or \"\" for a 0-dim tensor", d.trim()))
+        })
+        .collect::<Result<_, _>>()
+        .map(Shape)
+}

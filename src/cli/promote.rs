@@ -1,0 +1,54 @@
+//! `dtcast promote` and `dtcast can-cast`.
+
+use std::io::{BufRead, Write};
+
+use dtcast_promote::{Operand, Policy, Torch};
+
+use super::args::{CanCastArgs, PromoteArgs};
+use super::operand::parse_operand;
+use super::CmdError;
+
+pub(crate) fn run(
+    args: &PromoteArgs,
+    stdin: &mut dyn BufRead,
+    out: &mut dyn Write,
+) -> Result<(), CmdError> {
+    let torch = Torch::new(args.default_dtype)?;
+    if !args.operands.is_empty() {
+        writeln!(out, "{}", torch.result_type(&args.operands)?)?;
+        return Ok(());
+    }
+    // Batch mode: one case per line; a failing case prints `error: ...` on its line and the rest go on.
+    let mut line = String::new();
+    let mut operands: Vec<Operand> = Vec::new();
+    loop {
+        line.clear();
+        if stdin.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        operands.clear();
+        let case = line
+            .split_whitespace()
+            .try_for_each(|word| parse_operand(word).map(|op| operands.push(op)))
+            .map_err(CmdError::from)
+            .and_then(|()| {
+                if operands.is_empty() {
+                    Err(
+                        "empty case: expected operands separated by spaces, like `int8[2] 2.5`"
+                            .into(),
+                    )
+                } else {
+                    torch.result_type(&operands).map_err(CmdError::from)
+                }
+            });
+        match case {
+            Ok(dtype) => writeln!(out, "{dtype}")?,
+            Err(e) => writeln!(out, "error: {e}")?,
+        }
+    }
+}
+
+pub(crate) fn can_cast(args: &CanCastArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    writeln!(out, "{}", Torch::default().can_cast(args.from, args.to))?;
+    Ok(())
+}

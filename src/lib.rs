@@ -1,0 +1,48 @@
+//! dtcast: PyTorch's dtype semantics without libtorch.
+//!
+//! This facade re-exports the workspace's crates, each usable on its own:
+//!
+//! | module | crate | what |
+//! |---|---|---|
+//! | [`dtype`] | `dtcast-dtype` | the 22 dtypes, names, sizes, float formats, [`Element`] |
+//! | [`promote`] | `dtcast-promote` | [`Policy`], [`Torch`]: `promote_types`, `result_type`, `can_cast` |
+//! | [`bitcast`] | `dtcast-bitcast` | bitcast shape rules ([`Xla`], [`View`]) and zero-copy reinterpretation |
+//! | [`cast`] | `dtcast-cast` | value casts between every pair of dtypes |
+//! | [`device`] | `dtcast-device` | devices, backends and `Tensor::to` |
+//! | [`layer`] | `dtcast-layer` | model traversal, `Layer::astype`, checkpoints |
+//!
+//! and holds the `dtcast` command-line tool ([`cli`]).
+//!
+//! ```
+//! use dtcast::{DType, Operand, Policy, ScalarKind, Torch};
+//! let torch = Torch::default();
+//! let ops = [Operand::Tensor(DType::BFloat16), Operand::WrappedScalar(ScalarKind::Complex)];
+//! assert_eq!(torch.result_type(&ops)?, DType::BComplex32);
+//! # Ok::<(), dtcast::promote::PromoteError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod cli;
+
+#[doc(inline)]
+pub use dtcast_bitcast as bitcast;
+#[doc(inline)]
+pub use dtcast_cast as cast;
+#[doc(inline)]
+pub use dtcast_device as device;
+#[doc(inline)]
+pub use dtcast_dtype as dtype;
+#[doc(inline)]
+pub use dtcast_layer as layer;
+#[doc(inline)]
+pub use dtcast_promote as promote;
+
+pub use dtcast_bitcast::{Rule, View, Xla};
+pub use dtcast_dtype::{Category, DType, Element};
+pub use dtcast_promote::{Operand, Policy, ScalarKind, Torch};
+
+/// The README's Rust examples, compiled and run as doctests so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,89 @@
+//! Shared helpers for dtcast's test suite: loading the reference fixtures.
+//!
+//! The fixtures in `tests/fixtures/` were produced by running real torch 2.15.0 and jax 0.10.2
+//! (see `fixtures/README.md`); they are copied into the repository so the tests need neither.
+
+use std::path::PathBuf;
+
+use dtcast::DType;
+use serde_json::Value;
+
+/// The path of a fixture file.
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// A fixture, parsed.
+///
+/// # Panics
+/// If the file is missing or is not JSON: the suite cannot run without its fixtures.
+pub fn fixture(name: &str) -> Value {
+    let path = fixture_path(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// The rows of a fixture that is a JSON array (or an object with a `rows` array).
+pub fn rows(name: &str) -> Vec<Value> {
+    match fixture(name) {
+        Value::Array(rows) => rows,
+        Value::Object(mut o) => match o.remove("rows") {
+            Some(Value::Array(rows)) => rows,
+            _ => panic!("{name}: no `rows` array"),
+        },
+        _ => panic!("{name}: not an array"),
+    }
+}
+
+/// A dtype named in a fixture (torch's python name, possibly with a `torch.` prefix).
+pub fn dtype(v: &Value) -> DType {
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("not a dtype name: {v}"));
+    s.parse()
+        .unwrap_or_else(|e| panic!("fixture dtype {s}: {e}"))
+}
+
+/// What a fixture expects: a value, or an error with torch's / jax's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected<T> {
+    /// A successful result.
+    Ok(T),
+    /// An error; the message after `error: `.
+    Err(String),
+}
+
+/// Reads an expected dtype or `"error: ..."`.
+pub fn expected_dtype(v: &Value) -> Expected<DType> {
+    match v.as_str() {
+        Some(s) => match s.strip_prefix("error: ") {
+            Some(msg) => Expected::Err(msg.to_owned()),
+            None => Expected::Ok(dtype(v)),
+        },
+        None => panic!("expected a dtype or an error: {v}"),
+    }
+}
+
+/// Reads a shape (`[2, 3]`).
+pub fn shape(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a shape: {v}"))
+        .iter()
+        .map(|d| {
+            d.as_u64()
+                .and_then(|d| usize::try_from(d).ok())
+                .unwrap_or_else(|| panic!("bad dim {d}"))
+        })
+        .collect()
+}
+
+/// Reads an expected shape or `"error: ..."`.
+pub fn expected_shape(v: &Value) -> Expected<Vec<usize>> {
+    match v.as_str() {
+        Some(s) => Expected::Err(s.strip_prefix("error: ").unwrap_or(s).to_owned()),
+        None => Expected::Ok(shape(v)),
+    }
+}

@@ -1,0 +1,219 @@
+//! The `dtcast` command line, run in-process through `dtcast::cli::run`.
+
+use dtcast_tests::{expected_dtype, rows, Expected};
+
+struct Output {
+    code: u8,
+    stdout: String,
+    stderr: String,
+}
+
+fn dtcast(args: &[&str], stdin: &str) -> Output {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("dtcast").chain(args.iter().copied());
+    let code = dtcast::cli::run(argv, &mut stdin.as_bytes(), &mut out, &mut err);
+    Output {
+        code,
+        stdout: String::from_utf8(out).expect("utf-8"),
+        stderr: String::from_utf8(err).expect("utf-8"),
+    }
+}
+
+#[test]
+fn promote_prints_the_result_dtype() {
+    let o = dtcast(&["promote", "int32[2]", "2.5"], "");
+    assert_eq!((o.code, o.stdout.as_str()), (0, "float32\n"));
+    let o = dtcast(&["promote", "uint8[2]", "int64[]"], "");
+    assert_eq!(o.stdout, "uint8\n");
+    let o = dtcast(
+        &[
+            "promote",
+            "--default-dtype",
+            "float64",
+            "int32[2]",
+            "(1+2j)",
+        ],
+        "",
+    );
+    assert_eq!(o.stdout, "complex128\n");
+    let o = dtcast(&["promote", "int32[3]", "-1.5e3"], "");
+    assert_eq!(o.stdout, "float32\n");
+}
+
+#[test]
+fn promote_errors_exit_1_with_torch_message() {
+    let o = dtcast(&["promote", "uint16[2]", "int32[2]"], "");
+    assert_eq!(o.code, 1);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr
+            .starts_with("error: Promotion for uint16, uint32, uint64 types is not supported"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn bad_operands_and_dtypes_are_usage_errors() {
+    let o = dtcast(&["promote", "int8[2", "3"], "");
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr.starts_with("error:") && o.stderr.contains("must end with `]`"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["can-cast", "float65", "int8"], "");
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("did you mean `float64`?"), "{}", o.stderr);
+    let o = dtcast(&["promote", "--default-dtype", "int32", "1.0"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.starts_with("error: only floating-point types"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["no-such-command"], "");
+    assert_eq!(o.code, 2);
+}
+
+#[test]
+fn promote_batch_mode_answers_every_fixture_case_in_order() {
+    // Two-operand rows of torch_result_type.json (the three-operand rows are torch.clamp, whose
+    // Scalar overload is not result_type), twice over: about 4,200 lines.
+    let cases: Vec<_> = rows("torch_result_type.json")
+        .into_iter()
+        .filter(|r| r[0].as_array().is_some_and(|ops| ops.len() == 2))
+        .collect();
+    let mut input = String::new();
+    for r in cases.iter().chain(&cases) {
+        let ops: Vec<&str> = r[0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap())
+            .collect();
+        input.push_str(&ops.join(" "));
+        input.push('\n');
+    }
+    input.push_str("nonsense\n\nint8[2] int16[]\n");
+    let o = dtcast(&["promote"], &input);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2 * cases.len() + 3);
+    for (r, line) in cases.iter().chain(&cases).zip(&lines) {
+        match expected_dtype(&r[1]) {
+            Expected::Ok(dt) => assert_eq!(*line, dt.name(), "{}", r[0]),
+            Expected::Err(_) => assert!(line.starts_with("error: "), "{}: {line}", r[0]),
+        }
+    }
+    let tail = &lines[2 * cases.len()..];
+    assert!(tail[0].starts_with("error: invalid operand `nonsense`"));
+    assert!(tail[1].starts_with("error: empty case"));
+    assert_eq!(tail[2], "int8");
+}
+
+#[test]
+fn can_cast_prints_true_or_false() {
+    assert_eq!(
+        dtcast(&["can-cast", "int32", "float16"], "").stdout,
+        "true\n"
+    );
+    assert_eq!(
+        dtcast(&["can-cast", "float32", "int64"], "").stdout,
+        "false\n"
+    );
+    assert_eq!(
+        dtcast(&["can-cast", "complex64", "float64"], "").stdout,
+        "false\n"
+    );
+}
+
+#[test]
+fn table_agrees_with_torch_promote_types() {
+    let o = dtcast(&["table"], "");
+    assert_eq!(o.code, 0);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    let cells = |line: &str| -> Vec<String> {
+        line.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().trim_matches('*').to_owned())
+            .collect()
+    };
+    let header = cells(lines[0]);
+    let mut table = std::collections::HashMap::new();
+    for line in &lines[2..] {
+        if !line.starts_with('|') {
+            break;
+        }
+        let row = cells(line);
+        for (col, cell) in header.iter().zip(&row).skip(1) {
+            table.insert((row[0].clone(), col.clone()), cell.clone());
+        }
+    }
+    assert_eq!(table.len(), 22 * 22);
+    for r in rows("torch_promote_types.json") {
+        let key = (
+            r[0].as_str().unwrap().to_owned(),
+            r[1].as_str().unwrap().to_owned(),
+        );
+        let cell = &table[&key];
+        match expected_dtype(&r[2]) {
+            Expected::Ok(dt) => assert_eq!(cell, dt.name(), "{key:?}"),
+            Expected::Err(_) => assert_eq!(cell, "error", "{key:?}"),
+        }
+    }
+}
+
+#[test]
+fn bitcast_prints_the_new_shape() {
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "float32", "--to", "uint8", "--shape", "2,3,4",
+        ],
+        "",
+    );
+    assert_eq!((o.code, o.stdout.as_str()), (0, "[2, 3, 16]\n"));
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "float32", "--to", "uint8", "--shape", "2,3,4", "--rule", "xla",
+        ],
+        "",
+    );
+    assert_eq!(o.stdout, "[2, 3, 4, 4]\n");
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "int32", "--to", "float32", "--shape", "",
+        ],
+        "",
+    );
+    assert_eq!(o.stdout, "[]\n");
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "uint8", "--to", "float32", "--shape", "", "--rule", "xla",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.starts_with("error: xla rule:"), "{}", o.stderr);
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "float32", "--to", "float64", "--shape", "2,3",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("self.size(-1) must be divisible by 2"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(
+        &[
+            "bitcast", "--from", "float32", "--to", "float64", "--shape", "2,x",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("`x` is not a dimension"), "{}", o.stderr);
+}
