@@ -7,23 +7,26 @@ use dtcast::{DType, Element, Rule, View, Xla};
 use dtcast_tests::{dtype, expected_shape, rows, shape, Expected};
 use proptest::prelude::*;
 
-#[test]
-fn view_matches_torch_including_messages() {
-    let rows = rows("torch_view_dtype.json");
-    assert!(rows.len() > 3000);
+/// Runs every row of a bitcast fixture through `rule`. With `messages`, an error must carry the
+/// reference's message (after the rule's name); otherwise only error-vs-shape is compared.
+fn conforms(fixture: &str, rule: &dyn Rule, messages: bool) {
+    let rows = rows(fixture);
+    assert!(rows.len() > 3000, "{fixture} has too few rows");
     let mut failures = Vec::new();
     for r in &rows {
         let (from, to, input) = (dtype(&r[0]), dtype(&r[1]), shape(&r[2]));
-        let got = View.infer(&input, from, to);
+        let got = rule.infer(&input, from, to);
         let ok = match (&got, expected_shape(&r[3])) {
             (Ok(g), Expected::Ok(w)) => *g == w,
-            // Our message is torch's, prefixed with the rule's name.
-            (Err(e), Expected::Err(m)) => e.to_string() == format!("view rule: {m}"),
+            (Err(e), Expected::Err(m)) => {
+                !messages || e.to_string() == format!("{} rule: {m}", rule.name())
+            }
             _ => false,
         };
         if !ok {
             failures.push(format!(
-                "{from}{input:?}.view({to}): got {got:?}, torch says {}",
+                "{}: {from}{input:?} -> {to}: got {got:?}, reference says {}",
+                rule.name(),
                 r[3]
             ));
         }
@@ -38,34 +41,15 @@ fn view_matches_torch_including_messages() {
 }
 
 #[test]
+fn view_matches_torch_including_messages() {
+    conforms("torch_view_dtype.json", &View, true);
+}
+
+#[test]
 fn xla_matches_jax_bitcast_convert_type() {
-    // jax rejects bool unless both sides are bool, and its messages are jax's own; the fixture has
-    // no bool rows, so every row compares, as error-vs-shape and the shape itself.
-    let rows = rows("jax_bitcast_convert.json");
-    assert!(rows.len() > 3000);
-    let mut failures = Vec::new();
-    for r in &rows {
-        let (from, to, input) = (dtype(&r[0]), dtype(&r[1]), shape(&r[2]));
-        let got = Xla.infer(&input, from, to);
-        let ok = match (&got, expected_shape(&r[3])) {
-            (Ok(g), Expected::Ok(w)) => *g == w,
-            (Err(_), Expected::Err(_)) => true,
-            _ => false,
-        };
-        if !ok {
-            failures.push(format!(
-                "bitcast_convert_type({from}{input:?}, {to}): got {got:?}, jax says {}",
-                r[3]
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows differ:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    // jax's messages are its own, so only error-vs-shape compares. The fixture has no bool rows
+    // (jax rejects bool unless both sides are bool); bool is covered below.
+    conforms("jax_bitcast_convert.json", &Xla, false);
 }
 
 #[test]
