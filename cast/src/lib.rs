@@ -1,6 +1,191 @@
-//! Element conversion between every pair of dtcast dtypes.
+//! Value casts between every pair of dtcast dtypes, bit-exact with PyTorch's CPU casts.
 //!
-//! This crate will hold the cast kernels: `CastMode` (Torch, Saturate, Checked, Exact), scalar
-//! converters bit-exact with PyTorch 2.15's CPU casts, SIMD fast paths chosen at run time, and
-//! multi-threaded slice kernels. It is built by issue 3; until then it holds nothing.
-#![forbid(unsafe_code)]
+//! [`cast`] converts a buffer of little-endian elements of one [`DType`] into another, for all
+//! 22 × 22 pairs, in one of four [`CastMode`]s:
+//!
+//! | mode | float → int | float → narrower float | an element that does not fit |
+//! |---|---|---|---|
+//! | [`Torch`](CastMode::Torch) (default) | PyTorch 2.15 on x86-64: wraps | through f32 (double rounding), torch's NaN bits | torch's answer |
+//! | [`Saturate`](CastMode::Saturate) | XLA: clamps, NaN → 0 | one correct rounding; float8 saturates | the nearest representable |
+//! | [`Checked`](CastMode::Checked) | as Torch | as Torch | error: NaN/inf/out of range → int, imaginary part → real, overflow |
+//! | [`Exact`](CastMode::Exact) | as Torch | as Torch | error: any change of value |
+//!
+//! Errors name the first offending element; in Checked and Exact mode the destination is left
+//! untouched when an error is found (every element is checked before any is written).
+//!
+//! ```
+//! use dtcast_cast::{cast_slice, CastMode};
+//!
+//! let src = [1.0f32, 2.5, -3.0, 300.0];
+//! let mut dst = [0u8; 4];
+//! cast_slice(&src, &mut dst, CastMode::Torch)?;
+//! assert_eq!(dst, [1, 2, 253, 44]); // as torch: -3 wraps to 253, 300 to 44
+//!
+//! cast_slice(&src, &mut dst, CastMode::Saturate)?;
+//! assert_eq!(dst, [1, 2, 0, 255]);
+//!
+//! let err = cast_slice(&src, &mut [0u8; 4], CastMode::Checked).unwrap_err();
+//! assert_eq!(err.to_string(), "element 2 (-3.0) is out of range for uint8");
+//! # Ok::<(), dtcast_cast::CastError>(())
+//! ```
+//!
+//! Large buffers are split across rayon's thread pool (run inside `ThreadPool::install` to choose
+//! the pool); small ones are converted on the calling thread.
+#![deny(missing_docs)]
+
+mod check;
+mod dispatch;
+mod error;
+mod formats;
+mod lanes;
+mod mode;
+mod rules;
+
+use dtcast_dtype::{DType, Element};
+use rayon::prelude::*;
+
+pub use dtcast_dtype;
+pub use error::{CastError, ValueErrorKind};
+pub use mode::{CastMode, ParseCastModeError};
+
+/// Elements below which a cast stays on the calling thread.
+const PARALLEL_THRESHOLD: usize = 1 << 16;
+/// Elements per task when a cast is split across threads.
+const CHUNK_ELEMENTS: usize = 1 << 15;
+
+/// Converts `src`, little-endian elements of `from`, into `dst` as elements of `to`.
+///
+/// `src.len()` must be a whole number of `from` elements and `dst` must hold exactly as many
+/// `to` elements; otherwise an error says which. Neither buffer needs any alignment. When the
+/// dtypes are equal the bytes are copied.
+///
+/// ```
+/// use dtcast_cast::{cast, CastMode};
+/// use dtcast_dtype::DType;
+/// let src = 1.0f64.to_le_bytes();
+/// let mut dst = [0u8; 2];
+/// cast(&src, DType::Float64, &mut dst, DType::BFloat16, CastMode::Torch)?;
+/// assert_eq!(u16::from_le_bytes(dst), 0x3F80);
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+) -> Result<(), CastError> {
+    let n = elements(src.len(), from)?;
+    let m = elements(dst.len(), to)?;
+    if n != m {
+        return Err(CastError::LengthMismatch {
+            from,
+            to,
+            src_elements: n,
+            dst_elements: m,
+        });
+    }
+    let fns = dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })?;
+    if matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to) {
+        let exact = mode == CastMode::Exact;
+        check_all(src, from, fns.check, exact)?;
+    }
+    let kernel = match mode {
+        CastMode::Saturate => fns.saturate,
+        _ => fns.torch,
+    };
+    if from == to {
+        dst.copy_from_slice(src);
+    } else {
+        run_parallel(src, from, dst, to, kernel);
+    }
+    Ok(())
+}
+
+/// [`cast`] over typed slices: `S` and `D` name the dtypes.
+///
+/// ```
+/// use dtcast_cast::{cast_slice, CastMode};
+/// use dtcast_dtype::half::bf16;
+/// let mut out = [bf16::ZERO; 2];
+/// cast_slice(&[1.0f32, 1.0 + 1.0 / 256.0], &mut out, CastMode::Torch)?;
+/// assert_eq!(out, [bf16::ONE, bf16::ONE]); // a tie rounds to even
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_slice<S: Element, D: Element>(
+    src: &[S],
+    dst: &mut [D],
+    mode: CastMode,
+) -> Result<(), CastError> {
+    let src_bytes: &[u8] = bytemuck::cast_slice(src);
+    let len = core::mem::size_of_val(dst);
+    // SAFETY: an `Element` is plain data without padding (`NoUninit`) whose size is its dtype's
+    // itemsize, so its memory is `len` initialised bytes. The kernels write only valid elements
+    // of `D::DTYPE` (bool: 0 or 1; every other element type accepts every bit pattern), and the
+    // byte view does not outlive this call.
+    let dst_bytes: &mut [u8] =
+        unsafe { core::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), len) };
+    cast(src_bytes, S::DTYPE, dst_bytes, D::DTYPE, mode)
+}
+
+/// Converts `src` into a new buffer of `to` elements.
+///
+/// ```
+/// use dtcast_cast::{cast_to_vec, CastMode};
+/// use dtcast_dtype::DType;
+/// let out = cast_to_vec(&[0x01, 0x00, 0x02], DType::UInt8, DType::Bool, CastMode::Torch)?;
+/// assert_eq!(out, vec![1, 0, 1]);
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_to_vec(
+    src: &[u8],
+    from: DType,
+    to: DType,
+    mode: CastMode,
+) -> Result<Vec<u8>, CastError> {
+    let n = elements(src.len(), from)?;
+    let mut out = vec![0u8; n * to.itemsize()];
+    cast(src, from, &mut out, to, mode)?;
+    Ok(out)
+}
+
+fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
+    let size = dtype.itemsize();
+    if len % size == 0 {
+        Ok(len / size)
+    } else {
+        Err(CastError::PartialElement { dtype, len })
+    }
+}
+
+fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
+    let n = src.len() / from.itemsize();
+    if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
+        kernel(src, dst);
+        return;
+    }
+    src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
+        .zip(dst.par_chunks_mut(CHUNK_ELEMENTS * to.itemsize()))
+        .for_each(|(s, d)| kernel(s, d));
+}
+
+fn check_all(
+    src: &[u8],
+    from: DType,
+    check: dispatch::Checker,
+    exact: bool,
+) -> Result<(), CastError> {
+    let n = src.len() / from.itemsize();
+    if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
+        return check(src, exact, 0);
+    }
+    // The first offending element overall: the error of the lowest chunk that has one.
+    src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
+        .enumerate()
+        .filter_map(|(i, s)| check(s, exact, i * CHUNK_ELEMENTS).err())
+        .min_by_key(|e| match e {
+            CastError::Value { index, .. } => *index,
+            _ => usize::MAX,
+        })
+        .map_or(Ok(()), Err)
+}

@@ -1,0 +1,259 @@
+//! Checked and Exact modes: which elements a destination cannot take.
+
+use dtcast_dtype::{Category, DType, FloatFormat};
+
+use crate::error::ValueErrorKind;
+use crate::rules::Val;
+
+/// A number, exactly: integers as `i128`, floats as `f64`.
+#[derive(Clone, Copy, Debug)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+fn num(v: Val) -> Num {
+    match v {
+        Val::Bool(b) => Num::Int(i128::from(b)),
+        Val::Int(i) => Num::Int(i128::from(i)),
+        Val::UInt(u) => Num::Int(i128::from(u)),
+        Val::Float(x) => Num::Float(f64::from(x)),
+        Val::Double(x) => Num::Float(x),
+        Val::CFloat(re, _) => Num::Float(f64::from(re)),
+        Val::CDouble(re, _) => Num::Float(re),
+    }
+}
+
+/// Numeric equality where NaN equals NaN and -0 equals +0.
+fn same(a: Num, b: Num) -> bool {
+    match (a, b) {
+        (Num::Int(a), Num::Int(b)) => a == b,
+        (Num::Float(a), Num::Float(b)) => a == b || (a.is_nan() && b.is_nan()),
+        (Num::Int(i), Num::Float(x)) | (Num::Float(x), Num::Int(i)) => {
+            // f64 holds integers up to 2^1023 exactly; i128 values are all below 2^127.
+            x.is_finite() && x.trunc() == x && x.abs() < 1.8e38 && x as i128 == i
+        }
+    }
+}
+
+/// Exact mode: `Some(kind)` if `result` (the destination's value) is not `v`.
+pub(crate) fn exact_problem(v: Val, result: Val) -> Option<ValueErrorKind> {
+    let same_re = same(num(v.real()), num(result.real()));
+    let same_im = same(num(v.imag()), num(result.imag()));
+    (!(same_re && same_im)).then(|| ValueErrorKind::Inexact {
+        result: display(result),
+    })
+}
+
+/// Checked mode: `Some(kind)` if `to` cannot represent `v` (rounding allowed).
+pub(crate) fn checked_problem(v: Val, to: DType) -> Option<ValueErrorKind> {
+    match to.category() {
+        Category::Complex => {
+            let part = to.to_real();
+            real_problem(num(v.real()), part).or_else(|| real_problem(num(v.imag()), part))
+        }
+        _ => {
+            if !is_zero(num(v.imag())) {
+                return Some(ValueErrorKind::ImaginaryPart);
+            }
+            real_problem(num(v.real()), to)
+        }
+    }
+}
+
+fn is_zero(n: Num) -> bool {
+    match n {
+        Num::Int(i) => i == 0,
+        Num::Float(x) => x == 0.0,
+    }
+}
+
+/// The closed range of an integer dtype.
+fn int_range(to: DType) -> (i128, i128) {
+    let bits = to.bits() as u32;
+    if to.is_signed() {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    }
+}
+
+fn real_problem(n: Num, to: DType) -> Option<ValueErrorKind> {
+    match to.category() {
+        Category::Bool => {
+            matches!(n, Num::Float(x) if x.is_nan()).then_some(ValueErrorKind::NotFinite)
+        }
+        Category::SignedInt | Category::UnsignedInt => {
+            let (lo, hi) = int_range(to);
+            match n {
+                Num::Int(i) => (i < lo || i > hi).then_some(ValueErrorKind::OutOfRange),
+                Num::Float(x) if !x.is_finite() => Some(ValueErrorKind::NotFinite),
+                Num::Float(x) => {
+                    let t = x.trunc();
+                    (t < lo as f64 || t > hi as f64).then_some(ValueErrorKind::OutOfRange)
+                }
+            }
+        }
+        Category::Floating => to.float_format().and_then(|f| float_problem(n, &f)),
+        Category::Complex => None,
+    }
+}
+
+fn float_problem(n: Num, f: &FloatFormat) -> Option<ValueErrorKind> {
+    let x = match n {
+        Num::Int(i) => i as f64,
+        Num::Float(x) => x,
+    };
+    if x.is_nan() {
+        return None;
+    }
+    if !f.signed && (x <= 0.0) {
+        return Some(ValueErrorKind::OutOfRange); // e8m0: no zero, no sign
+    }
+    if x.is_infinite() {
+        return (!f.has_inf).then_some(ValueErrorKind::NotFinite);
+    }
+    let (threshold, tie_overflows) = overflow_threshold(f);
+    let a = x.abs();
+    (a > threshold || (a == threshold && tie_overflows)).then_some(ValueErrorKind::Overflow)
+}
+
+/// The magnitude from which rounding to nearest-even leaves the finite range: the largest finite
+/// value plus half its ulp; whether the tie itself overflows (it does when the largest finite
+/// value's last mantissa bit is odd, as in every IEEE format, and for e8m0, whose ties round up).
+fn overflow_threshold(f: &FloatFormat) -> (f64, bool) {
+    let max = f.max_finite;
+    let exp = ((max.to_bits() >> 52) & 0x7FF) as i32 - 1023;
+    let half_ulp = 2f64.powi(exp - f.mantissa_bits as i32 - 1);
+    let last_bit_odd =
+        f.mantissa_bits == 0 || (max / 2f64.powi(exp - f.mantissa_bits as i32)) % 2.0 == 1.0;
+    (max + half_ulp, last_bit_odd)
+}
+
+/// Python-style text of a value: `300`, `300.0`, `NaN`, `inf`, `(1.0+2.0j)`.
+pub(crate) fn display(v: Val) -> String {
+    fn real(x: f64) -> String {
+        if x.is_nan() {
+            "NaN".to_owned()
+        } else {
+            format!("{x:?}")
+        }
+    }
+    match v {
+        Val::Bool(b) => if b { "True" } else { "False" }.to_owned(),
+        Val::Int(i) => i.to_string(),
+        Val::UInt(u) => u.to_string(),
+        Val::Float(x) => real(f64::from(x)),
+        Val::Double(x) => real(x),
+        Val::CFloat(re, im) => complex(f64::from(re), f64::from(im)),
+        Val::CDouble(re, im) => complex(re, im),
+    }
+}
+
+fn complex(re: f64, im: f64) -> String {
+    let sign = if im.is_sign_negative() && !im.is_nan() {
+        '-'
+    } else {
+        '+'
+    };
+    let im_text = if im.is_nan() {
+        "NaN".to_owned()
+    } else {
+        format!("{:?}", im.abs())
+    };
+    let re_text = if re.is_nan() {
+        "NaN".to_owned()
+    } else {
+        format!("{re:?}")
+    };
+    format!("({re_text}{sign}{im_text}j)")
+}
+
+/// `true` when every value of `from` is exactly a value of `to`, so Checked and Exact have
+/// nothing to check.
+pub(crate) fn lossless(from: DType, to: DType) -> bool {
+    if from == to {
+        return true;
+    }
+    match (from.category(), to.category()) {
+        (_, Category::Complex) => lossless(from.to_real(), to.to_real()),
+        (Category::Complex, _) => false,
+        (Category::Bool, Category::Floating) => to.float_format().is_some_and(|f| f.has_zero),
+        (Category::Bool, _) => true,
+        (_, Category::Bool) => false,
+        (
+            Category::SignedInt | Category::UnsignedInt,
+            Category::SignedInt | Category::UnsignedInt,
+        ) => {
+            let ((flo, fhi), (tlo, thi)) = (int_range(from), int_range(to));
+            flo >= tlo && fhi <= thi
+        }
+        (Category::SignedInt | Category::UnsignedInt, Category::Floating) => {
+            let (lo, hi) = int_range(from);
+            let digits = to.float_format().map_or(0, |f| f.mantissa_bits + 1);
+            let needed = 128 - (hi.max(-lo - 1) as u128).leading_zeros();
+            to.float_format()
+                .is_some_and(|f| f.has_zero && (f.signed || lo >= 0))
+                && needed <= digits
+        }
+        (Category::Floating, Category::Floating) => {
+            match (from.float_format(), to.float_format()) {
+                (Some(a), Some(b)) => {
+                    b.mantissa_bits >= a.mantissa_bits
+                        && b.max_finite >= a.max_finite
+                        && b.min_subnormal.unwrap_or(b.min_normal)
+                            <= a.min_subnormal.unwrap_or(a.min_normal)
+                        && (!a.has_inf || b.has_inf)
+                        && (!a.signed || b.signed)
+                        && (!a.has_zero || b.has_zero)
+                        && (!a.has_negative_zero || b.has_negative_zero)
+                }
+                _ => false,
+            }
+        }
+        (Category::Floating, _) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds() {
+        let t = |d: DType| overflow_threshold(&d.float_format().unwrap());
+        assert_eq!(t(DType::Float16), (65520.0, true));
+        assert_eq!(t(DType::Float8E4M3Fn), (464.0, false));
+        assert_eq!(t(DType::Float8E4M3Fnuz), (248.0, true));
+        assert_eq!(t(DType::Float8E8M0Fnu), (1.5 * 2f64.powi(127), true));
+    }
+
+    #[test]
+    fn lossless_pairs() {
+        assert!(lossless(DType::Float16, DType::Float32));
+        assert!(lossless(DType::Float8E5M2, DType::Float16));
+        assert!(lossless(DType::Float8E8M0Fnu, DType::Float32));
+        assert!(!lossless(DType::Float8E8M0Fnu, DType::Float16));
+        assert!(!lossless(DType::Float8E5M2, DType::Float8E4M3Fn));
+        assert!(lossless(DType::Int16, DType::Float32));
+        assert!(!lossless(DType::Int32, DType::Float32));
+        assert!(lossless(DType::UInt8, DType::BFloat16));
+        assert!(lossless(DType::UInt8, DType::Int16));
+        assert!(!lossless(DType::Int8, DType::UInt8));
+        assert!(!lossless(DType::Int8, DType::Float8E8M0Fnu));
+        assert!(!lossless(DType::Bool, DType::Float8E8M0Fnu));
+        assert!(lossless(DType::Bool, DType::Float8E4M3Fnuz));
+        assert!(lossless(DType::Float32, DType::Complex64));
+        assert!(!lossless(DType::Complex64, DType::Float64));
+        assert!(!lossless(DType::Float16, DType::BFloat16));
+        assert!(!lossless(DType::Float32, DType::Float8E4M3Fnuz));
+    }
+
+    #[test]
+    fn display_is_python_like() {
+        assert_eq!(display(Val::Float(300.0)), "300.0");
+        assert_eq!(display(Val::Double(f64::NAN)), "NaN");
+        assert_eq!(display(Val::Int(-3)), "-3");
+        assert_eq!(display(Val::CFloat(1.0, -2.0)), "(1.0-2.0j)");
+    }
+}

@@ -1,0 +1,101 @@
+//! Cast errors.
+
+use core::fmt;
+
+use dtcast_dtype::DType;
+
+/// Why a cast failed. Nothing is written to the destination when a cast fails.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CastError {
+    /// The source and destination hold different numbers of elements.
+    LengthMismatch {
+        /// Source dtype.
+        from: DType,
+        /// Destination dtype.
+        to: DType,
+        /// Elements in the source.
+        src_elements: usize,
+        /// Elements the destination has room for.
+        dst_elements: usize,
+    },
+    /// A byte buffer's length is not a whole number of elements.
+    PartialElement {
+        /// The dtype.
+        dtype: DType,
+        /// The buffer's length in bytes.
+        len: usize,
+    },
+    /// A dtype pair this version has no kernel for (a dtype added to `dtcast-dtype` later).
+    Unsupported {
+        /// Source dtype.
+        from: DType,
+        /// Destination dtype.
+        to: DType,
+    },
+    /// An element the destination cannot hold (Checked mode) or whose value would change (Exact).
+    Value {
+        /// Index of the first offending element.
+        index: usize,
+        /// Its value, as text (`300.0`, `NaN`, `(1.0+2.0j)`).
+        value: String,
+        /// Source dtype.
+        from: DType,
+        /// Destination dtype.
+        to: DType,
+        /// What is wrong with it.
+        kind: ValueErrorKind,
+    },
+}
+
+/// What is wrong with an element.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ValueErrorKind {
+    /// Outside the destination's range (an integer range, or the positive values of e8m0).
+    OutOfRange,
+    /// NaN or ±inf into a type that cannot hold it.
+    NotFinite,
+    /// A finite value past the destination's largest finite value.
+    Overflow,
+    /// A nonzero imaginary part that a cast to a real type would drop.
+    ImaginaryPart,
+    /// The value changes (Exact mode); the value the cast would produce.
+    Inexact {
+        /// The value the destination would hold, as text.
+        result: String,
+    },
+}
+
+impl fmt::Display for CastError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CastError::LengthMismatch { from, to, src_elements, dst_elements } => write!(
+                f,
+                "length mismatch: the source holds {src_elements} {from} elements but the destination has room for {dst_elements} {to} elements"
+            ),
+            CastError::PartialElement { dtype, len } => write!(
+                f,
+                "{len} bytes is not a whole number of {dtype} elements ({} bytes each)",
+                dtype.itemsize()
+            ),
+            CastError::Unsupported { from, to } => write!(f, "no cast kernel from {from} to {to}"),
+            CastError::Value { index, value, from, to, kind } => {
+                write!(f, "element {index} ({value}) ")?;
+                match kind {
+                    ValueErrorKind::OutOfRange => write!(f, "is out of range for {to}"),
+                    ValueErrorKind::NotFinite => write!(f, "cannot be represented in {to}"),
+                    ValueErrorKind::Overflow => write!(f, "overflows {to}"),
+                    ValueErrorKind::ImaginaryPart => {
+                        write!(f, "has a nonzero imaginary part, which a cast from {from} to {to} would drop")
+                    }
+                    ValueErrorKind::Inexact { result } => {
+                        write!(f, "changes value in a cast from {from} to {to} (it would become {result})")
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for CastError {}

@@ -1,0 +1,84 @@
+//! Cast modes.
+
+use core::fmt;
+use core::str::FromStr;
+
+/// How a cast treats values the destination cannot hold exactly.
+///
+/// ```
+/// use dtcast_cast::CastMode;
+/// assert_eq!("saturate".parse(), Ok(CastMode::Saturate));
+/// assert_eq!(CastMode::default(), CastMode::Torch);
+/// assert!("bogus".parse::<CastMode>().unwrap_err().to_string().contains("torch, saturate, checked, exact"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CastMode {
+    /// Bit-identical to PyTorch 2.15's CPU cast (`tensor.to(dtype)` on x86-64): float → int wraps
+    /// the way x86 truncation does, float64 → bfloat16 / float16 / float8 rounds twice (through
+    /// float32), float8 overflow follows torch's per-format rules, NaN bits as torch writes them.
+    #[default]
+    Torch,
+    /// XLA's `convert`: float → int clamps to the target range with NaN → 0; every float → float
+    /// (and int → float) conversion rounds once, correctly; float8 overflow saturates to the
+    /// largest finite value.
+    Saturate,
+    /// Torch's values, but an error for any element the destination cannot represent: NaN, ±inf or
+    /// out-of-range → integer, a nonzero imaginary part → real, a finite value past the largest
+    /// finite → float. Rounding is allowed.
+    Checked,
+    /// An error for any element whose value changes at all (NumPy's `same_value`).
+    Exact,
+}
+
+impl CastMode {
+    /// Every mode, in the order the CLI lists them.
+    pub const ALL: [CastMode; 4] = [
+        CastMode::Torch,
+        CastMode::Saturate,
+        CastMode::Checked,
+        CastMode::Exact,
+    ];
+
+    /// The mode's name as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CastMode::Torch => "torch",
+            CastMode::Saturate => "saturate",
+            CastMode::Checked => "checked",
+            CastMode::Exact => "exact",
+        }
+    }
+}
+
+impl fmt::Display for CastMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+/// A cast mode name that is not one of `torch`, `saturate`, `checked`, `exact`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseCastModeError(String);
+
+impl fmt::Display for ParseCastModeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown cast mode `{}`; expected one of torch, saturate, checked, exact",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ParseCastModeError {}
+
+impl FromStr for CastMode {
+    type Err = ParseCastModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CastMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| ParseCastModeError(s.to_owned()))
+    }
+}
