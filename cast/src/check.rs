@@ -89,8 +89,9 @@ fn real_problem(n: Num, to: DType) -> Option<ValueErrorKind> {
                 Num::Int(i) => (i < lo || i > hi).then_some(ValueErrorKind::OutOfRange),
                 Num::Float(x) if !x.is_finite() => Some(ValueErrorKind::NotFinite),
                 Num::Float(x) => {
+                    // `hi + 1` and `lo` are powers of two (or 0), so exact in f64; `hi` may not be.
                     let t = x.trunc();
-                    (t < lo as f64 || t > hi as f64).then_some(ValueErrorKind::OutOfRange)
+                    (t < lo as f64 || t >= (hi + 1) as f64).then_some(ValueErrorKind::OutOfRange)
                 }
             }
         }

@@ -48,6 +48,30 @@ pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
 pub use mode::{CastMode, ParseCastModeError};
 
+/// The pairs that model conversion and checkpoint work lean on, which have SIMD kernels where the
+/// CPU allows: `dtcast bench` and the criterion benches measure these by default.
+pub fn hot_pairs() -> &'static [(DType, DType)] {
+    use DType::*;
+    &[
+        (Float32, BFloat16),
+        (BFloat16, Float32),
+        (Float32, Float16),
+        (Float16, Float32),
+        (Float64, Float32),
+        (Float32, Float64),
+        (Float64, BFloat16),
+        (Float32, Int32),
+        (Int32, Float32),
+        (Int64, Int32),
+        (UInt8, Float32),
+        (Float32, UInt8),
+        (Float32, Float8E4M3Fn),
+        (Float32, Float8E5M2),
+        (Bool, Float32),
+        (Int32, Int64),
+    ]
+}
+
 /// Elements below which a cast stays on the calling thread.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
 /// Elements per task when a cast is split across threads.

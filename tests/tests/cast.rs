@@ -103,22 +103,40 @@ fn saturate_clamps_float_to_int_like_xla() {
     let src = f32s(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e10, 3.7, -3.7]);
     let out = cast_to_vec(&src, DType::Float32, DType::Int8, CastMode::Saturate).unwrap();
     assert_eq!(out, [0, 127, 128, 127, 3, 253]); // -128 and -3 as bytes
-    // unsigned: x <= 0 or NaN -> 0, >= max -> max.
+                                                 // unsigned: x <= 0 or NaN -> 0, >= max -> max.
     let src = f32s(&[-1.5, 300.5, f32::NAN, 254.9]);
-    assert_eq!(cast_to_vec(&src, DType::Float32, DType::UInt8, CastMode::Saturate).unwrap(), [0, 255, 0, 254]);
+    assert_eq!(
+        cast_to_vec(&src, DType::Float32, DType::UInt8, CastMode::Saturate).unwrap(),
+        [0, 255, 0, 254]
+    );
     // Torch wraps instead (torch-semantics.md §5): 300 -> 44, -1 -> 255.
     let src = f32s(&[300.0, -1.0]);
-    assert_eq!(cast_to_vec(&src, DType::Float32, DType::UInt8, CastMode::Torch).unwrap(), [44, 255]);
+    assert_eq!(
+        cast_to_vec(&src, DType::Float32, DType::UInt8, CastMode::Torch).unwrap(),
+        [44, 255]
+    );
 }
 
 #[test]
 fn saturate_rounds_once_where_torch_rounds_twice() {
     // torch-semantics.md §5 "Double rounding": torch's answers, and the correctly rounded ones.
-    let bf16 = |x: f64, mode| u16::from_le_bytes(cast_f64(&[x], DType::BFloat16, mode).unwrap()[..2].try_into().unwrap());
+    let bf16 = |x: f64, mode| {
+        u16::from_le_bytes(
+            cast_f64(&[x], DType::BFloat16, mode).unwrap()[..2]
+                .try_into()
+                .unwrap(),
+        )
+    };
     let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
     assert_eq!(bf16(x, CastMode::Torch), 0x3F80); // 1.0
     assert_eq!(bf16(x, CastMode::Saturate), 0x3F81); // 1.0078125
-    let f16 = |x: f64, mode| u16::from_le_bytes(cast_f64(&[x], DType::Float16, mode).unwrap()[..2].try_into().unwrap());
+    let f16 = |x: f64, mode| {
+        u16::from_le_bytes(
+            cast_f64(&[x], DType::Float16, mode).unwrap()[..2]
+                .try_into()
+                .unwrap(),
+        )
+    };
     let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
     assert_eq!(f16(x, CastMode::Torch), 0x3C00);
     assert_eq!(f16(x, CastMode::Saturate), 0x3C01);
@@ -127,7 +145,8 @@ fn saturate_rounds_once_where_torch_rounds_twice() {
     assert_eq!(e4m3(x, CastMode::Torch), 0x38); // 1.0
     assert_eq!(e4m3(x, CastMode::Saturate), 0x39); // 1.125
     let i = (1i64 << 40) + (1 << 32) + 1;
-    let from_i64 = |mode| cast_to_vec(&i.to_le_bytes(), DType::Int64, DType::BFloat16, mode).unwrap();
+    let from_i64 =
+        |mode| cast_to_vec(&i.to_le_bytes(), DType::Int64, DType::BFloat16, mode).unwrap();
     // 2^40 is 0x5380; 2^40 + 2^33 is 0x5381.
     assert_eq!(from_i64(CastMode::Torch), 0x5380u16.to_le_bytes());
     assert_eq!(from_i64(CastMode::Saturate), 0x5381u16.to_le_bytes());
@@ -144,37 +163,122 @@ fn saturate_clamps_float8_overflow_to_the_largest_finite() {
     assert_eq!(sat(1000.0, DType::Float8E4M3Fnuz), 0x7F); // 240
     assert_eq!(sat(f64::NAN, DType::Float8E4M3Fnuz), 0x80);
     // torch: e5m2 overflows to inf, the fnuz formats to NaN.
-    assert_eq!(cast_f64(&[1e6], DType::Float8E5M2, CastMode::Torch).unwrap()[0], 0x7C);
-    assert_eq!(cast_f64(&[1000.0], DType::Float8E4M3Fnuz, CastMode::Torch).unwrap()[0], 0x80);
+    assert_eq!(
+        cast_f64(&[1e6], DType::Float8E5M2, CastMode::Torch).unwrap()[0],
+        0x7C
+    );
+    assert_eq!(
+        cast_f64(&[1000.0], DType::Float8E4M3Fnuz, CastMode::Torch).unwrap()[0],
+        0x80
+    );
 }
 
 #[test]
 fn checked_rejects_what_the_destination_cannot_hold() {
     use ValueErrorKind::*;
-    let err = cast_to_vec(&f32s(&[1.0, 2.5, -3.0, 300.0]), DType::Float32, DType::UInt8, CastMode::Checked).unwrap_err();
-    assert_eq!(err.to_string(), "element 2 (-3.0) is out of range for uint8");
-    assert_eq!(value_error(cast_f64(&[1.0, f64::NAN], DType::Int32, CastMode::Checked)), (1, NotFinite));
-    assert_eq!(value_error(cast_f64(&[70000.0], DType::Float16, CastMode::Checked)), (0, Overflow));
-    assert!(cast_f64(&[65519.0, 1e-9, f64::NAN, f64::INFINITY], DType::Float16, CastMode::Checked).is_ok());
+    let err = cast_to_vec(
+        &f32s(&[1.0, 2.5, -3.0, 300.0]),
+        DType::Float32,
+        DType::UInt8,
+        CastMode::Checked,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "element 2 (-3.0) is out of range for uint8"
+    );
+    assert_eq!(
+        value_error(cast_f64(&[1.0, f64::NAN], DType::Int32, CastMode::Checked)),
+        (1, NotFinite)
+    );
+    assert_eq!(
+        value_error(cast_f64(&[70000.0], DType::Float16, CastMode::Checked)),
+        (0, Overflow)
+    );
+    assert!(cast_f64(
+        &[65519.0, 1e-9, f64::NAN, f64::INFINITY],
+        DType::Float16,
+        CastMode::Checked
+    )
+    .is_ok());
     assert!(cast_f64(&[464.0, -464.0], DType::Float8E4M3Fn, CastMode::Checked).is_ok()); // rounds to 448
-    assert_eq!(value_error(cast_f64(&[465.0], DType::Float8E4M3Fn, CastMode::Checked)), (0, Overflow));
-    assert_eq!(value_error(cast_f64(&[0.0, f64::INFINITY], DType::Float8E4M3Fn, CastMode::Checked)), (1, NotFinite));
-    assert_eq!(value_error(cast_f64(&[2.0, -1.0], DType::Float8E8M0Fnu, CastMode::Checked)), (1, OutOfRange));
-    assert_eq!(value_error(cast_f64(&[2.0, 0.0], DType::Float8E8M0Fnu, CastMode::Checked)), (1, OutOfRange));
-    assert_eq!(value_error(cast_f64(&[2147483648.0], DType::Int32, CastMode::Checked)), (0, OutOfRange));
-    assert!(cast_f64(&[2147483647.9, -2147483648.9], DType::Int32, CastMode::Checked).is_ok()); // truncation is rounding
+    assert_eq!(
+        value_error(cast_f64(&[465.0], DType::Float8E4M3Fn, CastMode::Checked)),
+        (0, Overflow)
+    );
+    assert_eq!(
+        value_error(cast_f64(
+            &[0.0, f64::INFINITY],
+            DType::Float8E4M3Fn,
+            CastMode::Checked
+        )),
+        (1, NotFinite)
+    );
+    assert_eq!(
+        value_error(cast_f64(
+            &[2.0, -1.0],
+            DType::Float8E8M0Fnu,
+            CastMode::Checked
+        )),
+        (1, OutOfRange)
+    );
+    assert_eq!(
+        value_error(cast_f64(
+            &[2.0, 0.0],
+            DType::Float8E8M0Fnu,
+            CastMode::Checked
+        )),
+        (1, OutOfRange)
+    );
+    assert_eq!(
+        value_error(cast_f64(&[2147483648.0], DType::Int32, CastMode::Checked)),
+        (0, OutOfRange)
+    );
+    assert!(cast_f64(
+        &[2147483647.9, -2147483648.9],
+        DType::Int32,
+        CastMode::Checked
+    )
+    .is_ok()); // truncation is rounding
     let c = f32s(&[1.0, 0.0, 1.0, 2.0]); // (1+0j), (1+2j)
-    assert_eq!(value_error(cast_to_vec(&c, DType::Complex64, DType::Float32, CastMode::Checked)), (1, ImaginaryPart));
+    assert_eq!(
+        value_error(cast_to_vec(
+            &c,
+            DType::Complex64,
+            DType::Float32,
+            CastMode::Checked
+        )),
+        (1, ImaginaryPart)
+    );
     assert!(cast_to_vec(&c, DType::Complex64, DType::Complex32, CastMode::Checked).is_ok());
     let ints: Vec<u8> = [5i64, -200].iter().flat_map(|x| x.to_le_bytes()).collect();
-    assert_eq!(value_error(cast_to_vec(&ints, DType::Int64, DType::Int8, CastMode::Checked)), (1, OutOfRange));
+    assert_eq!(
+        value_error(cast_to_vec(
+            &ints,
+            DType::Int64,
+            DType::Int8,
+            CastMode::Checked
+        )),
+        (1, OutOfRange)
+    );
 }
 
 #[test]
 fn exact_rejects_any_change_of_value() {
-    assert!(matches!(value_error(cast_f64(&[0.5, 0.1], DType::Float32, CastMode::Exact)), (1, ValueErrorKind::Inexact { .. })));
-    assert!(cast_f64(&[0.5, -0.0, f64::NAN, f64::INFINITY, 65504.0], DType::Float16, CastMode::Exact).is_ok());
-    assert!(matches!(value_error(cast_f64(&[1.5], DType::Int32, CastMode::Exact)), (0, ValueErrorKind::Inexact { .. })));
+    assert!(matches!(
+        value_error(cast_f64(&[0.5, 0.1], DType::Float32, CastMode::Exact)),
+        (1, ValueErrorKind::Inexact { .. })
+    ));
+    assert!(cast_f64(
+        &[0.5, -0.0, f64::NAN, f64::INFINITY, 65504.0],
+        DType::Float16,
+        CastMode::Exact
+    )
+    .is_ok());
+    assert!(matches!(
+        value_error(cast_f64(&[1.5], DType::Int32, CastMode::Exact)),
+        (0, ValueErrorKind::Inexact { .. })
+    ));
     assert!(cast_f64(&[-7.0, 2e9], DType::Int32, CastMode::Exact).is_ok());
     let big: Vec<u8> = ((1i32 << 24) + 1).to_le_bytes().to_vec();
     let err = cast_to_vec(&big, DType::Int32, DType::Float32, CastMode::Exact).unwrap_err();
@@ -189,12 +293,29 @@ fn a_failed_checked_cast_leaves_the_destination_untouched() {
     values[n - 3] = f32::NAN;
     let src = f32s(&values);
     let mut dst = vec![0xAAu8; n * 4];
-    let err = cast(&src, DType::Float32, &mut dst, DType::Int32, CastMode::Checked).unwrap_err();
-    assert!(matches!(err, CastError::Value { index, .. } if index == n - 3), "{err}");
+    let err = cast(
+        &src,
+        DType::Float32,
+        &mut dst,
+        DType::Int32,
+        CastMode::Checked,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, CastError::Value { index, .. } if index == n - 3),
+        "{err}"
+    );
     assert!(dst.iter().all(|&b| b == 0xAA));
     // And the first bad element is the one reported, across chunk boundaries.
     values[100] = f32::INFINITY;
-    let err = cast(&f32s(&values), DType::Float32, &mut dst, DType::Int32, CastMode::Checked).unwrap_err();
+    let err = cast(
+        &f32s(&values),
+        DType::Float32,
+        &mut dst,
+        DType::Int32,
+        CastMode::Checked,
+    )
+    .unwrap_err();
     assert!(matches!(err, CastError::Value { index: 100, .. }), "{err}");
 }
 
@@ -202,14 +323,37 @@ fn a_failed_checked_cast_leaves_the_destination_untouched() {
 fn bad_buffers_are_errors_not_panics() {
     let mut dst = [0u8; 8];
     assert_eq!(
-        cast(&[0u8; 7], DType::Float32, &mut dst, DType::Float64, CastMode::Torch),
-        Err(CastError::PartialElement { dtype: DType::Float32, len: 7 })
+        cast(
+            &[0u8; 7],
+            DType::Float32,
+            &mut dst,
+            DType::Float64,
+            CastMode::Torch
+        ),
+        Err(CastError::PartialElement {
+            dtype: DType::Float32,
+            len: 7
+        })
     );
     assert_eq!(
-        cast(&[0u8; 8], DType::Float32, &mut dst, DType::Float64, CastMode::Torch),
-        Err(CastError::LengthMismatch { from: DType::Float32, to: DType::Float64, src_elements: 2, dst_elements: 1 })
+        cast(
+            &[0u8; 8],
+            DType::Float32,
+            &mut dst,
+            DType::Float64,
+            CastMode::Torch
+        ),
+        Err(CastError::LengthMismatch {
+            from: DType::Float32,
+            to: DType::Float64,
+            src_elements: 2,
+            dst_elements: 1
+        })
     );
     // No alignment is required: an odd offset works.
     let buf = [0u8, 0, 0, 0x80, 0x3F];
-    assert_eq!(cast_to_vec(&buf[1..], DType::Float32, DType::Float64, CastMode::Torch).unwrap(), 1.0f64.to_le_bytes());
+    assert_eq!(
+        cast_to_vec(&buf[1..], DType::Float32, DType::Float64, CastMode::Torch).unwrap(),
+        1.0f64.to_le_bytes()
+    );
 }

@@ -1,0 +1,155 @@
+//! Laws of the cast modes, over random bit patterns of every dtype pair.
+
+use dtcast::cast::{cast_to_vec, CastMode};
+use dtcast::DType;
+use proptest::prelude::*;
+
+fn any_dtype() -> impl Strategy<Value = DType> {
+    proptest::sample::select(DType::ALL.to_vec())
+}
+
+/// `n` random elements of `dt` as bytes (any bit pattern; bool bytes any value too).
+fn buffer(dt: DType, max: usize) -> impl Strategy<Value = Vec<u8>> {
+    (0..max).prop_flat_map(move |n| proptest::collection::vec(any::<u8>(), n * dt.itemsize()))
+}
+
+fn pair_and_buffer(max: usize) -> impl Strategy<Value = (DType, DType, Vec<u8>)> {
+    (any_dtype(), any_dtype()).prop_flat_map(move |(a, b)| (Just(a), Just(b), buffer(a, max)))
+}
+
+fn elements(bytes: &[u8], dt: DType) -> Vec<&[u8]> {
+    bytes.chunks_exact(dt.itemsize()).collect()
+}
+
+/// The element's value as (re, im) f64s (integers beyond 2^53 rounded; fine for NaN and zero tests).
+fn value(elem: &[u8], dt: DType) -> (f64, f64) {
+    let f = cast_to_vec(elem, dt, DType::Complex128, CastMode::Torch).expect("one element");
+    (
+        f64::from_le_bytes(f[..8].try_into().unwrap()),
+        f64::from_le_bytes(f[8..].try_into().unwrap()),
+    )
+}
+
+/// `true` if the element is a NaN (in either part for complex types).
+fn is_nan(elem: &[u8], dt: DType) -> bool {
+    let (re, im) = value(elem, dt);
+    re.is_nan() || im.is_nan()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn checked_succeeds_with_torch_values_and_exact_is_stricter((a, b, src) in pair_and_buffer(8)) {
+        let torch = cast_to_vec(&src, a, b, CastMode::Torch).unwrap();
+        let checked = cast_to_vec(&src, a, b, CastMode::Checked);
+        if let Ok(out) = &checked {
+            prop_assert_eq!(out, &torch);
+        }
+        if let Ok(out) = cast_to_vec(&src, a, b, CastMode::Exact) {
+            prop_assert_eq!(&out, &torch);
+            prop_assert!(checked.is_ok(), "exact accepted what checked refused: {:?}", checked);
+        }
+    }
+
+    #[test]
+    fn the_reported_element_is_the_first_bad_one((a, b, src) in pair_and_buffer(8), exact in any::<bool>()) {
+        let mode = if exact { CastMode::Exact } else { CastMode::Checked };
+        let first_bad = elements(&src, a).iter().position(|e| cast_to_vec(e, a, b, mode).is_err());
+        match cast_to_vec(&src, a, b, mode) {
+            Ok(_) => prop_assert_eq!(first_bad, None),
+            Err(dtcast::cast::CastError::Value { index, .. }) => prop_assert_eq!(Some(index), first_bad),
+            Err(e) => prop_assert!(false, "unexpected error {}", e),
+        }
+    }
+
+    #[test]
+    fn exact_casts_go_back_exactly((a, b, src) in pair_and_buffer(8)) {
+        if let Ok(out) = cast_to_vec(&src, a, b, CastMode::Exact) {
+            prop_assert!(cast_to_vec(&out, b, a, CastMode::Exact).is_ok(), "{} -> {} -> {} changed a value", a, b, a);
+        }
+    }
+
+    #[test]
+    fn rounding_is_idempotent((a, b, src) in pair_and_buffer(8)) {
+        // x -> b is a projection onto b's values: taking the result back to a (when b's values are
+        // all a's values) and casting again gives the same bytes. NaN bits are torch's per path,
+        // so NaN elements are left out.
+        let ab = cast_to_vec(&src, a, b, CastMode::Torch).unwrap();
+        if cast_to_vec(&ab, b, a, CastMode::Exact).is_ok() {
+            let back = cast_to_vec(&ab, b, a, CastMode::Torch).unwrap();
+            let again = cast_to_vec(&back, a, b, CastMode::Torch).unwrap();
+            for (x, y) in elements(&again, b).iter().zip(elements(&ab, b)) {
+                // A zero may lose its sign through a type without -0 (the fnuz formats).
+                let zero = value(y, b) == (0.0, 0.0) && value(x, b) == (0.0, 0.0);
+                if !is_nan(y, b) && !zero {
+                    prop_assert_eq!(x, &y);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn modes_agree_where_nothing_is_lost((a, b, src) in pair_and_buffer(8)) {
+        // Where an element fits (Checked accepts it) and torch rounds once (sources that are
+        // exactly f32s, or any source into an integer), Torch and Saturate give the same bytes.
+        let single_rounding = b.is_integral(true) || b.is_complex() && !a.is_complex()
+            || matches!(a, DType::Float16 | DType::BFloat16 | DType::Float32 | DType::Bool | DType::UInt8 | DType::Int8 | DType::Int16 | DType::UInt16)
+            || a.is_float8();
+        prop_assume!(single_rounding);
+        for e in elements(&src, a) {
+            if cast_to_vec(e, a, b, CastMode::Checked).is_ok() && !is_nan(e, a) {
+                let t = cast_to_vec(e, a, b, CastMode::Torch).unwrap();
+                let s = cast_to_vec(e, a, b, CastMode::Saturate).unwrap();
+                prop_assert_eq!(t, s, "{} -> {} on {:02x?}", a, b, e);
+            }
+        }
+    }
+
+    #[test]
+    fn a_buffer_casts_like_its_pieces((a, b, src) in pair_and_buffer(40), cut in any::<prop::sample::Index>(), mode in proptest::sample::select(CastMode::ALL.to_vec())) {
+        let n = src.len() / a.itemsize();
+        let k = if n == 0 { 0 } else { cut.index(n + 1) } * a.itemsize();
+        let whole = cast_to_vec(&src, a, b, mode);
+        let parts = cast_to_vec(&src[..k], a, b, mode).and_then(|mut x| {
+            x.extend(cast_to_vec(&src[k..], a, b, mode)?);
+            Ok(x)
+        });
+        match (whole, parts) {
+            (Ok(w), Ok(p)) => prop_assert_eq!(w, p),
+            (Err(_), Err(_)) => {}
+            (w, p) => prop_assert!(false, "whole {:?} vs pieces {:?}", w.is_ok(), p.is_ok()),
+        }
+    }
+}
+
+#[test]
+fn threads_do_not_change_the_bytes() {
+    // Big enough to be split into tasks; compare a 1-thread pool with a 2-thread pool for every
+    // pair out of float32 and into float32.
+    let n = 200_003;
+    let src: Vec<u8> = (0..n * 16)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+        .collect();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let two = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for dt in DType::ALL {
+        for (a, b) in [(DType::Float32, dt), (dt, DType::Float32)] {
+            let bytes = &src[..n * a.itemsize()];
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                let x = one.install(|| cast_to_vec(bytes, a, b, mode).unwrap());
+                let y = two.install(|| cast_to_vec(bytes, a, b, mode).unwrap());
+                assert!(
+                    x == y,
+                    "{a} -> {b} ({mode}) differs between 1 and 2 threads"
+                );
+            }
+        }
+    }
+}
