@@ -80,7 +80,7 @@ pub fn bitcast<'a>(
 /// ```
 pub fn reinterpret<T: Element>(bytes: &[u8]) -> Result<Cow<'_, [T]>, BitcastError> {
     let size = T::DTYPE.itemsize();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(BitcastError::PartialElement {
             dtype: T::DTYPE,
             len: bytes.len(),

@@ -258,3 +258,89 @@ mod tests {
         assert_eq!(display(Val::CFloat(1.0, -2.0)), "(1.0-2.0j)");
     }
 }
+
+/// A cheap test that a whole block of float32 or float64 elements is surely acceptable in
+/// Checked mode: every element inside the open interval `(lo, hi)`, or a NaN / ±inf where those
+/// are allowed. The bounds are conservative, so a block that fails it is checked again by the
+/// exact per-element rules (which find the first offending element, or none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Screen {
+    lo: f64,
+    hi: f64,
+    nan_ok: bool,
+    inf_ok: bool,
+}
+
+impl Screen {
+    /// The screen for Checked casts from `from` (float32 or float64) to `to`.
+    pub(crate) fn for_pair(from: DType, to: DType) -> Option<Screen> {
+        if !matches!(from, DType::Float32 | DType::Float64) {
+            return None;
+        }
+        let to = if to.is_complex() { to.to_real() } else { to };
+        Some(match to.category() {
+            Category::Bool => Screen {
+                lo: f64::NEG_INFINITY,
+                hi: f64::INFINITY,
+                nan_ok: false,
+                inf_ok: true,
+            },
+            Category::SignedInt | Category::UnsignedInt => {
+                let (lo, hi) = int_range(to);
+                Screen {
+                    lo: lo as f64 - 1.0,
+                    hi: (hi + 1) as f64,
+                    nan_ok: false,
+                    inf_ok: false,
+                }
+            }
+            Category::Floating => {
+                let f = to.float_format()?;
+                let (t, _) = overflow_threshold(&f);
+                let lo = if f.signed { -t } else { 0.0 };
+                Screen {
+                    lo,
+                    hi: t,
+                    nan_ok: true,
+                    inf_ok: f.has_inf,
+                }
+            }
+            Category::Complex => return None,
+        })
+    }
+
+    /// `true` if every element of `block` (little-endian `from` elements) surely passes.
+    pub(crate) fn passes(&self, block: &[u8], from: DType) -> bool {
+        match from {
+            DType::Float32 => {
+                // Round the bounds inwards so that the f32 comparisons stay conservative.
+                let lo = inward(self.lo, true);
+                let hi = inward(self.hi, false);
+                block.chunks_exact(4).fold(true, |ok, c| {
+                    let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    ok & ((x > lo) & (x < hi)
+                        | (self.nan_ok & x.is_nan())
+                        | (self.inf_ok & x.is_infinite()))
+                })
+            }
+            DType::Float64 => block.chunks_exact(8).fold(true, |ok, c| {
+                let x = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                ok & ((x > self.lo) & (x < self.hi)
+                    | (self.nan_ok & x.is_nan())
+                    | (self.inf_ok & x.is_infinite()))
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// `bound` as an f32 rounded towards the inside of the interval it bounds.
+fn inward(bound: f64, lower: bool) -> f32 {
+    let f = bound as f32;
+    match (f64::from(f) == bound || bound.is_infinite(), lower) {
+        (true, _) => f,
+        (false, true) if f64::from(f) < bound => f.next_up(),
+        (false, false) if f64::from(f) > bound => f.next_down(),
+        _ => f,
+    }
+}

@@ -24,7 +24,7 @@ pub(crate) struct PairFns {
 }
 
 #[inline(always)]
-fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
+pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
     let q = Quirks::of(S::DTYPE, D::DTYPE);
     for (s, d) in src.chunks_exact(S::SIZE).zip(dst.chunks_exact_mut(D::SIZE)) {
         let v = S::read(s).val();

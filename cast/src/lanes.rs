@@ -295,7 +295,7 @@ macro_rules! float8_lane {
             #[inline(always)]
             fn val(self) -> Val {
                 const F: Float8 = $rules;
-                Val::Float(F.to_f32(self.0))
+                Val::Float(F.decode(self.0))
             }
             #[inline(always)]
             fn torch(v: Val, _: Quirks) -> Self {

@@ -30,13 +30,17 @@
 //! ```
 //!
 //! Large buffers are split across rayon's thread pool (run inside `ThreadPool::install` to choose
-//! the pool); small ones are converted on the calling thread.
+//! the pool); small ones are converted on the calling thread. The hot pairs ([`hot_pairs`]) have
+//! SIMD kernels chosen at run time by CPU features ([`backend`]); they give the same bytes as the
+//! scalar rules for every input. Build with `RUSTFLAGS='--cfg dtcast_backend="scalar"'` to force
+//! the scalar kernels everywhere.
 #![deny(missing_docs)]
 
 mod check;
 mod dispatch;
 mod error;
 mod formats;
+mod kernels;
 mod lanes;
 mod mode;
 mod rules;
@@ -46,6 +50,7 @@ use rayon::prelude::*;
 
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
+pub use kernels::{backend, Backend};
 pub use mode::{CastMode, ParseCastModeError};
 
 /// The pairs that model conversion and checkpoint work lean on, which have SIMD kernels where the
@@ -112,16 +117,66 @@ pub fn cast(
     let fns = dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })?;
     if matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to) {
         let exact = mode == CastMode::Exact;
-        check_all(src, from, fns.check, exact)?;
+        let screen = if exact {
+            None
+        } else {
+            check::Screen::for_pair(from, to)
+        };
+        check_all(src, from, fns.check, exact, screen)?;
     }
-    let kernel = match mode {
-        CastMode::Saturate => fns.saturate,
-        _ => fns.torch,
-    };
+    let saturate = mode == CastMode::Saturate;
+    let kernel = kernels::select(from, to, saturate).unwrap_or(if saturate {
+        fns.saturate
+    } else {
+        fns.torch
+    });
     if from == to {
         dst.copy_from_slice(src);
     } else {
         run_parallel(src, from, dst, to, kernel);
+    }
+    Ok(())
+}
+
+/// [`cast`] by the scalar rules alone: single-threaded, no SIMD. This is the reference the fast
+/// kernels are tested against (they must give the same bytes); it is also what
+/// `--cfg dtcast_backend="scalar"` makes [`cast`] use.
+///
+/// ```
+/// use dtcast_cast::{cast, cast_reference, CastMode};
+/// use dtcast_dtype::DType;
+/// let src: Vec<u8> = (0..64u32).flat_map(|i| f32::from_bits(i * 0x0101_0101).to_le_bytes()).collect();
+/// let (mut a, mut b) = (vec![0u8; 128], vec![0u8; 128]);
+/// cast(&src, DType::Float32, &mut a, DType::BFloat16, CastMode::Torch)?;
+/// cast_reference(&src, DType::Float32, &mut b, DType::BFloat16, CastMode::Torch)?;
+/// assert_eq!(a, b);
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_reference(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+) -> Result<(), CastError> {
+    let n = elements(src.len(), from)?;
+    let m = elements(dst.len(), to)?;
+    if n != m {
+        return Err(CastError::LengthMismatch {
+            from,
+            to,
+            src_elements: n,
+            dst_elements: m,
+        });
+    }
+    let fns = dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })?;
+    if matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to) {
+        (fns.check)(src, mode == CastMode::Exact, 0)?;
+    }
+    if mode == CastMode::Saturate {
+        (fns.saturate)(src, dst);
+    } else {
+        (fns.torch)(src, dst);
     }
     Ok(())
 }
@@ -175,7 +230,7 @@ pub fn cast_to_vec(
 
 fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
     let size = dtype.itemsize();
-    if len % size == 0 {
+    if len.is_multiple_of(size) {
         Ok(len / size)
     } else {
         Err(CastError::PartialElement { dtype, len })
@@ -193,20 +248,40 @@ fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: disp
         .for_each(|(s, d)| kernel(s, d));
 }
 
+/// Checks every element, in parallel for large buffers; a screen (when the pair has one) clears
+/// whole blocks with a vectorised test first, so only blocks it cannot clear are checked element
+/// by element.
 fn check_all(
     src: &[u8],
     from: DType,
     check: dispatch::Checker,
     exact: bool,
+    screen: Option<check::Screen>,
 ) -> Result<(), CastError> {
+    const BLOCK: usize = 1024;
+    let chunk = |s: &[u8], base: usize| -> Result<(), CastError> {
+        match screen {
+            None => check(s, exact, base),
+            Some(screen) => s
+                .chunks(BLOCK * from.itemsize())
+                .enumerate()
+                .try_for_each(|(j, b)| {
+                    if screen.passes(b, from) {
+                        Ok(())
+                    } else {
+                        check(b, exact, base + j * BLOCK)
+                    }
+                }),
+        }
+    };
     let n = src.len() / from.itemsize();
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
-        return check(src, exact, 0);
+        return chunk(src, 0);
     }
     // The first offending element overall: the error of the lowest chunk that has one.
     src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
         .enumerate()
-        .filter_map(|(i, s)| check(s, exact, i * CHUNK_ELEMENTS).err())
+        .filter_map(|(i, s)| chunk(s, i * CHUNK_ELEMENTS).err())
         .min_by_key(|e| match e {
             CastError::Value { index, .. } => *index,
             _ => usize::MAX,

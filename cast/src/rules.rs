@@ -95,7 +95,7 @@ pub(crate) fn cvtt32(x: f64) -> i32 {
 /// `cvttsd2si` to 64 bits: truncation; NaN and out-of-range give `i64::MIN`.
 #[inline(always)]
 pub(crate) fn cvtt64(x: f64) -> i64 {
-    if x >= -9_223_372_036_854_775_808.0 && x < 9_223_372_036_854_775_808.0 {
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&x) {
         x as i64
     } else {
         i64::MIN
@@ -242,7 +242,7 @@ impl Float8 {
 
     /// The f32 PyTorch decodes `code` to (NaN bits included).
     #[inline(always)]
-    pub(crate) fn to_f32(&self, code: u8) -> f32 {
+    pub(crate) fn decode(&self, code: u8) -> f32 {
         let code = u32::from(code);
         if self.format.is_nan(code) {
             match self.nan_to_f32 {

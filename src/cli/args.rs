@@ -1,6 +1,9 @@
 //! The command line: every subcommand and flag, in one place.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use dtcast_cast::CastMode;
 use dtcast_dtype::DType;
 use dtcast_promote::Operand;
 
@@ -26,6 +29,65 @@ pub(crate) enum Command {
     Table(TableArgs),
     /// Print the shape a tensor has when its bytes are read as another dtype.
     Bitcast(BitcastArgs),
+    /// Convert raw little-endian elements from one dtype to another (stdin to stdout by default).
+    Cast(CastArgs),
+    /// Measure cast throughput per dtype pair beside a memcpy of the same bytes.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CastArgs {
+    /// The dtype of the input elements.
+    #[arg(long, value_name = "DT")]
+    pub(crate) from: DType,
+    /// The dtype to convert them to.
+    #[arg(long, value_name = "DT")]
+    pub(crate) to: DType,
+    /// torch (PyTorch's values), saturate (XLA's), checked (error on what does not fit), exact
+    /// (error on any change of value).
+    #[arg(long, default_value = "torch")]
+    pub(crate) mode: CastMode,
+    /// Read and write whitespace-separated hex, one token per element (its little-endian bytes).
+    #[arg(long)]
+    pub(crate) hex: bool,
+    /// Input file; stdin when absent.
+    pub(crate) input: Option<PathBuf>,
+    /// Output file (written whole or not at all); stdout when absent.
+    #[arg(short, long, value_name = "OUT")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Elements per buffer.
+    #[arg(long, default_value_t = 1 << 24)]
+    pub(crate) elements: usize,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Comma-separated pairs `FROM:TO` (default: the hot pairs).
+    #[arg(long, value_delimiter = ',', value_parser = parse_pair)]
+    pub(crate) pairs: Vec<(DType, DType)>,
+    /// The cast mode to measure.
+    #[arg(long, default_value = "torch")]
+    pub(crate) mode: CastMode,
+    /// Timed repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) repeat: u32,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `float32:bfloat16` → the pair.
+fn parse_pair(s: &str) -> Result<(DType, DType), String> {
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}` is not a pair: expected FROM:TO, like float32:bfloat16"))?;
+    Ok((
+        a.trim().parse().map_err(|e| format!("{e}"))?,
+        b.trim().parse().map_err(|e| format!("{e}"))?,
+    ))
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,9 @@ use std::io::{BufRead, Write};
 use clap::Parser;
 
 mod args;
+mod bench;
 mod bitcast;
+mod cast;
 mod operand;
 mod promote;
 mod table;
@@ -59,6 +61,8 @@ where
         Command::CanCast(a) => promote::can_cast(&a, stdout),
         Command::Table(a) => table::run(&a, stdout),
         Command::Bitcast(a) => bitcast::run(&a, stdout),
+        Command::Cast(a) => cast::run(&a, stdin, stdout),
+        Command::Bench(a) => bench::run(&a, stdout),
     };
     match result.and_then(|()| stdout.flush().map_err(Into::into)) {
         Ok(()) => 0,

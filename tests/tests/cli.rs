@@ -217,3 +217,153 @@ fn bitcast_prints_the_new_shape() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("`x` is not a dimension"), "{}", o.stderr);
 }
+
+#[test]
+fn cast_converts_hex_elements_like_torch() {
+    // float32 [1.0, 2.5, -3.0, 300.0] -> uint8 as torch: [1, 2, 253, 44].
+    let o = dtcast(
+        &["cast", "--from", "float32", "--to", "uint8", "--hex"],
+        "0000803f 00002040\n000040c0 00009643\n",
+    );
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (0, "01 02 fd 2c\n"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(
+        &[
+            "cast", "--from", "f32", "--to", "u8", "--hex", "--mode", "saturate",
+        ],
+        "000040c0 00009643",
+    );
+    assert_eq!(o.stdout, "00 ff\n");
+    let o = dtcast(
+        &[
+            "cast", "--from", "f32", "--to", "u8", "--hex", "--mode", "checked",
+        ],
+        "0000803f 000040c0",
+    );
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "error: element 1 (-3.0) is out of range for uint8\n"
+    );
+    assert_eq!(o.stdout, "");
+}
+
+#[test]
+fn cast_rejects_partial_elements_and_bad_tokens() {
+    let o = dtcast(&["cast", "--from", "float32", "--to", "uint8"], "abcde");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("5 bytes is not a whole number of float32 elements"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(
+        &["cast", "--from", "float32", "--to", "uint8", "--hex"],
+        "0000803f 00",
+    );
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("--hex token 1 (`00`) is not one float32 element: expected 8 hex digits"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(
+        &[
+            "cast", "--from", "float32", "--to", "uint8", "--mode", "wrap",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("expected one of torch, saturate, checked, exact"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn cast_writes_files_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.bin");
+    let output = dir.path().join("out.bin");
+    std::fs::write(&input, [0u8, 0, 0x80, 0x3F, 0, 0, 0xC0, 0x7F]).unwrap(); // 1.0, NaN
+    let (i, o) = (input.to_str().unwrap(), output.to_str().unwrap());
+    let r = dtcast(
+        &["cast", "--from", "float32", "--to", "bfloat16", i, "-o", o],
+        "",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(&output).unwrap(), [0x80, 0x3F, 0xFF, 0xFF]); // torch's NaN is 0xFFFF
+                                                                           // A failing cast leaves the existing output as it was and no temporary file behind.
+    let r = dtcast(
+        &[
+            "cast", "--from", "float32", "--to", "int32", "--mode", "checked", i, "-o", o,
+        ],
+        "",
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(std::fs::read(&output).unwrap(), [0x80, 0x3F, 0xFF, 0xFF]);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    let r = dtcast(
+        &[
+            "cast",
+            "--from",
+            "float32",
+            "--to",
+            "int32",
+            "/no/such/file",
+        ],
+        "",
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("error: reading /no/such/file"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn bench_reports_json_lines_for_the_requested_pairs() {
+    let o = dtcast(
+        &[
+            "bench",
+            "--elements",
+            "4096",
+            "--repeat",
+            "1",
+            "--threads",
+            "1",
+            "--pairs",
+            "f32:bf16,u8:f32",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 2);
+    for (line, (from, to)) in lines
+        .iter()
+        .zip([("float32", "bfloat16"), ("uint8", "float32")])
+    {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["from"], from);
+        assert_eq!(v["to"], to);
+        assert_eq!(v["elements"], 4096);
+        assert_eq!(v["threads"], 1);
+        for key in ["gelem_per_s", "cast_gbps", "memcpy_gbps"] {
+            assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {line}");
+        }
+    }
+    let o = dtcast(&["bench", "--pairs", "f32-bf16"], "");
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("expected FROM:TO"), "{}", o.stderr);
+}

@@ -1,0 +1,382 @@
+//! x86-64 AVX-512 (F, BW, VL, DQ) kernels for the hot pairs.
+//!
+//! Each kernel converts whole vectors with AVX-512 and leaves the last few elements to the scalar
+//! kernel of the same pair, so the two must — and do, by the property tests — agree bit for bit.
+//! The rules each kernel implements are the scalar ones in `lanes.rs` / `formats.rs`; comments say
+//! which instruction gives which rule.
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("x86_avx512.rs is for x86-64 only");
+
+use core::arch::x86_64::*;
+use std::sync::OnceLock;
+
+use dtcast_dtype::DType;
+
+use crate::dispatch::{convert, Kernel};
+use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
+
+/// Whether this CPU has the AVX-512 subsets the kernels use (detected once).
+pub(super) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512dq")
+    })
+}
+
+/// Defines a safe kernel `$name` for `$S` → `$D`: an AVX-512 loop over `$lanes` elements at a
+/// time (`$body` sees raw pointers `$s`, `$d` to the current lanes), then the scalar kernel for
+/// the rest. The whole loop is inside the `#[target_feature]` function, so the body inlines.
+macro_rules! kernel {
+    ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident, $d:ident| $body:block) => {
+        fn $name(src: &[u8], dst: &mut [u8]) {
+            /// # Safety
+            /// The CPU must have AVX-512 F, BW, VL and DQ.
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            unsafe fn simd(src: &[u8], dst: &mut [u8]) -> usize {
+                let n = (src.len() / <$S as Lane>::SIZE).min(dst.len() / <$D as Lane>::SIZE);
+                let full = n - n % $lanes;
+                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+                let mut i = 0;
+                while i < full {
+                    // SAFETY: i + $lanes <= n, so the $lanes elements at i lie inside both buffers;
+                    // every load and store below is unaligned.
+                    unsafe {
+                        let $s = sp.add(i * <$S as Lane>::SIZE);
+                        let $d = dp.add(i * <$D as Lane>::SIZE);
+                        $body
+                    }
+                    i += $lanes;
+                }
+                full
+            }
+            let done = if available() {
+                // SAFETY: the CPU features were detected.
+                unsafe { simd(src, dst) }
+            } else {
+                0
+            };
+            convert::<$S, $D, $sat>(
+                &src[done * <$S as Lane>::SIZE..],
+                &mut dst[done * <$D as Lane>::SIZE..],
+            );
+        }
+    };
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn splat(x: u32) -> __m512i {
+    _mm512_set1_epi32(x as i32)
+}
+
+/// f32 bits → bfloat16 codes in the low halves of the lanes, round to nearest-even (NaN: caller).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn bf16_round(b: __m512i) -> __m512i {
+    let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), splat(1));
+    _mm512_srli_epi32::<16>(_mm512_add_epi32(_mm512_add_epi32(b, splat(0x7FFF)), lsb))
+}
+
+/// The lanes of `b` (f32 bits) that are NaN.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn nan_lanes(b: __m512i) -> __mmask16 {
+    _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, splat(0x7FFF_FFFF)), splat(0x7F80_0000))
+}
+
+/// f32 bits → bfloat16 as torch: NaN → `nan` (0xFFFF for float32 sources, 0x7FC0 otherwise).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn bf16_torch(b: __m512i, nan: u32) -> __m512i {
+    _mm512_mask_mov_epi32(bf16_round(b), nan_lanes(b), splat(nan))
+}
+
+/// f32 bits → bfloat16 in Saturate mode: NaN keeps sign and payload, quieted.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn bf16_saturate(b: __m512i) -> __m512i {
+    let nan = _mm512_or_si512(_mm512_srli_epi32::<16>(b), splat(0x40));
+    _mm512_mask_mov_epi32(bf16_round(b), nan_lanes(b), nan)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+/// # Safety
+/// `d` must be valid for 32 bytes of writes.
+unsafe fn store_u16(d: *mut u8, v: __m512i) {
+    // SAFETY: the caller's contract.
+    unsafe { _mm256_storeu_si256(d.cast(), _mm512_cvtepi32_epi16(v)) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+/// # Safety
+/// `d` must be valid for 16 bytes of writes.
+unsafe fn store_u8(d: *mut u8, v: __m512i) {
+    // SAFETY: the caller's contract.
+    unsafe { _mm_storeu_si128(d.cast(), _mm512_cvtepi32_epi8(v)) }
+}
+
+/// Sixteen f64 → sixteen f32 (round to nearest-even; NaN quieted with payload, as `cvtsd2ss`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+/// # Safety
+/// `s` must be valid for 128 bytes of reads.
+unsafe fn load_f64x16_as_f32(s: *const u8) -> __m512 {
+    // SAFETY: the caller's contract.
+    let (lo, hi) = unsafe { (_mm512_loadu_pd(s.cast()), _mm512_loadu_pd(s.add(64).cast())) };
+    _mm512_insertf32x8::<1>(
+        _mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),
+        _mm512_cvtpd_ps(hi),
+    )
+}
+
+/// Sixteen f64 → f32 rounded to odd: truncate, then set the last bit where inexact. One more
+/// rounding to bfloat16 from this is a correct single rounding from the f64.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+/// # Safety
+/// `s` must be valid for 128 bytes of reads.
+unsafe fn load_f64x16_as_f32_odd(s: *const u8) -> __m512i {
+    // SAFETY: the caller's contract.
+    let (lo, hi) = unsafe { (_mm512_loadu_pd(s.cast()), _mm512_loadu_pd(s.add(64).cast())) };
+    let half = |x: __m512d| {
+        let t = _mm512_cvt_roundpd_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
+        let inexact = _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(_mm512_cvtps_pd(t), x);
+        let t = _mm512_castsi512_si256(_mm512_castps_si512(_mm512_castps256_ps512(t)));
+        _mm256_mask_or_epi32(t, inexact, t, _mm256_set1_epi32(1))
+    };
+    _mm512_inserti32x8::<1>(_mm512_castsi256_si512(half(lo)), half(hi))
+}
+
+kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 16, |s, d| {
+    store_u16(d, bf16_torch(_mm512_loadu_si512(s.cast()), 0xFFFF));
+});
+
+kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 16, |s, d| {
+    store_u16(d, bf16_saturate(_mm512_loadu_si512(s.cast())));
+});
+
+kernel!(bf16_to_f32: BF16 => f32, saturate = false, lanes = 16, |s, d| {
+    let h = _mm256_loadu_si256(s.cast());
+    _mm512_storeu_si512(d.cast(), _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)));
+});
+
+kernel!(bf16_to_f32_saturate: BF16 => f32, saturate = true, lanes = 16, |s, d| {
+    let h = _mm256_loadu_si256(s.cast());
+    _mm512_storeu_si512(d.cast(), _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)));
+});
+
+kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 16, |s, d| {
+    // vcvtps2ph: round to nearest-even, overflow to inf, NaN quieted keeping its top payload bits.
+    let x = _mm512_loadu_ps(s.cast());
+    _mm256_storeu_si256(d.cast(), _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x));
+});
+
+kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 16, |s, d| {
+    let x = _mm512_loadu_ps(s.cast());
+    _mm256_storeu_si256(d.cast(), _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x));
+});
+
+kernel!(f16_to_f32_torch: F16 => f32, saturate = false, lanes = 16, |s, d| {
+    // vcvtph2ps is exact; torch writes 0x7FFFFFFF for every float16 NaN on this path.
+    let x = _mm512_cvtph_ps(_mm256_loadu_si256(s.cast()));
+    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+    _mm512_storeu_si512(d.cast(), _mm512_mask_mov_epi32(_mm512_castps_si512(x), nan, splat(0x7FFF_FFFF)));
+});
+
+kernel!(f16_to_f32_saturate: F16 => f32, saturate = true, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), _mm512_cvtph_ps(_mm256_loadu_si256(s.cast())));
+});
+
+kernel!(f64_to_f32: f64 => f32, saturate = false, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), load_f64x16_as_f32(s));
+});
+
+kernel!(f64_to_f32_saturate: f64 => f32, saturate = true, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), load_f64x16_as_f32(s));
+});
+
+kernel!(f32_to_f64: f32 => f64, saturate = false, lanes = 8, |s, d| {
+    _mm512_storeu_pd(d.cast(), _mm512_cvtps_pd(_mm256_loadu_ps(s.cast())));
+});
+
+kernel!(f32_to_f64_saturate: f32 => f64, saturate = true, lanes = 8, |s, d| {
+    _mm512_storeu_pd(d.cast(), _mm512_cvtps_pd(_mm256_loadu_ps(s.cast())));
+});
+
+kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 16, |s, d| {
+    // c10::BFloat16(double) goes through float: two roundings; NaN -> 0x7FC0.
+    store_u16(d, bf16_torch(_mm512_castps_si512(load_f64x16_as_f32(s)), 0x7FC0));
+});
+
+kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 16, |s, d| {
+    store_u16(d, bf16_saturate(load_f64x16_as_f32_odd(s)));
+});
+
+kernel!(f32_to_i32_torch: f32 => i32, saturate = false, lanes = 16, |s, d| {
+    // vcvttps2dq: truncation; NaN and out-of-range give 0x80000000, as torch's scalar path.
+    _mm512_storeu_si512(d.cast(), _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast())));
+});
+
+kernel!(f32_to_i32_saturate: f32 => i32, saturate = true, lanes = 16, |s, d| {
+    let x = _mm512_loadu_ps(s.cast());
+    let t = _mm512_cvttps_epi32(x);
+    let t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, _mm512_set1_ps(2_147_483_648.0)), splat(0x7FFF_FFFF));
+    let t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), splat(0));
+    _mm512_storeu_si512(d.cast(), t);
+});
+
+kernel!(i32_to_f32: i32 => f32, saturate = false, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast())));
+});
+
+kernel!(i32_to_f32_saturate: i32 => f32, saturate = true, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast())));
+});
+
+kernel!(i64_to_i32: i64 => i32, saturate = false, lanes = 16, |s, d| {
+    let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
+    let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
+    _mm256_storeu_si256(d.cast(), lo);
+    _mm256_storeu_si256(d.add(32).cast(), hi);
+});
+
+kernel!(i64_to_i32_saturate: i64 => i32, saturate = true, lanes = 16, |s, d| {
+    let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
+    let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
+    _mm256_storeu_si256(d.cast(), lo);
+    _mm256_storeu_si256(d.add(32).cast(), hi);
+});
+
+kernel!(i32_to_i64: i32 => i64, saturate = false, lanes = 8, |s, d| {
+    _mm512_storeu_si512(d.cast(), _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast())));
+});
+
+kernel!(i32_to_i64_saturate: i32 => i64, saturate = true, lanes = 8, |s, d| {
+    _mm512_storeu_si512(d.cast(), _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast())));
+});
+
+kernel!(u8_to_f32: u8 => f32, saturate = false, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()))));
+});
+
+kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 16, |s, d| {
+    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()))));
+});
+
+kernel!(bool_to_f32: Bool => f32, saturate = false, lanes = 16, |s, d| {
+    let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
+    _mm512_storeu_si512(d.cast(), _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000)));
+});
+
+kernel!(bool_to_f32_saturate: Bool => f32, saturate = true, lanes = 16, |s, d| {
+    let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
+    _mm512_storeu_si512(d.cast(), _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000)));
+});
+
+kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 16, |s, d| {
+    // torch: uint8(int64(x)). The low byte of a 32-bit truncation is the same: an f32 at or past
+    // 2^31 is a multiple of 2^8, and NaN / out-of-range give 0x80000000 or INT64_MIN, low byte 0.
+    store_u8(d, _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast())));
+});
+
+kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 16, |s, d| {
+    // vmaxps returns its second operand when the first is NaN: NaN -> 0.
+    let x = _mm512_max_ps(_mm512_loadu_ps(s.cast()), _mm512_setzero_ps());
+    store_u8(d, _mm512_cvttps_epi32(_mm512_min_ps(x, _mm512_set1_ps(255.0))));
+});
+
+/// f32 bits → float8 codes by torch's `fp8e4m3fn_from_fp32_value` / `fp8e5m2_from_fp32_value`
+/// scheme: a float add rounds the subnormals, an integer add rounds the normals to nearest-even.
+/// Returns (code without sign, sign byte in the low bits, |x| bits).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn float8_round<const MAN: u32, const BIAS: u32>(b: __m512i) -> (__m512i, __m512i, __m512i) {
+    let sign = _mm512_srli_epi32::<24>(_mm512_and_si512(b, splat(0x8000_0000)));
+    let a = _mm512_and_si512(b, splat(0x7FFF_FFFF));
+    let shift = 23 - MAN;
+    // Normals: rebias the exponent, add just under half an ulp plus the kept lsb, truncate.
+    let odd = _mm512_and_si512(_mm512_srlv_epi32(a, splat(shift)), splat(1));
+    let rebias = (BIAS.wrapping_sub(127)) << 23;
+    let half = (1 << (shift - 1)) - 1;
+    let norm = _mm512_add_epi32(_mm512_add_epi32(a, splat(rebias.wrapping_add(half))), odd);
+    let norm = _mm512_srlv_epi32(norm, splat(shift));
+    // Subnormals: adding 2^(e) where the format's quantum lines up with f32's last bit.
+    // 2^(24 - BIAS - MAN) has an f32 ulp equal to the format's subnormal quantum 2^(1 - BIAS - MAN).
+    let magic = (151 - BIAS - MAN) << 23;
+    let sub = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(
+            _mm512_castsi512_ps(a),
+            _mm512_castsi512_ps(splat(magic)),
+        )),
+        splat(magic),
+    );
+    let is_sub = _mm512_cmplt_epu32_mask(a, splat((128 - BIAS) << 23));
+    (_mm512_mask_mov_epi32(norm, is_sub, sub), sign, a)
+}
+
+kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 16, |s, d| {
+    let b = _mm512_loadu_si512(s.cast());
+    let (code, sign, a) = float8_round::<3, 7>(b);
+    // Past 448 (inf included) saturates to 0x7E (torch 2.15); NaN is 0x7F.
+    let code = _mm512_min_epu32(code, splat(0x7E));
+    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
+    store_u8(d, _mm512_or_si512(code, sign));
+});
+
+kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 16, |s, d| {
+    let b = _mm512_loadu_si512(s.cast());
+    let (code, sign, a) = float8_round::<3, 7>(b);
+    let code = _mm512_min_epu32(code, splat(0x7E));
+    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
+    store_u8(d, _mm512_or_si512(code, sign));
+});
+
+kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 16, |s, d| {
+    let b = _mm512_loadu_si512(s.cast());
+    let (code, sign, a) = float8_round::<2, 15>(b);
+    // Overflow and inf give inf (0x7C); NaN is 0x7F.
+    let code = _mm512_min_epu32(code, splat(0x7C));
+    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
+    store_u8(d, _mm512_or_si512(code, sign));
+});
+
+kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 16, |s, d| {
+    let b = _mm512_loadu_si512(s.cast());
+    let (code, sign, a) = float8_round::<2, 15>(b);
+    // Finite overflow saturates to 0x7B (57344); inf stays inf; NaN is 0x7F.
+    let code = _mm512_min_epu32(code, splat(0x7B));
+    let code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epu32_mask(a, splat(0x7F80_0000)), splat(0x7C));
+    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
+    store_u8(d, _mm512_or_si512(code, sign));
+});
+
+/// The AVX-512 kernel for a pair, if there is one.
+pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
+    use DType::*;
+    let (torch, sat): (Kernel, Kernel) = match (from, to) {
+        (Float32, BFloat16) => (f32_to_bf16_torch, f32_to_bf16_saturate),
+        (BFloat16, Float32) => (bf16_to_f32, bf16_to_f32_saturate),
+        (Float32, Float16) => (f32_to_f16, f32_to_f16_saturate),
+        (Float16, Float32) => (f16_to_f32_torch, f16_to_f32_saturate),
+        (Float64, Float32) => (f64_to_f32, f64_to_f32_saturate),
+        (Float32, Float64) => (f32_to_f64, f32_to_f64_saturate),
+        (Float64, BFloat16) => (f64_to_bf16_torch, f64_to_bf16_saturate),
+        (Float32, Int32) => (f32_to_i32_torch, f32_to_i32_saturate),
+        (Int32, Float32) => (i32_to_f32, i32_to_f32_saturate),
+        (Int64, Int32) => (i64_to_i32, i64_to_i32_saturate),
+        (Int32, Int64) => (i32_to_i64, i32_to_i64_saturate),
+        (UInt8, Float32) => (u8_to_f32, u8_to_f32_saturate),
+        (Bool, Float32) => (bool_to_f32, bool_to_f32_saturate),
+        (Float32, UInt8) => (f32_to_u8_torch, f32_to_u8_saturate),
+        (Float32, Float8E4M3Fn) => (f32_to_e4m3fn, f32_to_e4m3fn_saturate),
+        (Float32, Float8E5M2) => (f32_to_e5m2_torch, f32_to_e5m2_saturate),
+        _ => return None,
+    };
+    Some(if saturate { sat } else { torch })
+}

@@ -1,0 +1,156 @@
+//! `dtcast bench`: cast throughput per pair, beside a memcpy of the same bytes in the same run.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use dtcast_cast::{cast, cast_to_vec, hot_pairs, CastMode};
+use dtcast_dtype::DType;
+use rayon::prelude::*;
+
+use super::args::BenchArgs;
+use super::CmdError;
+
+/// One pair's figures.
+struct Figures {
+    from: DType,
+    to: DType,
+    elements: usize,
+    threads: usize,
+    cast: Duration,
+    memcpy: Duration,
+}
+
+impl Figures {
+    fn bytes(&self) -> f64 {
+        (self.elements * (self.from.itemsize() + self.to.itemsize())) as f64
+    }
+    fn gelem_per_s(&self) -> f64 {
+        self.elements as f64 / self.cast.as_secs_f64() / 1e9
+    }
+    fn cast_gbps(&self) -> f64 {
+        self.bytes() / self.cast.as_secs_f64() / 1e9
+    }
+    fn memcpy_gbps(&self) -> f64 {
+        self.bytes() / self.memcpy.as_secs_f64() / 1e9
+    }
+}
+
+pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = args.threads {
+        if t == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        builder = builder.num_threads(t);
+    }
+    let pool = builder.build()?;
+    let pairs: Vec<(DType, DType)> = if args.pairs.is_empty() {
+        hot_pairs().to_vec()
+    } else {
+        args.pairs.clone()
+    };
+    if !args.json {
+        writeln!(
+            out,
+            "{} elements, {} threads, mode {}, median of {}; GB/s count bytes read + written",
+            args.elements,
+            pool.current_num_threads(),
+            args.mode,
+            args.repeat
+        )?;
+        writeln!(
+            out,
+            "{:<34} {:>9} {:>10} {:>11} {:>8}",
+            "pair", "Gelem/s", "cast GB/s", "memcpy GB/s", "ratio"
+        )?;
+    }
+    for (from, to) in pairs {
+        let f = pool.install(|| measure(from, to, args.elements, args.mode, args.repeat))?;
+        if args.json {
+            writeln!(
+                out,
+                "{{\"from\": \"{}\", \"to\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
+                f.from, f.to, f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{:<34} {:>9.3} {:>10.2} {:>11.2} {:>8.2}",
+                format!("{} -> {}", f.from, f.to),
+                f.gelem_per_s(),
+                f.cast_gbps(),
+                f.memcpy_gbps(),
+                f.cast_gbps() / f.memcpy_gbps()
+            )?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn measure(
+    from: DType,
+    to: DType,
+    n: usize,
+    mode: CastMode,
+    repeat: u32,
+) -> Result<Figures, CmdError> {
+    let src = sample(from, n)?;
+    let mut dst = vec![0u8; n * to.itemsize()];
+    let cast_time = median(repeat, || {
+        cast(&src, from, &mut dst, to, mode).map_err(CmdError::from)
+    })?;
+    // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
+    let half = n * (from.itemsize() + to.itemsize()) / 2;
+    let a = vec![1u8; half];
+    let mut b = vec![0u8; half];
+    let memcpy_time = median(repeat, || {
+        let chunk = 1 << 20;
+        b.par_chunks_mut(chunk)
+            .zip(a.par_chunks(chunk))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        Ok(())
+    })?;
+    Ok(Figures {
+        from,
+        to,
+        elements: n,
+        threads: rayon::current_num_threads(),
+        cast: cast_time,
+        memcpy: memcpy_time,
+    })
+}
+
+/// A warm-up run, then the median of `repeat` timed runs.
+fn median(repeat: u32, mut f: impl FnMut() -> Result<(), CmdError>) -> Result<Duration, CmdError> {
+    f()?;
+    let mut times = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+/// `n` elements of `dtype` that look like model weights: a spread of magnitudes around ±100,
+/// cast from f64 the way a user's data would be.
+fn sample(dtype: DType, n: usize) -> Result<Vec<u8>, CmdError> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let values: Vec<u8> = (0..n)
+        .flat_map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
+            (unit * 200.0 - 100.0).to_le_bytes()
+        })
+        .collect();
+    Ok(cast_to_vec(
+        &values,
+        DType::Float64,
+        dtype,
+        CastMode::Torch,
+    )?)
+}
