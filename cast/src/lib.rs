@@ -243,8 +243,13 @@ fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: disp
         kernel(src, dst);
         return;
     }
-    src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
-        .zip(dst.par_chunks_mut(CHUNK_ELEMENTS * to.itemsize()))
+    // A few long contiguous pieces per thread, not many short ones: each core then streams through
+    // its own memory, which the hardware prefetchers follow (measured: ~25% faster than 32K-element
+    // tasks for widening pairs on 2 cores).
+    let pieces = rayon::current_num_threads() * 4;
+    let per = n.div_ceil(pieces).max(CHUNK_ELEMENTS);
+    src.par_chunks(per * from.itemsize())
+        .zip(dst.par_chunks_mut(per * to.itemsize()))
         .for_each(|(s, d)| kernel(s, d));
 }
 

@@ -34,7 +34,7 @@ fn interesting_f32() -> impl Strategy<Value = u32> {
 
 fn buffer_for(dt: DType) -> BoxedStrategy<Vec<u8>> {
     match dt {
-        DType::Float32 => proptest::collection::vec(interesting_f32(), 0..80)
+        DType::Float32 => proptest::collection::vec(interesting_f32(), 0..300)
             .prop_map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
             .boxed(),
         DType::Float64 => proptest::collection::vec(
@@ -49,7 +49,7 @@ fn buffer_for(dt: DType) -> BoxedStrategy<Vec<u8>> {
         .boxed(),
         other => {
             let size = other.itemsize();
-            (0usize..80)
+            (0usize..300)
                 .prop_flat_map(move |n| proptest::collection::vec(any::<u8>(), n * size))
                 .boxed()
         }
@@ -148,6 +148,37 @@ fn the_checked_screen_never_clears_a_bad_element() {
                     Ok(())
                 })
                 .unwrap();
+        }
+    }
+}
+
+#[test]
+fn fast_kernels_match_when_streaming_into_large_buffers() {
+    // Destinations of 1 MiB and more are written with streaming stores after an aligned prologue;
+    // one thread splits the buffer into four pieces, each past that size. Offsetting the
+    // destination by one element moves the prologue.
+    let n = (1 << 22) + 37;
+    let src: Vec<u8> = (0..n * 8)
+        .map(|i| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 31) as u8)
+        .collect();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for &(from, to) in hot_pairs() {
+        let bytes = &src[..n * from.itemsize()];
+        for mode in [CastMode::Torch, CastMode::Saturate] {
+            let mut scalar = vec![0u8; n * to.itemsize()];
+            cast_reference(bytes, from, &mut scalar, to, mode).unwrap();
+            for offset in [0, to.itemsize()] {
+                let mut fast = vec![0u8; n * to.itemsize() + offset];
+                one.install(|| cast(bytes, from, &mut fast[offset..], to, mode))
+                    .unwrap();
+                assert!(
+                    fast[offset..] == scalar[..],
+                    "{from} -> {to} ({mode}, offset {offset}) differs from the scalar rules"
+                );
+            }
         }
     }
 }

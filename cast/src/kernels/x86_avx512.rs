@@ -28,43 +28,122 @@ pub(super) fn available() -> bool {
 }
 
 /// Defines a safe kernel `$name` for `$S` → `$D`: an AVX-512 loop over `$lanes` elements at a
-/// time (`$body` sees raw pointers `$s`, `$d` to the current lanes), then the scalar kernel for
-/// the rest. The whole loop is inside the `#[target_feature]` function, so the body inlines.
+/// time (`$body` sees raw pointers `$s`, `$d` to the current lanes and returns the vector to
+/// store), then the scalar kernel for the rest. The whole loop is inside the `#[target_feature]`
+/// function, so the body inlines.
+///
+/// Destinations of at least [`STREAM_BYTES`] are written with non-temporal stores once the
+/// destination pointer is 64-byte aligned (a few scalar elements first get it there): a cast
+/// writes a buffer it will not read back, and streaming stores skip the read-for-ownership that
+/// ordinary stores cost, which matters most for widening pairs.
 macro_rules! kernel {
     ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident, $d:ident| $body:block) => {
         fn $name(src: &[u8], dst: &mut [u8]) {
             /// # Safety
-            /// The CPU must have AVX-512 F, BW, VL and DQ.
+            /// The CPU must have AVX-512 F, BW, VL and DQ; `n` elements must fit both buffers.
             #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            unsafe fn simd(src: &[u8], dst: &mut [u8]) -> usize {
-                let n = (src.len() / <$S as Lane>::SIZE).min(dst.len() / <$D as Lane>::SIZE);
-                let full = n - n % $lanes;
+            unsafe fn simd<const STREAM: bool>(src: &[u8], dst: &mut [u8], n: usize) {
                 let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
                 let mut i = 0;
-                while i < full {
+                while i < n {
                     // SAFETY: i + $lanes <= n, so the $lanes elements at i lie inside both buffers;
-                    // every load and store below is unaligned.
+                    // loads are unaligned; a streaming store is aligned (the caller aligned `dst`
+                    // to 64 bytes and every store is a power of two no wider than that).
                     unsafe {
                         let $s = sp.add(i * <$S as Lane>::SIZE);
                         let $d = dp.add(i * <$D as Lane>::SIZE);
-                        $body
+                        let v = $body;
+                        if STREAM {
+                            v.stream($d)
+                        } else {
+                            v.store($d)
+                        }
                     }
                     i += $lanes;
                 }
-                full
+                if STREAM {
+                    _mm_sfence();
+                }
             }
-            let done = if available() {
-                // SAFETY: the CPU features were detected.
-                unsafe { simd(src, dst) }
-            } else {
-                0
-            };
-            convert::<$S, $D, $sat>(
-                &src[done * <$S as Lane>::SIZE..],
-                &mut dst[done * <$D as Lane>::SIZE..],
-            );
+            let (ss, ds) = (<$S as Lane>::SIZE, <$D as Lane>::SIZE);
+            let n = (src.len() / ss).min(dst.len() / ds);
+            let mut done = 0;
+            if available() {
+                let stream = dst.len() >= STREAM_BYTES && (dst.as_ptr() as usize) % ds == 0;
+                if stream {
+                    done = ((64 - (dst.as_ptr() as usize) % 64) % 64) / ds;
+                    convert::<$S, $D, $sat>(&src[..done * ss], &mut dst[..done * ds]);
+                }
+                let full = (n - done) - (n - done) % $lanes;
+                let (s, d) = (&src[done * ss..], &mut dst[done * ds..]);
+                // SAFETY: the CPU features were detected; `full` elements fit both slices.
+                unsafe {
+                    if stream {
+                        simd::<true>(s, d, full)
+                    } else {
+                        simd::<false>(s, d, full)
+                    }
+                }
+                done += full;
+            }
+            convert::<$S, $D, $sat>(&src[done * ss..], &mut dst[done * ds..]);
         }
     };
+}
+
+/// Destinations from this size on are written with streaming stores.
+const STREAM_BYTES: usize = 1 << 20;
+
+/// A vector a kernel stores: ordinary (unaligned) or streaming (aligned) stores.
+trait Vector: Copy {
+    /// # Safety
+    /// `p` must be valid for `size_of::<Self>()` bytes of writes; AVX-512 must be available.
+    unsafe fn store(self, p: *mut u8);
+    /// # Safety
+    /// As `store`, and `p` must be aligned to `size_of::<Self>()`.
+    unsafe fn stream(self, p: *mut u8);
+}
+
+macro_rules! vector {
+    ($ty:ty, $store:ident, $stream:ident, $as:ty) => {
+        impl Vector for $ty {
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            unsafe fn store(self, p: *mut u8) {
+                // SAFETY: the caller's contract.
+                unsafe { $store(p.cast::<$as>(), self) }
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            unsafe fn stream(self, p: *mut u8) {
+                // SAFETY: the caller's contract.
+                unsafe { $stream(p.cast::<$as>(), self) }
+            }
+        }
+    };
+}
+
+vector!(__m128i, _mm_storeu_si128, _mm_stream_si128, __m128i);
+vector!(__m256i, _mm256_storeu_si256, _mm256_stream_si256, __m256i);
+vector!(__m512i, _mm512_storeu_si512, _mm512_stream_si512, __m512i);
+vector!(__m512, _mm512_storeu_ps, _mm512_stream_ps, f32);
+vector!(__m512d, _mm512_storeu_pd, _mm512_stream_pd, f64);
+
+/// Two 32-byte halves as one 64-byte vector, so that narrow results are stored a cache line at a time.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn join2(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// Four 16-byte quarters as one 64-byte vector.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn join4(a: __m128i, b: __m128i, c: __m128i, d: __m128i) -> __m512i {
+    join2(
+        _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(a), b),
+        _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(c), d),
+    )
 }
 
 #[inline]
@@ -103,24 +182,6 @@ fn bf16_saturate(b: __m512i) -> __m512i {
     _mm512_mask_mov_epi32(bf16_round(b), nan_lanes(b), nan)
 }
 
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-/// # Safety
-/// `d` must be valid for 32 bytes of writes.
-unsafe fn store_u16(d: *mut u8, v: __m512i) {
-    // SAFETY: the caller's contract.
-    unsafe { _mm256_storeu_si256(d.cast(), _mm512_cvtepi32_epi16(v)) }
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-/// # Safety
-/// `d` must be valid for 16 bytes of writes.
-unsafe fn store_u8(d: *mut u8, v: __m512i) {
-    // SAFETY: the caller's contract.
-    unsafe { _mm_storeu_si128(d.cast(), _mm512_cvtepi32_epi8(v)) }
-}
-
 /// Sixteen f64 → sixteen f32 (round to nearest-even; NaN quieted with payload, as `cvtsd2ss`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
@@ -153,142 +214,139 @@ unsafe fn load_f64x16_as_f32_odd(s: *const u8) -> __m512i {
     _mm512_inserti32x8::<1>(_mm512_castsi256_si512(half(lo)), half(hi))
 }
 
-kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 16, |s, d| {
-    store_u16(d, bf16_torch(_mm512_loadu_si512(s.cast()), 0xFFFF));
+kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_loadu_si512(p.cast()), 0xFFFF));
+    join2(part(s), part(s.add(64)))
 });
 
-kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 16, |s, d| {
-    store_u16(d, bf16_saturate(_mm512_loadu_si512(s.cast())));
+kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(_mm512_loadu_si512(p.cast())));
+    join2(part(s), part(s.add(64)))
 });
 
 kernel!(bf16_to_f32: BF16 => f32, saturate = false, lanes = 16, |s, d| {
     let h = _mm256_loadu_si256(s.cast());
-    _mm512_storeu_si512(d.cast(), _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)));
+    _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))
 });
 
 kernel!(bf16_to_f32_saturate: BF16 => f32, saturate = true, lanes = 16, |s, d| {
     let h = _mm256_loadu_si256(s.cast());
-    _mm512_storeu_si512(d.cast(), _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)));
+    _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))
 });
 
-kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 16, |s, d| {
-    // vcvtps2ph: round to nearest-even, overflow to inf, NaN quieted keeping its top payload bits.
-    let x = _mm512_loadu_ps(s.cast());
-    _mm256_storeu_si256(d.cast(), _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x));
+kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_loadu_ps(p.cast()));
+    join2(part(s), part(s.add(64)))
 });
 
-kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 16, |s, d| {
-    let x = _mm512_loadu_ps(s.cast());
-    _mm256_storeu_si256(d.cast(), _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x));
+kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_loadu_ps(p.cast()));
+    join2(part(s), part(s.add(64)))
 });
 
 kernel!(f16_to_f32_torch: F16 => f32, saturate = false, lanes = 16, |s, d| {
     // vcvtph2ps is exact; torch writes 0x7FFFFFFF for every float16 NaN on this path.
     let x = _mm512_cvtph_ps(_mm256_loadu_si256(s.cast()));
     let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-    _mm512_storeu_si512(d.cast(), _mm512_mask_mov_epi32(_mm512_castps_si512(x), nan, splat(0x7FFF_FFFF)));
+    _mm512_mask_mov_epi32(_mm512_castps_si512(x), nan, splat(0x7FFF_FFFF))
 });
 
 kernel!(f16_to_f32_saturate: F16 => f32, saturate = true, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), _mm512_cvtph_ps(_mm256_loadu_si256(s.cast())));
+    _mm512_cvtph_ps(_mm256_loadu_si256(s.cast()))
 });
 
 kernel!(f64_to_f32: f64 => f32, saturate = false, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), load_f64x16_as_f32(s));
+    load_f64x16_as_f32(s)
 });
 
 kernel!(f64_to_f32_saturate: f64 => f32, saturate = true, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), load_f64x16_as_f32(s));
+    load_f64x16_as_f32(s)
 });
 
 kernel!(f32_to_f64: f32 => f64, saturate = false, lanes = 8, |s, d| {
-    _mm512_storeu_pd(d.cast(), _mm512_cvtps_pd(_mm256_loadu_ps(s.cast())));
+    _mm512_cvtps_pd(_mm256_loadu_ps(s.cast()))
 });
 
 kernel!(f32_to_f64_saturate: f32 => f64, saturate = true, lanes = 8, |s, d| {
-    _mm512_storeu_pd(d.cast(), _mm512_cvtps_pd(_mm256_loadu_ps(s.cast())));
+    _mm512_cvtps_pd(_mm256_loadu_ps(s.cast()))
 });
 
-kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 16, |s, d| {
-    // c10::BFloat16(double) goes through float: two roundings; NaN -> 0x7FC0.
-    store_u16(d, bf16_torch(_mm512_castps_si512(load_f64x16_as_f32(s)), 0x7FC0));
+kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_castps_si512(load_f64x16_as_f32(p)), 0x7FC0));
+    join2(part(s), part(s.add(128)))
 });
 
-kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 16, |s, d| {
-    store_u16(d, bf16_saturate(load_f64x16_as_f32_odd(s)));
+kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(load_f64x16_as_f32_odd(p)));
+    join2(part(s), part(s.add(128)))
 });
 
 kernel!(f32_to_i32_torch: f32 => i32, saturate = false, lanes = 16, |s, d| {
     // vcvttps2dq: truncation; NaN and out-of-range give 0x80000000, as torch's scalar path.
-    _mm512_storeu_si512(d.cast(), _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast())));
+    _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast()))
 });
 
 kernel!(f32_to_i32_saturate: f32 => i32, saturate = true, lanes = 16, |s, d| {
     let x = _mm512_loadu_ps(s.cast());
     let t = _mm512_cvttps_epi32(x);
     let t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, _mm512_set1_ps(2_147_483_648.0)), splat(0x7FFF_FFFF));
-    let t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), splat(0));
-    _mm512_storeu_si512(d.cast(), t);
+    _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), splat(0))
 });
 
 kernel!(i32_to_f32: i32 => f32, saturate = false, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast())));
+    _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast()))
 });
 
 kernel!(i32_to_f32_saturate: i32 => f32, saturate = true, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast())));
+    _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast()))
 });
 
 kernel!(i64_to_i32: i64 => i32, saturate = false, lanes = 16, |s, d| {
     let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
     let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
-    _mm256_storeu_si256(d.cast(), lo);
-    _mm256_storeu_si256(d.add(32).cast(), hi);
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 });
 
 kernel!(i64_to_i32_saturate: i64 => i32, saturate = true, lanes = 16, |s, d| {
     let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
     let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
-    _mm256_storeu_si256(d.cast(), lo);
-    _mm256_storeu_si256(d.add(32).cast(), hi);
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 });
 
 kernel!(i32_to_i64: i32 => i64, saturate = false, lanes = 8, |s, d| {
-    _mm512_storeu_si512(d.cast(), _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast())));
+    _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast()))
 });
 
 kernel!(i32_to_i64_saturate: i32 => i64, saturate = true, lanes = 8, |s, d| {
-    _mm512_storeu_si512(d.cast(), _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast())));
+    _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast()))
 });
 
 kernel!(u8_to_f32: u8 => f32, saturate = false, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()))));
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())))
 });
 
 kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 16, |s, d| {
-    _mm512_storeu_ps(d.cast(), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()))));
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())))
 });
 
 kernel!(bool_to_f32: Bool => f32, saturate = false, lanes = 16, |s, d| {
     let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
-    _mm512_storeu_si512(d.cast(), _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000)));
+    _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000))
 });
 
 kernel!(bool_to_f32_saturate: Bool => f32, saturate = true, lanes = 16, |s, d| {
     let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
-    _mm512_storeu_si512(d.cast(), _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000)));
+    _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000))
 });
 
-kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 16, |s, d| {
-    // torch: uint8(int64(x)). The low byte of a 32-bit truncation is the same: an f32 at or past
-    // 2^31 is a multiple of 2^8, and NaN / out-of-range give 0x80000000 or INT64_MIN, low byte 0.
-    store_u8(d, _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast())));
+kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 64, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(p.cast())));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 16, |s, d| {
-    // vmaxps returns its second operand when the first is NaN: NaN -> 0.
-    let x = _mm512_max_ps(_mm512_loadu_ps(s.cast()), _mm512_setzero_ps());
-    store_u8(d, _mm512_cvttps_epi32(_mm512_min_ps(x, _mm512_set1_ps(255.0))));
+kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 64, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(p.cast()), _mm512_setzero_ps()), _mm512_set1_ps(255.0))));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
 /// f32 bits → float8 codes by torch's `fp8e4m3fn_from_fp32_value` / `fp8e5m2_from_fp32_value`
@@ -320,41 +378,64 @@ fn float8_round<const MAN: u32, const BIAS: u32>(b: __m512i) -> (__m512i, __m512
     (_mm512_mask_mov_epi32(norm, is_sub, sub), sign, a)
 }
 
-kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 16, |s, d| {
-    let b = _mm512_loadu_si512(s.cast());
+kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 64, |s, d| {
+    let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+});
+
+kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 64, |s, d| {
+    let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+});
+
+kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 64, |s, d| {
+    let part = |p: *const u8| e5m2_16::<false>(_mm512_loadu_si512(p.cast()));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+});
+
+kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 64, |s, d| {
+    let part = |p: *const u8| e5m2_16::<true>(_mm512_loadu_si512(p.cast()));
+    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+});
+
+/// Sixteen f32 bits → float8_e4m3fn codes (torch 2.15: past 448 and inf saturate to 0x7E; NaN is
+/// 0x7F). Torch and Saturate agree for float32 sources.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn e4m3fn_16(b: __m512i) -> __m128i {
     let (code, sign, a) = float8_round::<3, 7>(b);
-    // Past 448 (inf included) saturates to 0x7E (torch 2.15); NaN is 0x7F.
     let code = _mm512_min_epu32(code, splat(0x7E));
-    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
-    store_u8(d, _mm512_or_si512(code, sign));
-});
+    let code = _mm512_mask_mov_epi32(
+        code,
+        _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)),
+        splat(0x7F),
+    );
+    _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
+}
 
-kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 16, |s, d| {
-    let b = _mm512_loadu_si512(s.cast());
-    let (code, sign, a) = float8_round::<3, 7>(b);
-    let code = _mm512_min_epu32(code, splat(0x7E));
-    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
-    store_u8(d, _mm512_or_si512(code, sign));
-});
-
-kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 16, |s, d| {
-    let b = _mm512_loadu_si512(s.cast());
+/// Sixteen f32 bits → float8_e5m2 codes. Torch: overflow and inf give inf (0x7C). Saturate:
+/// finite overflow gives 0x7B (57344), inf stays inf. NaN is 0x7F either way.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn e5m2_16<const SATURATE: bool>(b: __m512i) -> __m128i {
     let (code, sign, a) = float8_round::<2, 15>(b);
-    // Overflow and inf give inf (0x7C); NaN is 0x7F.
-    let code = _mm512_min_epu32(code, splat(0x7C));
-    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
-    store_u8(d, _mm512_or_si512(code, sign));
-});
-
-kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 16, |s, d| {
-    let b = _mm512_loadu_si512(s.cast());
-    let (code, sign, a) = float8_round::<2, 15>(b);
-    // Finite overflow saturates to 0x7B (57344); inf stays inf; NaN is 0x7F.
-    let code = _mm512_min_epu32(code, splat(0x7B));
-    let code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epu32_mask(a, splat(0x7F80_0000)), splat(0x7C));
-    let code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)), splat(0x7F));
-    store_u8(d, _mm512_or_si512(code, sign));
-});
+    let code = if SATURATE {
+        let code = _mm512_min_epu32(code, splat(0x7B));
+        _mm512_mask_mov_epi32(
+            code,
+            _mm512_cmpeq_epu32_mask(a, splat(0x7F80_0000)),
+            splat(0x7C),
+        )
+    } else {
+        _mm512_min_epu32(code, splat(0x7C))
+    };
+    let code = _mm512_mask_mov_epi32(
+        code,
+        _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)),
+        splat(0x7F),
+    );
+    _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
+}
 
 /// The AVX-512 kernel for a pair, if there is one.
 pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {

@@ -1,0 +1,49 @@
+"""PyTorch's own cast throughput, for comparison with `dtcast bench` (not needed by the tests).
+
+Measures `dst.copy_(src)` into a preallocated tensor for the hot pairs, median of R runs, with
+torch's default thread count (set OMP_NUM_THREADS / --threads to pin it). Prints one JSON object
+per line: {"from", "to", "elements", "threads", "gelem_per_s"}.
+
+    python scripts/torch_copy_bench.py --elements 67108864 --threads 2
+"""
+import argparse
+import json
+import time
+
+import torch
+
+PAIRS = [
+    ("float32", "bfloat16"), ("bfloat16", "float32"), ("float32", "float16"), ("float16", "float32"),
+    ("float64", "float32"), ("float32", "float64"), ("float64", "bfloat16"), ("float32", "int32"),
+    ("int32", "float32"), ("int64", "int32"), ("uint8", "float32"), ("float32", "uint8"),
+    ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2"), ("bool", "float32"), ("int32", "int64"),
+]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--elements", type=int, default=1 << 26)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--repeat", type=int, default=7)
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    n = args.elements
+    base = (torch.rand(n, dtype=torch.float64) * 200 - 100)
+    for a, b in PAIRS:
+        src = base.to(getattr(torch, a))
+        dst = torch.empty(n, dtype=getattr(torch, b))
+        dst.copy_(src)
+        times = []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            dst.copy_(src)
+            times.append(time.perf_counter() - t)
+        times.sort()
+        med = times[len(times) // 2]
+        print(json.dumps({"from": a, "to": b, "elements": n, "threads": torch.get_num_threads(),
+                          "gelem_per_s": round(n / med / 1e9, 4)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
