@@ -104,18 +104,8 @@ pub fn cast(
     to: DType,
     mode: CastMode,
 ) -> Result<(), CastError> {
-    let n = elements(src.len(), from)?;
-    let m = elements(dst.len(), to)?;
-    if n != m {
-        return Err(CastError::LengthMismatch {
-            from,
-            to,
-            src_elements: n,
-            dst_elements: m,
-        });
-    }
-    let fns = dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })?;
-    if matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to) {
+    let fns = prepare(src.len(), from, dst.len(), to)?;
+    if needs_check(mode, from, to) {
         let exact = mode == CastMode::Exact;
         let screen = if exact {
             None
@@ -159,18 +149,8 @@ pub fn cast_reference(
     to: DType,
     mode: CastMode,
 ) -> Result<(), CastError> {
-    let n = elements(src.len(), from)?;
-    let m = elements(dst.len(), to)?;
-    if n != m {
-        return Err(CastError::LengthMismatch {
-            from,
-            to,
-            src_elements: n,
-            dst_elements: m,
-        });
-    }
-    let fns = dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })?;
-    if matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to) {
+    let fns = prepare(src.len(), from, dst.len(), to)?;
+    if needs_check(mode, from, to) {
         (fns.check)(src, mode == CastMode::Exact, 0)?;
     }
     if mode == CastMode::Saturate {
@@ -226,6 +206,30 @@ pub fn cast_to_vec(
     let mut out = vec![0u8; n * to.itemsize()];
     cast(src, from, &mut out, to, mode)?;
     Ok(out)
+}
+
+/// Checks that both buffers hold the same whole number of elements; the pair's kernels.
+fn prepare(
+    src_len: usize,
+    from: DType,
+    dst_len: usize,
+    to: DType,
+) -> Result<dispatch::PairFns, CastError> {
+    let (n, m) = (elements(src_len, from)?, elements(dst_len, to)?);
+    if n != m {
+        return Err(CastError::LengthMismatch {
+            from,
+            to,
+            src_elements: n,
+            dst_elements: m,
+        });
+    }
+    dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })
+}
+
+/// Whether `mode` must look at the values before converting them.
+fn needs_check(mode: CastMode, from: DType, to: DType) -> bool {
+    matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to)
 }
 
 fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
