@@ -36,28 +36,96 @@ fn same(a: Num, b: Num) -> bool {
     }
 }
 
-/// Exact mode: `Some(kind)` if `result` (the destination's value) is not `v`.
-pub(crate) fn exact_problem(v: Val, result: Val) -> Option<ValueErrorKind> {
-    let same_re = same(num(v.real()), num(result.real()));
-    let same_im = same(num(v.imag()), num(result.imag()));
-    (!(same_re && same_im)).then(|| ValueErrorKind::Inexact {
-        result: display(result),
-    })
+/// Exact mode: `true` if `result` (the destination's value) is `v` (NaN equals NaN, -0 equals +0).
+#[inline]
+pub(crate) fn same_value(v: Val, result: Val) -> bool {
+    same(num(v.real()), num(result.real())) && same(num(v.imag()), num(result.imag()))
 }
 
-/// Checked mode: `Some(kind)` if `to` cannot represent `v` (rounding allowed).
-pub(crate) fn checked_problem(v: Val, to: DType) -> Option<ValueErrorKind> {
-    match to.category() {
-        Category::Complex => {
-            let part = to.to_real();
-            real_problem(num(v.real()), part).or_else(|| real_problem(num(v.imag()), part))
-        }
-        _ => {
-            if !is_zero(num(v.imag())) {
-                return Some(ValueErrorKind::ImaginaryPart);
+/// What a destination can hold, worked out once per cast (not once per element).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// A complex destination: both parts are checked against `real`, and no imaginary part is lost.
+    complex: bool,
+    real: RealLimits,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RealLimits {
+    /// bool: anything but NaN.
+    Bool,
+    /// An integer type's closed range, and (for float values) the same range as f64 bounds:
+    /// `lo` and `hi + 1` are powers of two or 0, so exact in f64, where `hi` may not be.
+    Int {
+        lo: i128,
+        hi: i128,
+        lo_f: f64,
+        hi_excl_f: f64,
+    },
+    /// A floating type: magnitudes from `threshold` on overflow (the tie itself when
+    /// `tie_overflows`); unsigned formats (e8m0) hold only positive values.
+    Float {
+        threshold: f64,
+        tie_overflows: bool,
+        has_inf: bool,
+        signed: bool,
+    },
+}
+
+impl Limits {
+    pub(crate) fn of(to: DType) -> Limits {
+        let part = to.to_real();
+        let real = match part.category() {
+            Category::SignedInt | Category::UnsignedInt => {
+                let (lo, hi) = int_range(part);
+                RealLimits::Int {
+                    lo,
+                    hi,
+                    lo_f: lo as f64,
+                    hi_excl_f: (hi + 1) as f64,
+                }
             }
-            real_problem(num(v.real()), to)
+            Category::Floating => match part.float_format() {
+                Some(f) => {
+                    let (threshold, tie_overflows) = overflow_threshold(&f);
+                    RealLimits::Float {
+                        threshold,
+                        tie_overflows,
+                        has_inf: f.has_inf,
+                        signed: f.signed,
+                    }
+                }
+                None => RealLimits::Bool,
+            },
+            Category::Bool | Category::Complex => RealLimits::Bool,
+        };
+        Limits {
+            complex: to.is_complex(),
+            real,
         }
+    }
+}
+
+/// Checked mode: `Some(kind)` if a destination with `limits` cannot represent `v` (rounding allowed).
+#[inline]
+pub(crate) fn checked_problem(v: Val, limits: &Limits) -> Option<ValueErrorKind> {
+    if limits.complex {
+        return real_problem(num(v.real()), &limits.real)
+            .or_else(|| real_problem(num(v.imag()), &limits.real));
+    }
+    if !is_zero(num(v.imag())) {
+        return Some(ValueErrorKind::ImaginaryPart);
+    }
+    real_problem(num(v.real()), &limits.real)
+}
+
+/// An integer of at most 64 bits as f64, without the software `i128 -> f64` conversion that LLVM
+/// would otherwise speculate on every element.
+#[inline]
+fn int_to_f64(i: i128) -> f64 {
+    match i64::try_from(i) {
+        Ok(v) => v as f64,
+        Err(_) => i as u64 as f64,
     }
 }
 
@@ -78,45 +146,48 @@ fn int_range(to: DType) -> (i128, i128) {
     }
 }
 
-fn real_problem(n: Num, to: DType) -> Option<ValueErrorKind> {
-    match to.category() {
-        Category::Bool => {
+#[inline]
+fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
+    match *limits {
+        RealLimits::Bool => {
             matches!(n, Num::Float(x) if x.is_nan()).then_some(ValueErrorKind::NotFinite)
         }
-        Category::SignedInt | Category::UnsignedInt => {
-            let (lo, hi) = int_range(to);
-            match n {
-                Num::Int(i) => (i < lo || i > hi).then_some(ValueErrorKind::OutOfRange),
-                Num::Float(x) if !x.is_finite() => Some(ValueErrorKind::NotFinite),
-                Num::Float(x) => {
-                    // `hi + 1` and `lo` are powers of two (or 0), so exact in f64; `hi` may not be.
-                    let t = x.trunc();
-                    (t < lo as f64 || t >= (hi + 1) as f64).then_some(ValueErrorKind::OutOfRange)
-                }
+        RealLimits::Int {
+            lo,
+            hi,
+            lo_f,
+            hi_excl_f,
+        } => match n {
+            Num::Int(i) => (i < lo || i > hi).then_some(ValueErrorKind::OutOfRange),
+            Num::Float(x) if !x.is_finite() => Some(ValueErrorKind::NotFinite),
+            Num::Float(x) => {
+                let t = x.trunc();
+                (t < lo_f || t >= hi_excl_f).then_some(ValueErrorKind::OutOfRange)
+            }
+        },
+        RealLimits::Float {
+            threshold,
+            tie_overflows,
+            has_inf,
+            signed,
+        } => {
+            let x = match n {
+                Num::Int(i) => int_to_f64(i),
+                Num::Float(x) => x,
+            };
+            if x.is_nan() {
+                None
+            } else if !signed && x <= 0.0 {
+                Some(ValueErrorKind::OutOfRange) // e8m0: no zero, no sign
+            } else if x.is_infinite() {
+                (!has_inf).then_some(ValueErrorKind::NotFinite)
+            } else {
+                let a = x.abs();
+                (a > threshold || (a == threshold && tie_overflows))
+                    .then_some(ValueErrorKind::Overflow)
             }
         }
-        Category::Floating => to.float_format().and_then(|f| float_problem(n, &f)),
-        Category::Complex => None,
     }
-}
-
-fn float_problem(n: Num, f: &FloatFormat) -> Option<ValueErrorKind> {
-    let x = match n {
-        Num::Int(i) => i as f64,
-        Num::Float(x) => x,
-    };
-    if x.is_nan() {
-        return None;
-    }
-    if !f.signed && (x <= 0.0) {
-        return Some(ValueErrorKind::OutOfRange); // e8m0: no zero, no sign
-    }
-    if x.is_infinite() {
-        return (!f.has_inf).then_some(ValueErrorKind::NotFinite);
-    }
-    let (threshold, tie_overflows) = overflow_threshold(f);
-    let a = x.abs();
-    (a > threshold || (a == threshold && tie_overflows)).then_some(ValueErrorKind::Overflow)
 }
 
 /// The magnitude from which rounding to nearest-even leaves the finite range: the largest finite
@@ -263,7 +334,7 @@ mod tests {
 /// that the compiler vectorises it. The bounds are conservative: a block that fails the screen is
 /// checked again by the exact per-element rules, which find the first offending element (or none).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Screen {
+pub(crate) enum Screen<'a> {
     /// float32 / float64 sources: every element inside the open interval `(lo, hi)`, or a NaN /
     /// ±inf where those are allowed.
     Float {
@@ -274,11 +345,13 @@ pub(crate) enum Screen {
     },
     /// Integer sources: every element inside the closed interval `[lo, hi]`.
     Int { lo: i128, hi: i128 },
+    /// Sources of one or two bytes: the verdict for every bit pattern, looked up (exact).
+    Table { accept: &'a [bool], bytes: usize },
 }
 
-impl Screen {
+impl Screen<'_> {
     /// The screen for Checked casts from `from` to `to`, if `from` has one.
-    pub(crate) fn for_pair(from: DType, to: DType) -> Option<Screen> {
+    pub(crate) fn for_pair(from: DType, to: DType) -> Option<Screen<'static>> {
         let to = if to.is_complex() { to.to_real() } else { to };
         match from.category() {
             Category::Floating if matches!(from, DType::Float32 | DType::Float64) => {
@@ -374,6 +447,12 @@ impl Screen {
                 }),
                 _ => false,
             },
+            Screen::Table { accept, bytes: 1 } => {
+                all(block, |b: [u8; 1]| accept[usize::from(b[0])])
+            }
+            Screen::Table { accept, .. } => all(block, |b: [u8; 2]| {
+                accept[usize::from(u16::from_le_bytes(b))]
+            }),
             Screen::Int { lo, hi } => {
                 /// Compares in the source's own width (bounds clamped into it), so nothing widens.
                 macro_rules! within {

@@ -3,10 +3,11 @@
 use dtcast_dtype::DType;
 
 use crate::check;
-use crate::error::CastError;
+use crate::error::{CastError, ValueErrorKind};
 use crate::lanes::{
     Bool, E4M3Fn, E4M3Fnuz, E5M2Fnuz, Lane, Quirks, BC32, BF16, C128, C32, C64, E5M2, E8M0, F16,
 };
+use crate::rules::Val;
 
 /// Converts whole elements of `src` into `dst` (same element count, checked by the caller).
 pub(crate) type Kernel = fn(src: &[u8], dst: &mut [u8]);
@@ -15,12 +16,17 @@ pub(crate) type Kernel = fn(src: &[u8], dst: &mut [u8]);
 /// in the whole buffer, `exact` picks Exact over Checked.
 pub(crate) type Checker = fn(src: &[u8], exact: bool, base: usize) -> Result<(), CastError>;
 
+/// For a source of at most 16 bits: whether each possible source element passes Checked (or
+/// Exact) mode, indexed by the element's bits.
+pub(crate) type AcceptTable = fn(exact: bool) -> Option<Vec<bool>>;
+
 /// The compiled functions for one pair.
 #[derive(Clone, Copy)]
 pub(crate) struct PairFns {
     pub(crate) torch: Kernel,
     pub(crate) saturate: Kernel,
     pub(crate) check: Checker,
+    pub(crate) accept_table: AcceptTable,
 }
 
 #[inline(always)]
@@ -37,16 +43,35 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
     }
 }
 
+/// Whether `D` takes `v` in Checked (or Exact) mode; the problem if not. Allocates nothing.
+#[inline(always)]
+fn problem<D: Lane>(v: Val, exact: bool, q: Quirks, limits: &check::Limits) -> Option<Problem> {
+    if exact {
+        let result = D::torch(v, q).val();
+        (!check::same_value(v, result)).then_some(Problem::Changes(result))
+    } else {
+        check::checked_problem(v, limits).map(Problem::Kind)
+    }
+}
+
+/// A problem found while checking, turned into an error (and text) only when reported.
+enum Problem {
+    Kind(ValueErrorKind),
+    Changes(Val),
+}
+
 fn check_pair<S: Lane, D: Lane>(src: &[u8], exact: bool, base: usize) -> Result<(), CastError> {
     let q = Quirks::of(S::DTYPE, D::DTYPE);
+    let limits = check::Limits::of(D::DTYPE);
     for (i, s) in src.chunks_exact(S::SIZE).enumerate() {
         let v = S::read(s).val();
-        let problem = if exact {
-            check::exact_problem(v, D::torch(v, q).val())
-        } else {
-            check::checked_problem(v, D::DTYPE)
-        };
-        if let Some(kind) = problem {
+        if let Some(p) = problem::<D>(v, exact, q, &limits) {
+            let kind = match p {
+                Problem::Kind(kind) => kind,
+                Problem::Changes(result) => ValueErrorKind::Inexact {
+                    result: check::display(result),
+                },
+            };
             return Err(CastError::Value {
                 index: base + i,
                 value: check::display(v),
@@ -59,11 +84,27 @@ fn check_pair<S: Lane, D: Lane>(src: &[u8], exact: bool, base: usize) -> Result<
     Ok(())
 }
 
+fn accept_table<S: Lane, D: Lane>(exact: bool) -> Option<Vec<bool>> {
+    if S::SIZE > 2 {
+        return None;
+    }
+    let (q, limits) = (Quirks::of(S::DTYPE, D::DTYPE), check::Limits::of(D::DTYPE));
+    let codes = 1usize << (8 * S::SIZE);
+    let table = (0..codes)
+        .map(|code| {
+            let bytes = (code as u16).to_le_bytes();
+            problem::<D>(S::read(&bytes[..S::SIZE]).val(), exact, q, &limits).is_none()
+        })
+        .collect();
+    Some(table)
+}
+
 fn pair<S: Lane, D: Lane>() -> PairFns {
     PairFns {
         torch: convert::<S, D, false>,
         saturate: convert::<S, D, true>,
         check: check_pair::<S, D>,
+        accept_table: accept_table::<S, D>,
     }
 }
 

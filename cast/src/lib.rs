@@ -74,6 +74,8 @@ pub fn hot_pairs() -> &'static [(DType, DType)] {
         (Float32, Float8E5M2),
         (Bool, Float32),
         (Int32, Int64),
+        (Float16, BFloat16),
+        (BFloat16, Float16),
     ]
 }
 
@@ -107,10 +109,21 @@ pub fn cast(
     let fns = prepare(src.len(), from, dst.len(), to)?;
     if needs_check(mode, from, to) {
         let exact = mode == CastMode::Exact;
-        let screen = if exact {
-            None
+        // One- and two-byte sources: decide every bit pattern once, when the buffer is larger than
+        // the table; then checking is a lookup per element.
+        let n = src.len() / from.itemsize();
+        let table = if from.itemsize() <= 2 && n >= 1 << (8 * from.itemsize()) {
+            (fns.accept_table)(exact)
         } else {
-            check::Screen::for_pair(from, to)
+            None
+        };
+        let screen = match &table {
+            Some(accept) => Some(check::Screen::Table {
+                accept,
+                bytes: from.itemsize(),
+            }),
+            None if !exact => check::Screen::for_pair(from, to),
+            None => None,
         };
         check_all(src, from, fns.check, exact, screen)?;
     }
@@ -265,7 +278,7 @@ fn check_all(
     from: DType,
     check: dispatch::Checker,
     exact: bool,
-    screen: Option<check::Screen>,
+    screen: Option<check::Screen<'_>>,
 ) -> Result<(), CastError> {
     const BLOCK: usize = 1024;
     let chunk = |s: &[u8], base: usize| -> Result<(), CastError> {

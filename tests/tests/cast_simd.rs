@@ -182,3 +182,50 @@ fn fast_kernels_match_when_streaming_into_large_buffers() {
         }
     }
 }
+
+#[test]
+fn the_lookup_table_screen_agrees_with_the_element_rules() {
+    // One- and two-byte sources in buffers at least as long as the table (256 or 65,536 bit
+    // patterns) are checked by table lookup; it must give the reference's verdict, and the same
+    // first offending element, in Checked and Exact mode, for every destination.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for from in DType::ALL.into_iter().filter(|d| d.itemsize() <= 2) {
+        let n = if from.itemsize() == 1 { 3000 } else { 70_000 };
+        // Small values first (so that most casts pass), then every bit pattern near the end.
+        let mut src: Vec<u8> = (0..n * from.itemsize())
+            .map(|i| {
+                if i % from.itemsize() == 0 {
+                    (i % 5) as u8
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let tail = (0..(1usize << (8 * from.itemsize())).min(256))
+            .flat_map(|c| ((c * 257) as u16).to_le_bytes()[..from.itemsize()].to_vec());
+        let start = src.len() - 256 * from.itemsize();
+        for (b, t) in src[start..].iter_mut().zip(tail) {
+            *b = t;
+        }
+        for to in DType::ALL {
+            for mode in [CastMode::Checked, CastMode::Exact] {
+                let (mut a, mut b) = (vec![0u8; n * to.itemsize()], vec![0u8; n * to.itemsize()]);
+                let fast = pool.install(|| cast(&src, from, &mut a, to, mode));
+                let reference = cast_reference(&src, from, &mut b, to, mode);
+                assert_eq!(fast, reference, "{from} -> {to} ({mode})");
+                // And with the bad tail removed, both accept (or both reject) the small values.
+                let head = &src[..start];
+                let m = head.len() / from.itemsize();
+                let (mut a, mut b) = (vec![0u8; m * to.itemsize()], vec![0u8; m * to.itemsize()]);
+                assert_eq!(
+                    pool.install(|| cast(head, from, &mut a, to, mode)),
+                    cast_reference(head, from, &mut b, to, mode),
+                    "{from} -> {to} ({mode}), head"
+                );
+            }
+        }
+    }
+}

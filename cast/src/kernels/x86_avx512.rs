@@ -437,6 +437,34 @@ fn e5m2_16<const SATURATE: bool>(b: __m512i) -> __m128i {
     _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
 }
 
+kernel!(f16_to_bf16_torch: F16 => BF16, saturate = false, lanes = 32, |s, d| {
+    // float16 -> f32 is exact; c10::BFloat16(float) then rounds, NaN -> 0x7FC0.
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))), 0x7FC0));
+    join2(part(s), part(s.add(32)))
+});
+
+kernel!(f16_to_bf16_saturate: F16 => BF16, saturate = true, lanes = 32, |s, d| {
+    let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(_mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast())))));
+    join2(part(s), part(s.add(32)))
+});
+
+kernel!(bf16_to_f16: BF16 => F16, saturate = false, lanes = 32, |s, d| {
+    // bfloat16 -> f32 is exact, so vcvtps2ph is the one rounding (Torch and Saturate agree).
+    let part = |p: *const u8| {
+        let x = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))));
+        _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)
+    };
+    join2(part(s), part(s.add(32)))
+});
+
+kernel!(bf16_to_f16_saturate: BF16 => F16, saturate = true, lanes = 32, |s, d| {
+    let part = |p: *const u8| {
+        let x = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))));
+        _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)
+    };
+    join2(part(s), part(s.add(32)))
+});
+
 /// The AVX-512 kernel for a pair, if there is one.
 pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
     use DType::*;
@@ -457,6 +485,8 @@ pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
         (Float32, UInt8) => (f32_to_u8_torch, f32_to_u8_saturate),
         (Float32, Float8E4M3Fn) => (f32_to_e4m3fn, f32_to_e4m3fn_saturate),
         (Float32, Float8E5M2) => (f32_to_e5m2_torch, f32_to_e5m2_saturate),
+        (Float16, BFloat16) => (f16_to_bf16_torch, f16_to_bf16_saturate),
+        (BFloat16, Float16) => (bf16_to_f16, bf16_to_f16_saturate),
         _ => return None,
     };
     Some(if saturate { sat } else { torch })
