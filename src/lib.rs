@@ -39,6 +39,8 @@ pub use dtcast_layer as layer;
 pub use dtcast_promote as promote;
 
 pub use dtcast_bitcast::{Rule, View, Xla};
+pub use dtcast_cast::CastMode;
+pub use dtcast_device::{Device, Tensor, TensorError, ToOptions};
 pub use dtcast_dtype::{Category, DType, Element};
 pub use dtcast_promote::{Operand, Policy, ScalarKind, Torch};
 

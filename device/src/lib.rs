@@ -1,6 +1,39 @@
 //! Devices, backends and `Tensor::to`.
 //!
-//! This crate will own where bytes live: `Device` (parsed with torch's grammar), the `Backend`
-//! trait (CPU through `dtcast-cast`, CUDA through cudarc), `Tensor` and `Tensor::to`. It is built
-//! by issue 4; until then it holds nothing.
-#![forbid(unsafe_code)]
+//! - [`Device`]: `cpu` or `cuda:N`, parsed with torch's grammar (and Paddle's `gpu:N`).
+//! - [`Backend`] / [`Storage`]: a device's memory operations behind trait objects. [`Cpu`] uses
+//!   `dtcast-cast`; the CUDA backend (feature `cuda`, on by default) uses cudarc with libcuda and
+//!   NVRTC loaded at run time, and kernels that give the same bytes as the CPU.
+//! - [`Tensor`]: dtype, contiguous shape, and an `Arc<dyn Storage>`; [`Tensor::to`] converts dtype
+//!   and/or device, sharing the storage when nothing changes.
+//!
+//! ```
+//! use dtcast_device::{Device, Tensor};
+//! use dtcast_dtype::DType;
+//! let t = Tensor::from_vec(vec![0.1f32, 1e5], &[2])?;
+//! let h = t.to(DType::Float16)?;
+//! assert_eq!(h.dtype(), DType::Float16);
+//! assert_eq!(h.device(), Device::Cpu);
+//! # Ok::<(), dtcast_device::TensorError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod backend;
+mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+mod device;
+mod error;
+mod promote_ops;
+mod registry;
+mod tensor;
+
+pub use backend::{Backend, Storage};
+pub use cpu::{Cpu, CpuStorage};
+pub use device::{Device, ParseDeviceError, MAX_ORDINAL};
+pub use error::TensorError;
+pub use promote_ops::{promote_operands, Arg};
+pub use registry::{backend_for, cuda_device_count, describe_backends};
+pub use tensor::{IntoTarget, Target, Tensor, ToOptions};
+
+pub use dtcast_cast::CastMode;

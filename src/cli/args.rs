@@ -33,6 +33,17 @@ pub(crate) enum Command {
     Cast(CastArgs),
     /// Measure cast throughput per dtype pair beside a memcpy of the same bytes.
     Bench(BenchArgs),
+    /// Print the canonical form of a device string (`cuda` -> `cuda:0`, `gpu:1` -> `cuda:1`).
+    Device(DeviceArgs),
+    /// List the backends usable on this machine.
+    Devices,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeviceArgs {
+    /// A device string: `cpu`, `cuda`, `cuda:N`, `gpu:N`.
+    #[arg(allow_hyphen_values = true)]
+    pub(crate) device: String,
 }
 
 #[derive(Debug, Args)]

@@ -63,6 +63,8 @@ where
         Command::Bitcast(a) => bitcast::run(&a, stdout),
         Command::Cast(a) => cast::run(&a, stdin, stdout),
         Command::Bench(a) => bench::run(&a, stdout),
+        Command::Device(a) => device(&a.device, stdout),
+        Command::Devices => devices(stdout),
     };
     match result.and_then(|()| stdout.flush().map_err(Into::into)) {
         Ok(()) => 0,
@@ -71,4 +73,17 @@ where
             1
         }
     }
+}
+
+fn device(s: &str, out: &mut dyn Write) -> Result<(), CmdError> {
+    let d: dtcast_device::Device = s.parse()?;
+    writeln!(out, "{d}")?;
+    Ok(())
+}
+
+fn devices(out: &mut dyn Write) -> Result<(), CmdError> {
+    for line in dtcast_device::describe_backends() {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }

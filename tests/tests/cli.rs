@@ -367,3 +367,30 @@ fn bench_reports_json_lines_for_the_requested_pairs() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("expected FROM:TO"), "{}", o.stderr);
 }
+
+#[test]
+fn device_prints_the_canonical_device_or_an_error() {
+    assert_eq!(dtcast(&["device", "cuda"], "").stdout, "cuda:0\n");
+    assert_eq!(dtcast(&["device", "gpu:3"], "").stdout, "cuda:3\n");
+    assert_eq!(dtcast(&["device", "cpu:0"], "").stdout, "cpu\n");
+    let o = dtcast(&["device", "cuda:01"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .starts_with("error: Invalid device string: 'cuda:01'"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["device", "mps"], "");
+    assert!(o.stderr.contains("not supported by dtcast"), "{}", o.stderr);
+}
+
+#[test]
+fn devices_lists_the_cpu_first() {
+    let o = dtcast(&["devices"], "");
+    assert_eq!(o.code, 0);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], "cpu");
+    assert_eq!(lines.len(), 1 + dtcast::device::cuda_device_count());
+    assert!(lines[1..].iter().all(|l| l.starts_with("cuda:")));
+}

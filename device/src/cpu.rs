@@ -1,0 +1,119 @@
+//! The CPU backend: host memory, casts by `dtcast-cast`.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use dtcast_cast::{cast, CastMode};
+use dtcast_dtype::DType;
+
+use crate::backend::{Backend, Storage};
+use crate::error::TensorError;
+use crate::Device;
+
+/// Host memory, 16-byte aligned (so that every element type can be viewed in place).
+#[derive(Debug)]
+pub struct CpuStorage {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl CpuStorage {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> CpuStorage {
+        CpuStorage {
+            words: vec![0; len.div_ceil(16)],
+            len,
+        }
+    }
+
+    /// A copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> CpuStorage {
+        let mut s = CpuStorage::zeroed(bytes.len());
+        s.bytes_mut().copy_from_slice(bytes);
+        s
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    /// The bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..len]
+    }
+}
+
+impl Storage for CpuStorage {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The CPU backend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu;
+
+/// The bytes of a CPU storage, or an error naming the storage's device.
+pub(crate) fn host_bytes(storage: &dyn Storage) -> Result<&[u8], TensorError> {
+    storage
+        .as_any()
+        .downcast_ref::<CpuStorage>()
+        .map(CpuStorage::bytes)
+        .ok_or(TensorError::WrongDevice {
+            backend: Device::Cpu,
+            storage: storage.device(),
+        })
+}
+
+impl Backend for Cpu {
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Arc<dyn Storage>, TensorError> {
+        Ok(Arc::new(CpuStorage::zeroed(bytes)))
+    }
+
+    fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError> {
+        Ok(Arc::new(CpuStorage::from_bytes(host)))
+    }
+
+    fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError> {
+        let bytes = host_bytes(storage)?;
+        if bytes.len() != host.len() {
+            return Err(TensorError::Shape {
+                shape: vec![host.len()],
+                needed: Some(host.len()),
+                given: bytes.len(),
+            });
+        }
+        host.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn cast(
+        &self,
+        src: &dyn Storage,
+        from: DType,
+        to: DType,
+        mode: CastMode,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        let bytes = host_bytes(src)?;
+        let n = bytes.len() / from.itemsize();
+        let mut out = CpuStorage::zeroed(n * to.itemsize());
+        cast(bytes, from, out.bytes_mut(), to, mode)?;
+        Ok(Arc::new(out))
+    }
+
+    fn synchronize(&self) -> Result<(), TensorError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,490 @@
+// dtcast cast kernels for CUDA (compiled at run time by NVRTC).
+//
+// A line-by-line port of dtcast-cast's scalar rules (cast/src/formats.rs, rules.rs, lanes.rs): every
+// rounding, NaN pattern and out-of-range rule is written out explicitly, never left to what the
+// hardware conversion instructions do, so that a cast gives the same bytes on the GPU as on the CPU.
+// The same file compiles as plain C++ (without __CUDACC__) so the test suite can run it on the host
+// and compare it with the Rust kernels byte for byte.
+//
+// The host appends one line naming the pair, its mode and torch's path quirks, e.g.
+//   DTCAST_KERNEL(F32Lane, BF16Lane, 0, false, true, false)
+// which defines  extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n).
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DEV __device__ __forceinline__
+#define MEM __device__ __forceinline__
+#else
+#define DEV static inline
+#define MEM inline
+#include <cmath>
+#include <cstring>
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef signed char i8;
+typedef short i16;
+typedef int i32;
+typedef long long i64;
+
+// ---- bits
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+DEV u32 f2u(float x) { return __float_as_uint(x); }
+DEV float u2f(u32 x) { return __uint_as_float(x); }
+DEV u64 d2u(double x) { return (u64)__double_as_longlong(x); }
+DEV double u2d(u64 x) { return __longlong_as_double((i64)x); }
+DEV double rint_even(double x) { return rint(x); }
+DEV double trunc_(double x) { return trunc(x); }
+#else
+DEV u32 f2u(float x) { u32 u; memcpy(&u, &x, 4); return u; }
+DEV float u2f(u32 x) { float f; memcpy(&f, &x, 4); return f; }
+DEV u64 d2u(double x) { u64 u; memcpy(&u, &x, 8); return u; }
+DEV double u2d(u64 x) { double d; memcpy(&d, &x, 8); return d; }
+DEV double rint_even(double x) { return std::nearbyint(x); }
+DEV double trunc_(double x) { return std::trunc(x); }
+#endif
+
+DEV bool isnan_f(float x) { return (f2u(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+DEV bool isnan_d(double x) { return (d2u(x) & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull; }
+DEV bool isinf_d(double x) { return (d2u(x) & 0x7FFFFFFFFFFFFFFFull) == 0x7FF0000000000000ull; }
+DEV double pow2(int e) { return u2d((u64)(e + 1023) << 52); }
+
+// ---- narrow formats (formats.rs)
+
+enum Out { OUT_INF = 0, OUT_NAN = 1, OUT_MAX = 2 };
+
+struct Narrow {
+    u32 exp_bits, man_bits;
+    i32 bias;
+    u32 max_mag;
+    i32 inf_mag;  // -1: no infinity
+    u32 nan_code;
+    bool nan_signed, neg_zero;
+};
+
+DEV Narrow F16F() { Narrow n = {5, 10, 15, 0x7BFF, 0x7C00, 0x7E00, true, true}; return n; }
+DEV Narrow BF16F() { Narrow n = {8, 7, 127, 0x7F7F, 0x7F80, 0x7FC0, true, true}; return n; }
+DEV Narrow E4M3FNF() { Narrow n = {4, 3, 7, 0x7E, -1, 0x7F, true, true}; return n; }
+DEV Narrow E5M2F() { Narrow n = {5, 2, 15, 0x7B, 0x7C, 0x7F, true, true}; return n; }
+DEV Narrow E4M3FNUZF() { Narrow n = {4, 3, 8, 0x7F, -1, 0x80, false, false}; return n; }
+DEV Narrow E5M2FNUZF() { Narrow n = {5, 2, 16, 0x7F, -1, 0x80, false, false}; return n; }
+
+DEV u32 sign_bit(const Narrow& f) { return 1u << (f.exp_bits + f.man_bits); }
+DEV u32 nan_code(const Narrow& f, bool negative) {
+    return (negative && f.nan_signed) ? (f.nan_code | sign_bit(f)) : f.nan_code;
+}
+DEV u32 special(const Narrow& f, int out, bool negative) {
+    u32 sign = negative ? sign_bit(f) : 0;
+    if (out == OUT_INF && f.inf_mag >= 0) return (u32)f.inf_mag | sign;
+    if (out == OUT_MAX) return f.max_mag | sign;
+    return nan_code(f, negative);
+}
+DEV u64 round_magnitude(const Narrow& f, double a) {
+    if (a == 0.0) return 0;
+    int e = (int)((d2u(a) >> 52) & 0x7FF) - 1023;
+    int emin = 1 - f.bias;
+    if (e < emin - (int)f.man_bits - 2) return 0;
+    int quantum = (e > emin ? e : emin) - (int)f.man_bits;
+    u64 n = (u64)rint_even(a * pow2(-quantum));
+    if (e < emin) return n;
+    return ((u64)(e + f.bias) << f.man_bits) + n - (1ull << f.man_bits);
+}
+DEV u32 encode(const Narrow& f, double x, int overflow, int inf) {
+    bool negative = (d2u(x) >> 63) != 0;
+    double a = u2d(d2u(x) & 0x7FFFFFFFFFFFFFFFull);
+    if (isinf_d(a)) return special(f, inf, negative);
+    u64 mag = round_magnitude(f, a);
+    if (mag > (u64)f.max_mag) return special(f, overflow, negative);
+    if (mag == 0 && !f.neg_zero) return 0;
+    return (u32)mag | (negative ? sign_bit(f) : 0);
+}
+DEV bool is_nan_code(const Narrow& f, u32 code) {
+    u32 mag = code & (sign_bit(f) - 1);
+    if (f.inf_mag >= 0) return mag > (u32)f.inf_mag;
+    if (f.neg_zero) return mag == f.nan_code;
+    return code == f.nan_code;
+}
+DEV bool is_inf_code(const Narrow& f, u32 code) {
+    return f.inf_mag >= 0 && (code & (sign_bit(f) - 1)) == (u32)f.inf_mag;
+}
+DEV double decode(const Narrow& f, u32 code) {
+    u32 mag = code & (sign_bit(f) - 1);
+    double v;
+    if (is_inf_code(f, code)) {
+        v = u2d(0x7FF0000000000000ull);
+    } else {
+        int e = (int)(mag >> f.man_bits);
+        double m = (double)(mag & ((1u << f.man_bits) - 1));
+        v = e == 0 ? m * pow2(1 - f.bias - (int)f.man_bits)
+                   : (m + (double)(1u << f.man_bits)) * pow2(e - f.bias - (int)f.man_bits);
+    }
+    return (code & sign_bit(f)) ? -v : v;
+}
+
+DEV double f32_to_f64(float x) {
+    if (isnan_f(x)) {
+        u64 b = f2u(x);
+        return u2d(((b >> 31) << 63) | 0x7FF8000000000000ull | ((b & 0x7FFFFFull) << 29));
+    }
+    return (double)x;
+}
+DEV float f64_to_f32(double x) {
+    if (isnan_d(x)) {
+        u64 b = d2u(x);
+        return u2f(((u32)(b >> 63) << 31) | 0x7FC00000u | ((u32)(b >> 29) & 0x3FFFFFu));
+    }
+    return (float)x;
+}
+DEV float f16_to_f32(u16 h) {
+    u32 c = h;
+    if (is_nan_code(F16F(), c)) return u2f(((c >> 15) << 31) | 0x7FC00000u | ((c & 0x3FF) << 13));
+    return (float)decode(F16F(), c);
+}
+DEV u16 f32_to_f16(float x) {
+    if (isnan_f(x)) {
+        u32 b = f2u(x);
+        return (u16)(((b >> 31) << 15) | 0x7E00 | ((b >> 13) & 0x3FF));
+    }
+    return (u16)encode(F16F(), (double)x, OUT_INF, OUT_INF);
+}
+DEV u16 f64_to_f16_once(double x) {
+    if (isnan_d(x)) return f32_to_f16(f64_to_f32(x));
+    return (u16)encode(F16F(), x, OUT_INF, OUT_INF);
+}
+DEV float bf16_to_f32(u16 b) { return u2f((u32)b << 16); }
+DEV u16 f32_to_bf16(float x) {
+    if (isnan_f(x)) return 0x7FC0;
+    u32 b = f2u(x);
+    return (u16)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+DEV u16 f64_to_bf16_once(double x) {
+    if (isnan_d(x)) return (u16)((f2u(f64_to_f32(x)) >> 16) | 0x40);
+    return (u16)encode(BF16F(), x, OUT_INF, OUT_INF);
+}
+DEV u8 f32_to_e8m0(float x) {
+    u32 b = f2u(x);
+    u32 exponent = (b >> 23) & 0xFF;
+    if (exponent == 0xFF) return 0xFF;
+    bool guard = (b & 0x400000u) != 0, round = (b & 0x200000u) != 0, sticky = (b & 0x1FFFFFu) != 0;
+    bool lsb = exponent > 0;
+    bool up = guard && (round || sticky || lsb);
+    return (u8)(exponent + (up ? 1 : 0));
+}
+DEV float e8m0_to_f32(u8 c) {
+    if (c == 0xFF) return u2f(0x7F800001u);
+    if (c == 0) return u2f(0x00400000u);
+    return u2f((u32)c << 23);
+}
+DEV u8 f64_to_e8m0_saturating(double x) {
+    if (isnan_d(x)) return 0xFF;
+    if (x <= 0.0) return 0;
+    if (isinf_d(x)) return 0xFE;
+    int e = (int)((d2u(x) >> 52) & 0x7FF) - 1023;
+    u64 man = d2u(x) & ((1ull << 52) - 1);
+    if (man >= (1ull << 51)) e += 1;
+    e += 127;
+    return (u8)(e < 0 ? 0 : (e > 254 ? 254 : e));
+}
+DEV double odd_fixup(double f, bool exact, bool above) {
+    // `exact`: f is the integer; `above`: the integer is above f (in value).
+    if (exact || (d2u(f) & 1)) return f;
+    bool negative = (d2u(f) >> 63) != 0;
+    i64 toward = above ? 1 : -1;
+    i64 step = negative ? -toward : toward;
+    return u2d((u64)((i64)d2u(f) + step));
+}
+DEV double i64_to_f64_odd(i64 i) {
+    double f = (double)i;
+    // Compare in the integers: f is within 2^11 of i, and |f| <= 2^63.
+    bool exact, above;
+    if (f >= 9223372036854775808.0) { exact = false; above = false; }
+    else { i64 back = (i64)f; exact = back == i; above = i > back; }
+    return odd_fixup(f, exact, above);
+}
+DEV double u64_to_f64_odd(u64 u) {
+    double f = (double)u;
+    bool exact, above;
+    if (f >= 18446744073709551616.0) { exact = false; above = false; }
+    else { u64 back = (u64)f; exact = back == u; above = u > back; }
+    return odd_fixup(f, exact, above);
+}
+
+// ---- values (rules.rs)
+
+enum Kind { K_BOOL, K_INT, K_UINT, K_FLOAT, K_DOUBLE, K_CFLOAT, K_CDOUBLE };
+
+struct Val {
+    int kind;
+    i64 i;
+    u64 u;
+    float f, fi;
+    double d, di;
+};
+
+DEV Val v_bool(bool b) { Val v = {K_BOOL, b ? 1 : 0, 0, 0, 0, 0, 0}; return v; }
+DEV Val v_int(i64 i) { Val v = {K_INT, i, 0, 0, 0, 0, 0}; return v; }
+DEV Val v_uint(u64 u) { Val v = {K_UINT, 0, u, 0, 0, 0, 0}; return v; }
+DEV Val v_float(float f) { Val v = {K_FLOAT, 0, 0, f, 0, 0, 0}; return v; }
+DEV Val v_double(double d) { Val v = {K_DOUBLE, 0, 0, 0, 0, d, 0}; return v; }
+DEV Val v_cfloat(float re, float im) { Val v = {K_CFLOAT, 0, 0, re, im, 0, 0}; return v; }
+DEV Val v_cdouble(double re, double im) { Val v = {K_CDOUBLE, 0, 0, 0, 0, re, im}; return v; }
+
+DEV Val real(Val v) {
+    if (v.kind == K_CFLOAT) return v_float(v.f);
+    if (v.kind == K_CDOUBLE) return v_double(v.d);
+    return v;
+}
+DEV Val imag(Val v) {
+    if (v.kind == K_CFLOAT) return v_float(v.fi);
+    if (v.kind == K_CDOUBLE) return v_double(v.di);
+    if (v.kind == K_DOUBLE) return v_double(0.0);
+    return v_float(0.0f);
+}
+DEV bool to_bool(Val v) {
+    switch (v.kind) {
+        case K_BOOL: case K_INT: return v.i != 0;
+        case K_UINT: return v.u != 0;
+        case K_FLOAT: return v.f != 0.0f || isnan_f(v.f);
+        case K_DOUBLE: return v.d != 0.0 || isnan_d(v.d);
+        case K_CFLOAT: return v.f != 0.0f || isnan_f(v.f) || v.fi != 0.0f || isnan_f(v.fi);
+        default: return v.d != 0.0 || isnan_d(v.d) || v.di != 0.0 || isnan_d(v.di);
+    }
+}
+DEV i32 cvtt32(double x) {
+    if (x > -2147483649.0 && x < 2147483648.0) return (i32)x;
+    return (i32)0x80000000u;
+}
+DEV i64 cvtt64(double x) {
+    if (x >= -9223372036854775808.0 && x < 9223372036854775808.0) return (i64)x;
+    return (i64)0x8000000000000000ull;
+}
+DEV u64 cvtt_u64(double x) {
+    const double TWO63 = 9223372036854775808.0;
+    if (x >= TWO63) return ((u64)cvtt64(x - TWO63)) ^ (1ull << 63);
+    return (u64)cvtt64(x);
+}
+// Rust's saturating float -> int `as` (NaN -> 0), for Saturate mode.
+DEV i64 sat_i(double x, double lo, double hi_excl, i64 lo_i, i64 hi_i) {
+    if (isnan_d(x)) return 0;
+    if (x <= lo) return lo_i;
+    if (x >= hi_excl) return hi_i;
+    return (i64)x;
+}
+DEV u64 sat_u(double x, double hi_excl, u64 hi_u) {
+    if (isnan_d(x) || x <= 0.0) return 0;
+    if (x >= hi_excl) return hi_u;
+    return (u64)x;
+}
+DEV float to_f32(Val v, bool f16_quirk) {
+    v = real(v);
+    switch (v.kind) {
+        case K_BOOL: return (float)v.i;
+        case K_INT: return (float)v.i;
+        case K_UINT: return (float)v.u;
+        case K_FLOAT: return (f16_quirk && isnan_f(v.f)) ? u2f(0x7FFFFFFFu) : v.f;
+        default: return f64_to_f32(v.d);
+    }
+}
+DEV double as_f64(Val v) {
+    v = real(v);
+    switch (v.kind) {
+        case K_BOOL: case K_INT: return (double)v.i;
+        case K_UINT: return (double)v.u;
+        case K_FLOAT: return (double)v.f;
+        default: return v.d;
+    }
+}
+DEV double to_f64(Val v) {
+    v = real(v);
+    if (v.kind == K_FLOAT) return f32_to_f64(v.f);
+    return as_f64(v);
+}
+DEV double to_f64_for_rounding(Val v) {
+    v = real(v);
+    if (v.kind == K_INT) return i64_to_f64_odd(v.i);
+    if (v.kind == K_UINT) return u64_to_f64_odd(v.u);
+    return to_f64(v);
+}
+
+struct Float8 {
+    int which;  // 0 e4m3fn, 1 e5m2, 2 e4m3fnuz, 3 e5m2fnuz
+};
+DEV Narrow f8_format(int which) {
+    return which == 0 ? E4M3FNF() : which == 1 ? E5M2F() : which == 2 ? E4M3FNUZF() : E5M2FNUZF();
+}
+DEV int f8_torch_overflow(int which) { return which == 0 ? OUT_MAX : which == 1 ? OUT_INF : OUT_NAN; }
+DEV int f8_saturate_inf(int which) { return which == 1 ? OUT_INF : OUT_MAX; }
+DEV u8 f8_torch(int which, Val v) {
+    float x = to_f32(v, false);
+    Narrow f = f8_format(which);
+    if (isnan_f(x)) return (u8)nan_code(f, (f2u(x) >> 31) != 0);
+    int o = f8_torch_overflow(which);
+    return (u8)encode(f, (double)x, o, o);
+}
+DEV u8 f8_saturate(int which, Val v) {
+    double x = to_f64_for_rounding(v);
+    Narrow f = f8_format(which);
+    if (isnan_d(x)) return (u8)nan_code(f, (d2u(x) >> 63) != 0);
+    return (u8)encode(f, x, OUT_MAX, f8_saturate_inf(which));
+}
+DEV float f8_decode(int which, u8 code) {
+    Narrow f = f8_format(which);
+    u32 c = code;
+    if (is_nan_code(f, c)) {
+        if (which == 1) return f16_to_f32((u16)(c << 8));
+        if (which == 0) return u2f(((c >> 7) << 31) | 0x7FF00000u);
+        return u2f(0x7F800001u);
+    }
+    return (float)decode(f, c);
+}
+
+// ---- quirks and lanes (lanes.rs)
+
+struct Quirks {
+    bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero;
+};
+
+#define LOAD(T, p) load_le<T>(p)
+template <class T> DEV T load_le(const u8* p) {
+    T x = 0;
+    for (int k = 0; k < (int)sizeof(T); ++k) x |= (T)((T)p[k] << (8 * k));
+    return x;
+}
+template <class T> DEV void store_le(u8* p, T x) {
+    for (int k = 0; k < (int)sizeof(T); ++k) p[k] = (u8)(x >> (8 * k));
+}
+
+// Integer lanes: `TorchRule` is how torch's scalar path turns a float into this type.
+#define INT_LANE(NAME, T, UT, ID, IS_U64, TORCH_FLOAT, SAT_FLOAT)                                   \
+    struct NAME {                                                                                  \
+        static const int SIZE = sizeof(T);                                                         \
+        static const int DT = ID;                                                                  \
+        MEM static Val load(const u8* p) {                                                         \
+            T x = (T)load_le<UT>(p);                                                               \
+            return IS_U64 ? v_uint((u64)x) : v_int((i64)x);                                        \
+        }                                                                                          \
+        MEM static T from_float(double x) { return TORCH_FLOAT; }                                 \
+        MEM static T sat_float(double x) { return SAT_FLOAT; }                                    \
+        MEM static void torch(Val v, Quirks q, u8* p) {                                            \
+            v = real(v);                                                                           \
+            T r;                                                                                   \
+            switch (v.kind) {                                                                      \
+                case K_BOOL: case K_INT: r = (T)v.i; break;                                        \
+                case K_UINT: r = (T)v.u; break;                                                    \
+                case K_FLOAT: r = (q.float8_nan_to_int_zero && isnan_f(v.f)) ? (T)0 : from_float((double)v.f); break; \
+                default: r = from_float(v.d); break;                                               \
+            }                                                                                      \
+            store_le<UT>(p, (UT)r);                                                                \
+        }                                                                                          \
+        MEM static void saturate(Val v, u8* p) {                                                   \
+            v = real(v);                                                                           \
+            if (v.kind == K_FLOAT || v.kind == K_DOUBLE) {                                         \
+                store_le<UT>(p, (UT)sat_float(v.kind == K_FLOAT ? (double)v.f : v.d));              \
+            } else {                                                                               \
+                Quirks none = {false, false, false};                                              \
+                torch(v, none, p);                                                                 \
+            }                                                                                      \
+        }                                                                                          \
+    };
+
+// DTypes are numbered as dtcast_dtype::DType::index().
+INT_LANE(U8Lane, u8, u8, 1, false, (u8)cvtt64(x), (u8)sat_u(x, 256.0, 255))
+INT_LANE(I8Lane, i8, u8, 2, false, (i8)cvtt32(x), (i8)sat_i(x, -128.0, 128.0, -128, 127))
+INT_LANE(I16Lane, i16, u16, 3, false, (i16)cvtt32(x), (i16)sat_i(x, -32768.0, 32768.0, -32768, 32767))
+INT_LANE(I32Lane, i32, u32, 4, false, cvtt32(x), (i32)sat_i(x, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647))
+INT_LANE(I64Lane, i64, u64, 5, false, cvtt64(x), sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll))
+INT_LANE(U16Lane, u16, u16, 6, false, (u16)cvtt32(x), (u16)sat_u(x, 65536.0, 65535))
+INT_LANE(U32Lane, u32, u32, 7, false, (u32)cvtt64(x), (u32)sat_u(x, 4294967296.0, 4294967295u))
+INT_LANE(U64Lane, u64, u64, 8, true, cvtt_u64(x), sat_u(x, 18446744073709551616.0, 0xFFFFFFFFFFFFFFFFull))
+
+struct BoolLane {
+    static const int SIZE = 1;
+    MEM static Val load(const u8* p) { return v_bool(p[0] != 0); }
+    MEM static void torch(Val v, Quirks, u8* p) { p[0] = to_bool(v) ? 1 : 0; }
+    MEM static void saturate(Val v, u8* p) { p[0] = to_bool(v) ? 1 : 0; }
+};
+struct F32Lane {
+    static const int SIZE = 4;
+    MEM static Val load(const u8* p) { return v_float(u2f(load_le<u32>(p))); }
+    MEM static void torch(Val v, Quirks q, u8* p) { store_le<u32>(p, f2u(to_f32(v, q.f16_to_f32_nan))); }
+    MEM static void saturate(Val v, u8* p) { store_le<u32>(p, f2u(to_f32(v, false))); }
+};
+struct F64Lane {
+    static const int SIZE = 8;
+    MEM static Val load(const u8* p) { return v_double(u2d(load_le<u64>(p))); }
+    MEM static void torch(Val v, Quirks, u8* p) { store_le<u64>(p, d2u(to_f64(v))); }
+    MEM static void saturate(Val v, u8* p) { store_le<u64>(p, d2u(to_f64(v))); }
+};
+struct F16Lane {
+    static const int SIZE = 2;
+    MEM static Val load(const u8* p) { return v_float(f16_to_f32(load_le<u16>(p))); }
+    MEM static void torch(Val v, Quirks, u8* p) { store_le<u16>(p, f32_to_f16(to_f32(v, false))); }
+    MEM static void saturate(Val v, u8* p) { store_le<u16>(p, f64_to_f16_once(to_f64_for_rounding(v))); }
+};
+struct BF16Lane {
+    static const int SIZE = 2;
+    MEM static Val load(const u8* p) { return v_float(bf16_to_f32(load_le<u16>(p))); }
+    MEM static void torch(Val v, Quirks q, u8* p) {
+        float x = to_f32(v, false);
+        store_le<u16>(p, (q.f32_to_bf16_nan && isnan_f(x)) ? (u16)0xFFFF : f32_to_bf16(x));
+    }
+    MEM static void saturate(Val v, u8* p) { store_le<u16>(p, f64_to_bf16_once(to_f64_for_rounding(v))); }
+};
+template <int WHICH> struct F8Lane {
+    static const int SIZE = 1;
+    MEM static Val load(const u8* p) { return v_float(f8_decode(WHICH, p[0])); }
+    MEM static void torch(Val v, Quirks, u8* p) { p[0] = f8_torch(WHICH, v); }
+    MEM static void saturate(Val v, u8* p) { p[0] = f8_saturate(WHICH, v); }
+};
+typedef F8Lane<0> E4M3FnLane;
+typedef F8Lane<1> E5M2Lane;
+typedef F8Lane<2> E4M3FnuzLane;
+typedef F8Lane<3> E5M2FnuzLane;
+struct E8M0Lane {
+    static const int SIZE = 1;
+    MEM static Val load(const u8* p) { return v_float(e8m0_to_f32(p[0])); }
+    MEM static void torch(Val v, Quirks, u8* p) { p[0] = f32_to_e8m0(to_f32(v, false)); }
+    MEM static void saturate(Val v, u8* p) { p[0] = f64_to_e8m0_saturating(to_f64_for_rounding(v)); }
+};
+template <class Part, int KIND> struct ComplexLane {
+    static const int SIZE = 2 * Part::SIZE;
+    MEM static Val load(const u8* p) {
+        Val re = Part::load(p), im = Part::load(p + Part::SIZE);
+        if (KIND == K_CDOUBLE) return v_cdouble(re.d, im.d);
+        return v_cfloat(re.f, im.f);
+    }
+    MEM static void torch(Val v, Quirks, u8* p) {
+        Quirks none = {false, false, false};
+        Part::torch(real(v), none, p);
+        Part::torch(imag(v), none, p + Part::SIZE);
+    }
+    MEM static void saturate(Val v, u8* p) {
+        Part::saturate(real(v), p);
+        Part::saturate(imag(v), p + Part::SIZE);
+    }
+};
+typedef ComplexLane<F16Lane, K_CFLOAT> C32Lane;
+typedef ComplexLane<F32Lane, K_CFLOAT> C64Lane;
+typedef ComplexLane<F64Lane, K_CDOUBLE> C128Lane;
+typedef ComplexLane<BF16Lane, K_CFLOAT> BC32Lane;
+
+// ---- the element loop
+
+template <class S, class D, int SATURATE>
+DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
+    Val v = S::load(src + i * S::SIZE);
+    if (SATURATE) D::saturate(v, dst + i * D::SIZE);
+    else D::torch(v, q, dst + i * D::SIZE);
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8)                                              \
+    extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n) {                      \
+        Quirks q = {Q16, QBF, QF8};                                                                \
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) \
+            convert_one<S, D, SATURATE>(src, dst, i, q);                                          \
+    }
+#endif

@@ -1,0 +1,320 @@
+//! The CUDA backend (feature `cuda`): cudarc with the driver and NVRTC loaded at run time.
+//!
+//! Nothing is linked at build time. Before anything touches CUDA, the driver library is looked
+//! for; without it, or without a GPU, every call returns `TensorError::CudaUnavailable` naming the
+//! reason — cudarc would otherwise panic on a missing library. Cast kernels are compiled by NVRTC
+//! from `kernels.cu` the first time a (source, destination, mode) is used on a device, and cached
+//! for that device's context.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use dtcast_cast::{cast_to_vec, CastMode};
+use dtcast_dtype::DType;
+
+use crate::backend::{Backend, Storage};
+use crate::error::TensorError;
+use crate::Device;
+
+/// The kernel source; the host appends one `DTCAST_KERNEL(...)` line per compiled pair.
+pub const KERNELS_CU: &str = include_str!("kernels.cu");
+
+/// Whether the driver library can be loaded, and why not.
+fn driver_library() -> Result<(), TensorError> {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: `is_culib_present` only tries to open the shared library by its usual names.
+    let present = *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() });
+    if present {
+        Ok(())
+    } else {
+        Err(TensorError::CudaUnavailable(
+            "the CUDA driver library (libcuda.so) was not found on this machine".to_owned(),
+        ))
+    }
+}
+
+fn nvrtc_library() -> Result<(), TensorError> {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: as above, for libnvrtc.
+    let present = *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() });
+    if present {
+        Ok(())
+    } else {
+        Err(TensorError::CudaUnavailable(
+            "the NVRTC library (libnvrtc.so), needed to compile cast kernels, was not found"
+                .to_owned(),
+        ))
+    }
+}
+
+/// The number of CUDA devices (0 when the driver library is missing or reports an error).
+pub(crate) fn device_count() -> usize {
+    if driver_library().is_err() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
+/// `cuda:N (name, memory)` per device.
+pub(crate) fn describe() -> Vec<String> {
+    (0..device_count().min(128))
+        .filter_map(|i| {
+            let ctx = CudaContext::new(i).ok()?;
+            let name = ctx.name().unwrap_or_else(|_| "unknown GPU".to_owned());
+            let mem = ctx.total_mem().map_or_else(
+                |_| "unknown memory".to_owned(),
+                |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+            );
+            Some(format!("cuda:{i} ({name}, {mem})"))
+        })
+        .collect()
+}
+
+fn cuda_error(e: impl std::fmt::Debug) -> TensorError {
+    TensorError::Cuda(format!("{e:?}"))
+}
+
+/// The backend of CUDA device `ordinal`, created on first use.
+pub(crate) fn backend(ordinal: u8) -> Result<Arc<dyn Backend>, TensorError> {
+    static BACKENDS: OnceLock<Mutex<HashMap<u8, Arc<Cuda>>>> = OnceLock::new();
+    driver_library()?;
+    let count = device_count();
+    if usize::from(ordinal) >= count {
+        return Err(TensorError::CudaUnavailable(if count == 0 {
+            "no CUDA device was found (the driver reports none)".to_owned()
+        } else {
+            format!("cuda:{ordinal} does not exist; this machine has {count} CUDA device(s)")
+        }));
+    }
+    let mut map = BACKENDS
+        .get_or_init(Default::default)
+        .lock()
+        .map_err(|_| TensorError::Cuda("backend registry poisoned".to_owned()))?;
+    if let Some(b) = map.get(&ordinal) {
+        return Ok(Arc::clone(b) as Arc<dyn Backend>);
+    }
+    let ctx = CudaContext::new(usize::from(ordinal)).map_err(cuda_error)?;
+    let stream = ctx.default_stream();
+    let cuda = Arc::new(Cuda {
+        ordinal,
+        ctx,
+        stream,
+        kernels: Mutex::new(HashMap::new()),
+    });
+    map.insert(ordinal, Arc::clone(&cuda));
+    Ok(cuda as Arc<dyn Backend>)
+}
+
+/// A CUDA device's backend.
+pub struct Cuda {
+    ordinal: u8,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    kernels: Mutex<HashMap<(DType, DType, bool), CudaFunction>>,
+}
+
+impl std::fmt::Debug for Cuda {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cuda({})", self.ordinal)
+    }
+}
+
+/// Bytes on a CUDA device. A zero-length storage holds a one-byte allocation.
+pub struct CudaStorage {
+    buf: CudaSlice<u8>,
+    len: usize,
+    ordinal: u8,
+}
+
+impl std::fmt::Debug for CudaStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaStorage(cuda:{}, {} bytes)", self.ordinal, self.len)
+    }
+}
+
+impl Storage for CudaStorage {
+    fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// The lane type of `kernels.cu` for a dtype.
+fn lane(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "BoolLane",
+        DType::UInt8 => "U8Lane",
+        DType::Int8 => "I8Lane",
+        DType::Int16 => "I16Lane",
+        DType::Int32 => "I32Lane",
+        DType::Int64 => "I64Lane",
+        DType::UInt16 => "U16Lane",
+        DType::UInt32 => "U32Lane",
+        DType::UInt64 => "U64Lane",
+        DType::Float16 => "F16Lane",
+        DType::BFloat16 => "BF16Lane",
+        DType::Float32 => "F32Lane",
+        DType::Float64 => "F64Lane",
+        DType::Complex32 => "C32Lane",
+        DType::Complex64 => "C64Lane",
+        DType::Complex128 => "C128Lane",
+        DType::BComplex32 => "BC32Lane",
+        DType::Float8E4M3Fn => "E4M3FnLane",
+        DType::Float8E5M2 => "E5M2Lane",
+        DType::Float8E4M3Fnuz => "E4M3FnuzLane",
+        DType::Float8E5M2Fnuz => "E5M2FnuzLane",
+        _ => "E8M0Lane",
+    }
+}
+
+/// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks (as `lanes.rs`).
+pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
+    let f16_quirk = from == DType::Float16 && to == DType::Float32;
+    let bf16_quirk = from == DType::Float32 && to == DType::BFloat16;
+    let f8_quirk = matches!(
+        from,
+        DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz | DType::Float8E8M0Fnu
+    );
+    format!(
+        "DTCAST_KERNEL({}, {}, {}, {f16_quirk}, {bf16_quirk}, {f8_quirk})\n",
+        lane(from),
+        lane(to),
+        u8::from(saturate)
+    )
+}
+
+impl Cuda {
+    fn storage<'a>(&self, s: &'a dyn Storage) -> Result<&'a CudaStorage, TensorError> {
+        s.as_any()
+            .downcast_ref::<CudaStorage>()
+            .filter(|c| c.ordinal == self.ordinal)
+            .ok_or(TensorError::WrongDevice {
+                backend: Device::Cuda(self.ordinal),
+                storage: s.device(),
+            })
+    }
+
+    fn kernel(&self, from: DType, to: DType, saturate: bool) -> Result<CudaFunction, TensorError> {
+        let mut cache = self
+            .kernels
+            .lock()
+            .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))?;
+        if let Some(f) = cache.get(&(from, to, saturate)) {
+            return Ok(f.clone());
+        }
+        nvrtc_library()?;
+        let src = format!("{KERNELS_CU}\n{}", kernel_line(from, to, saturate));
+        let ptx = cudarc::nvrtc::compile_ptx(src).map_err(|e| {
+            TensorError::Cuda(format!("compiling the {from} -> {to} kernel: {e:?}"))
+        })?;
+        let module = self.ctx.load_module(ptx).map_err(cuda_error)?;
+        let f = module.load_function("dtcast_cast").map_err(cuda_error)?;
+        cache.insert((from, to, saturate), f.clone());
+        Ok(f)
+    }
+
+    fn alloc(&self, len: usize) -> Result<CudaSlice<u8>, TensorError> {
+        self.stream
+            .alloc_zeros::<u8>(len.max(1))
+            .map_err(cuda_error)
+    }
+}
+
+impl Backend for Cuda {
+    fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Arc<dyn Storage>, TensorError> {
+        Ok(Arc::new(CudaStorage {
+            buf: self.alloc(bytes)?,
+            len: bytes,
+            ordinal: self.ordinal,
+        }))
+    }
+
+    fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError> {
+        let mut buf = self.alloc(host.len())?;
+        if !host.is_empty() {
+            let mut view = buf.slice_mut(0..host.len());
+            self.stream
+                .memcpy_htod(host, &mut view)
+                .map_err(cuda_error)?;
+        }
+        Ok(Arc::new(CudaStorage {
+            buf,
+            len: host.len(),
+            ordinal: self.ordinal,
+        }))
+    }
+
+    fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError> {
+        let s = self.storage(storage)?;
+        if host.len() != s.len {
+            return Err(TensorError::Shape {
+                shape: vec![host.len()],
+                needed: Some(host.len()),
+                given: s.len,
+            });
+        }
+        if !host.is_empty() {
+            self.stream
+                .memcpy_dtoh(&s.buf.slice(0..s.len), host)
+                .map_err(cuda_error)?;
+        }
+        self.stream.synchronize().map_err(cuda_error)
+    }
+
+    fn cast(
+        &self,
+        src: &dyn Storage,
+        from: DType,
+        to: DType,
+        mode: CastMode,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        let s = self.storage(src)?;
+        let n = s.len / from.itemsize();
+        let len = n * to.itemsize();
+        let mut out = self.alloc(len)?;
+        if n > 0 && from == to {
+            self.stream
+                .memcpy_dtod(&s.buf.slice(0..s.len), &mut out.slice_mut(0..len))
+                .map_err(cuda_error)?;
+        } else if n > 0 {
+            if matches!(mode, CastMode::Checked | CastMode::Exact) {
+                // The checks run on the host with the CPU rules (the values are Torch mode's, which
+                // the kernel then produces on the device).
+                let host = self.download_vec(src)?;
+                cast_to_vec(&host, from, to, mode)?;
+            }
+            let f = self.kernel(from, to, mode == CastMode::Saturate)?;
+            let cfg =
+                LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX).min(1 << 24));
+            let count = n as u64;
+            let mut launch = self.stream.launch_builder(&f);
+            launch.arg(&s.buf).arg(&mut out).arg(&count);
+            // SAFETY: `dtcast_cast(const u8* src, u8* dst, u64 n)` reads n source elements and
+            // writes n destination elements; `src` holds n * itemsize(from) bytes and `out` was
+            // allocated with n * itemsize(to) bytes.
+            unsafe { launch.launch(cfg) }.map_err(cuda_error)?;
+        }
+        Ok(Arc::new(CudaStorage {
+            buf: out,
+            len,
+            ordinal: self.ordinal,
+        }))
+    }
+
+    fn synchronize(&self) -> Result<(), TensorError> {
+        self.stream.synchronize().map_err(cuda_error)
+    }
+}

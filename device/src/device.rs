@@ -1,0 +1,179 @@
+//! `Device`: where a tensor's bytes live, parsed with PyTorch's grammar.
+
+use core::fmt;
+use core::str::FromStr;
+
+/// A device: the CPU, or a CUDA GPU by ordinal.
+///
+/// Parsed with torch's grammar (`cpu`, `cpu:0`, `cuda`, `cuda:1`), plus Paddle's `gpu` / `gpu:N`
+/// for CUDA. `cuda` without an index means device 0 (torch resolves it to the current device;
+/// dtcast has no "current device" state, so it is 0). Ordinals above 127 are refused — torch stores
+/// them in an `int8` and silently wraps `cuda:300` to `cuda:44`.
+///
+/// ```
+/// use dtcast_device::Device;
+/// assert_eq!("cuda:1".parse(), Ok(Device::Cuda(1)));
+/// assert_eq!("gpu:2".parse::<Device>().unwrap().to_string(), "cuda:2");
+/// assert_eq!("cpu".parse(), Ok(Device::Cpu));
+/// assert!("cuda:01".parse::<Device>().is_err());
+/// assert!("mps".parse::<Device>().unwrap_err().to_string().contains("not supported by dtcast"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Device {
+    /// Host memory.
+    #[default]
+    Cpu,
+    /// A CUDA device by ordinal.
+    Cuda(u8),
+}
+
+/// The largest ordinal torch can represent (its `DeviceIndex` is an `int8`).
+pub const MAX_ORDINAL: u32 = 127;
+
+/// torch's device types, in the order its error message lists them.
+const TORCH_TYPES: [&str; 20] = [
+    "cpu",
+    "cuda",
+    "ipu",
+    "xpu",
+    "mkldnn",
+    "opengl",
+    "opencl",
+    "ideep",
+    "hip",
+    "ve",
+    "fpga",
+    "maia",
+    "xla",
+    "lazy",
+    "vulkan",
+    "mps",
+    "meta",
+    "hpu",
+    "mtia",
+    "privateuseone",
+];
+
+/// Why a device string was refused.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseDeviceError {
+    /// The empty string (torch: `Device string must not be empty`).
+    Empty,
+    /// Not `type` or `type:index` (torch: `Invalid device string: '<s>'`).
+    Invalid(String),
+    /// A device type torch knows that dtcast has no backend for (`mps`, `xpu`, `meta`, ...).
+    Unsupported {
+        /// The device type.
+        kind: String,
+        /// The whole string.
+        input: String,
+    },
+    /// A device type nobody knows.
+    UnknownType {
+        /// The device type.
+        kind: String,
+    },
+    /// An ordinal that torch could not represent.
+    OrdinalOutOfRange {
+        /// The index as written.
+        index: String,
+        /// The whole string.
+        input: String,
+    },
+}
+
+impl fmt::Display for ParseDeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseDeviceError::Empty => f.write_str("Device string must not be empty"),
+            ParseDeviceError::Invalid(s) => {
+                write!(f, "Invalid device string: '{s}' (expected `cpu`, `cuda`, `cuda:N` or `gpu:N`)")
+            }
+            ParseDeviceError::Unsupported { kind, input } => write!(
+                f,
+                "device type '{kind}' (in '{input}') is not supported by dtcast; supported: cpu, cuda, gpu"
+            ),
+            ParseDeviceError::UnknownType { kind } => write!(
+                f,
+                "Expected one of {}, gpu device type at start of device string: {kind}",
+                TORCH_TYPES.join(", ")
+            ),
+            ParseDeviceError::OrdinalOutOfRange { index, input } => write!(
+                f,
+                "device index {index} in '{input}' is out of range: ordinals go from 0 to {MAX_ORDINAL}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ParseDeviceError {}
+
+impl FromStr for Device {
+    type Err = ParseDeviceError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.is_empty() {
+            return Err(ParseDeviceError::Empty);
+        }
+        // torch's grammar: ([a-zA-Z_]+)(?::([1-9]\d*|0))?
+        let (kind, index) = match s.split_once(':') {
+            Some((k, i)) => (k, Some(i)),
+            None => (s, None),
+        };
+        let kind_ok =
+            !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_');
+        let index_ok = index.is_none_or(|i| {
+            !i.is_empty()
+                && i.bytes().all(|b| b.is_ascii_digit())
+                && (i == "0" || !i.starts_with('0'))
+        });
+        if !kind_ok || !index_ok {
+            return Err(ParseDeviceError::Invalid(s.to_owned()));
+        }
+        let ordinal = match index {
+            None => None,
+            Some(i) => match i.parse::<u32>() {
+                Ok(n) if n <= MAX_ORDINAL => Some(n as u8),
+                _ => {
+                    return Err(ParseDeviceError::OrdinalOutOfRange {
+                        index: i.to_owned(),
+                        input: s.to_owned(),
+                    })
+                }
+            },
+        };
+        match kind {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" | "gpu" => Ok(Device::Cuda(ordinal.unwrap_or(0))),
+            k if TORCH_TYPES.contains(&k) => Err(ParseDeviceError::Unsupported {
+                kind: k.to_owned(),
+                input: s.to_owned(),
+            }),
+            k => Err(ParseDeviceError::UnknownType { kind: k.to_owned() }),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    /// The canonical string: `cpu`, `cuda:N`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.pad("cpu"),
+            Device::Cuda(n) => f.pad(&format!("cuda:{n}")),
+        }
+    }
+}
+
+impl Device {
+    /// `true` if this machine has a usable CUDA device 0 (driver library present and at least one
+    /// GPU). Always `false` without the `cuda` feature.
+    pub fn cuda_available() -> bool {
+        crate::registry::cuda_device_count() > 0
+    }
+
+    /// `true` for CUDA devices.
+    pub fn is_cuda(self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+}

@@ -1,0 +1,114 @@
+//! Errors of devices, backends and tensors.
+
+use core::fmt;
+
+use dtcast_bitcast::BitcastError;
+use dtcast_cast::CastError;
+use dtcast_dtype::DType;
+use dtcast_promote::PromoteError;
+
+use crate::device::ParseDeviceError;
+use crate::Device;
+
+/// Why a tensor or backend operation failed.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TensorError {
+    /// A device string did not parse.
+    Device(ParseDeviceError),
+    /// A cast failed (Checked / Exact mode found an element; bad buffer lengths).
+    Cast(CastError),
+    /// A bitcast's shape rule refused.
+    Bitcast(BitcastError),
+    /// Promotion failed.
+    Promote(PromoteError),
+    /// The data does not fill the shape.
+    Shape {
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// Elements the shape needs (`None` when it overflows).
+        needed: Option<usize>,
+        /// Elements given.
+        given: usize,
+    },
+    /// A typed read asked for another element type than the tensor's dtype.
+    DType {
+        /// The tensor's dtype.
+        actual: DType,
+        /// The dtype of the Rust type asked for.
+        requested: DType,
+    },
+    /// A `to(&str)` argument is neither a dtype nor a device.
+    Target {
+        /// The string.
+        input: String,
+        /// Why it is not a dtype.
+        as_dtype: String,
+        /// Why it is not a device.
+        as_device: String,
+    },
+    /// The CUDA backend cannot be used on this machine (no feature, no driver, no GPU).
+    CudaUnavailable(String),
+    /// A CUDA call failed.
+    Cuda(String),
+    /// A storage was given to a backend of another device.
+    WrongDevice {
+        /// The backend's device.
+        backend: Device,
+        /// The storage's device.
+        storage: Device,
+    },
+}
+
+impl fmt::Display for TensorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TensorError::Device(e) => e.fmt(f),
+            TensorError::Cast(e) => e.fmt(f),
+            TensorError::Bitcast(e) => e.fmt(f),
+            TensorError::Promote(e) => e.fmt(f),
+            TensorError::Shape { shape, needed: Some(n), given } => {
+                write!(f, "shape {shape:?} needs {n} elements but {given} were given")
+            }
+            TensorError::Shape { shape, needed: None, .. } => write!(f, "shape {shape:?} is too large"),
+            TensorError::DType { actual, requested } => {
+                write!(f, "the tensor holds {actual} elements, not {requested}; cast it first (`to({requested})`)")
+            }
+            TensorError::Target { input, as_dtype, as_device } => write!(
+                f,
+                "`{input}` is neither a dtype nor a device: as a dtype, {as_dtype}; as a device, {as_device}"
+            ),
+            TensorError::CudaUnavailable(why) => write!(f, "CUDA is not available: {why}"),
+            TensorError::Cuda(e) => write!(f, "CUDA error: {e}"),
+            TensorError::WrongDevice { backend, storage } => {
+                write!(f, "a {storage} storage was given to the {backend} backend")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TensorError {}
+
+impl From<CastError> for TensorError {
+    fn from(e: CastError) -> Self {
+        TensorError::Cast(e)
+    }
+}
+
+impl From<BitcastError> for TensorError {
+    fn from(e: BitcastError) -> Self {
+        TensorError::Bitcast(e)
+    }
+}
+
+impl From<PromoteError> for TensorError {
+    fn from(e: PromoteError) -> Self {
+        TensorError::Promote(e)
+    }
+}
+
+impl From<ParseDeviceError> for TensorError {
+    fn from(e: ParseDeviceError) -> Self {
+        TensorError::Device(e)
+    }
+}

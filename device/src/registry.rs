@@ -1,0 +1,59 @@
+//! Which backend serves which device.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::backend::Backend;
+use crate::cpu::Cpu;
+use crate::error::TensorError;
+use crate::Device;
+
+/// The backend of `device`: the CPU backend, or the CUDA backend of that ordinal (created on first
+/// use and shared afterwards). Without the `cuda` feature, or without a driver or GPU, a CUDA device
+/// gives `TensorError::CudaUnavailable` with the reason.
+///
+/// ```
+/// use dtcast_device::{backend_for, Device};
+/// assert_eq!(backend_for(Device::Cpu)?.device(), Device::Cpu);
+/// # Ok::<(), dtcast_device::TensorError>(())
+/// ```
+pub fn backend_for(device: Device) -> Result<Arc<dyn Backend>, TensorError> {
+    match device {
+        Device::Cpu => {
+            static CPU: OnceLock<Arc<dyn Backend>> = OnceLock::new();
+            Ok(Arc::clone(CPU.get_or_init(|| Arc::new(Cpu))))
+        }
+        Device::Cuda(ordinal) => cuda_backend(ordinal),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_backend(ordinal: u8) -> Result<Arc<dyn Backend>, TensorError> {
+    crate::cuda::backend(ordinal)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend(_ordinal: u8) -> Result<Arc<dyn Backend>, TensorError> {
+    Err(TensorError::CudaUnavailable(
+        "dtcast was built without its `cuda` feature".to_owned(),
+    ))
+}
+
+/// How many CUDA devices this machine has (0 without the `cuda` feature, a driver or a GPU).
+pub fn cuda_device_count() -> usize {
+    #[cfg(feature = "cuda")]
+    {
+        crate::cuda::device_count()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        0
+    }
+}
+
+/// One line per usable backend: `cpu`, and `cuda:N (name, memory)` for each GPU.
+pub fn describe_backends() -> Vec<String> {
+    let mut lines = vec!["cpu".to_owned()];
+    #[cfg(feature = "cuda")]
+    lines.extend(crate::cuda::describe());
+    lines
+}
