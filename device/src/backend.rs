@@ -35,6 +35,17 @@ pub trait Backend: Send + Sync + core::fmt::Debug {
     /// A new storage holding a copy of `host`.
     fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError>;
 
+    /// [`upload`](Backend::upload), allowed to return before the copy is done when `non_blocking`
+    /// (later operations on the storage, and reading it, wait for the copy).
+    fn upload_with(
+        &self,
+        host: &[u8],
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        let _ = non_blocking;
+        self.upload(host)
+    }
+
     /// Copies `storage` (of this backend) into `host` (of the same length).
     fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError>;
 
@@ -60,10 +71,9 @@ pub trait Backend: Send + Sync + core::fmt::Debug {
         target: &dyn Backend,
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
-        let _ = non_blocking;
         let mut host = vec![0u8; src.len()];
         self.download(src, &mut host)?;
-        target.upload(&host)
+        target.upload_with(&host, non_blocking)
     }
 
     /// The bytes of `storage` as a new `Vec`.

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use dtcast_cast::{cast_to_vec, CastMode};
 use dtcast_dtype::DType;
@@ -128,7 +128,12 @@ pub struct CudaStorage {
     buf: CudaSlice<u8>,
     len: usize,
     ordinal: u8,
+    /// The pinned buffer a non-blocking upload copies from; dropping it waits for the copy.
+    _staging: Option<PinnedHostSlice<u8>>,
 }
+
+/// Transfers from this size on go through pinned staging buffers when non-blocking.
+const STAGING_BYTES: usize = 1 << 16;
 
 impl std::fmt::Debug for CudaStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -239,6 +244,7 @@ impl Backend for Cuda {
             buf: self.alloc(bytes)?,
             len: bytes,
             ordinal: self.ordinal,
+            _staging: None,
         }))
     }
 
@@ -254,7 +260,61 @@ impl Backend for Cuda {
             buf,
             len: host.len(),
             ordinal: self.ordinal,
+            _staging: None,
         }))
+    }
+
+    /// Non-blocking uploads of 64 KiB and more copy `host` into a pinned (write-combined: the CPU
+    /// only writes it) buffer and queue the transfer on the stream; the storage keeps the buffer
+    /// until the transfer is done. Everything later on the stream runs after it.
+    fn upload_with(
+        &self,
+        host: &[u8],
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        if !non_blocking || host.len() < STAGING_BYTES {
+            return self.upload(host);
+        }
+        // SAFETY: the pinned buffer is written whole (below) before the transfer reads it.
+        let mut staging = unsafe { self.ctx.alloc_pinned::<u8>(host.len()) }.map_err(cuda_error)?;
+        staging
+            .as_mut_slice()
+            .map_err(cuda_error)?
+            .copy_from_slice(host);
+        let mut buf = self.alloc(host.len())?;
+        let mut view = buf.slice_mut(0..host.len());
+        self.stream
+            .memcpy_htod(&staging, &mut view)
+            .map_err(cuda_error)?;
+        Ok(Arc::new(CudaStorage {
+            buf,
+            len: host.len(),
+            ordinal: self.ordinal,
+            _staging: Some(staging),
+        }))
+    }
+
+    /// Non-blocking copies of 64 KiB and more download through a pinned buffer that is *not*
+    /// write-combined (the CPU reads it back), then hand the bytes to `target`.
+    fn copy_to(
+        &self,
+        src: &dyn Storage,
+        target: &dyn Backend,
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        let s = self.storage(src)?;
+        if !non_blocking || s.len < STAGING_BYTES {
+            let host = self.download_vec(src)?;
+            return target.upload_with(&host, non_blocking);
+        }
+        // SAFETY: the transfer below writes every byte before `as_slice` (which waits for it) reads.
+        let mut staging =
+            unsafe { self.ctx.alloc_pinned_with_flags::<u8>(s.len, 0) }.map_err(cuda_error)?;
+        self.stream
+            .memcpy_dtoh(&s.buf.slice(0..s.len), &mut staging)
+            .map_err(cuda_error)?;
+        let host = staging.as_slice().map_err(cuda_error)?;
+        target.upload_with(host, non_blocking)
     }
 
     fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError> {
@@ -311,6 +371,7 @@ impl Backend for Cuda {
             buf: out,
             len,
             ordinal: self.ordinal,
+            _staging: None,
         }))
     }
 
