@@ -52,8 +52,8 @@ pub fn cuda_device_count() -> usize {
 
 /// One line per usable backend: `cpu`, and `cuda:N (name, memory)` for each GPU.
 pub fn describe_backends() -> Vec<String> {
-    let mut lines = vec!["cpu".to_owned()];
+    let cpu = vec!["cpu".to_owned()];
     #[cfg(feature = "cuda")]
-    lines.extend(crate::cuda::describe());
-    lines
+    let cpu = cpu.into_iter().chain(crate::cuda::describe()).collect();
+    cpu
 }

@@ -1,6 +1,43 @@
-//! Layer traversal, `Layer::astype` and safetensors checkpoints.
+//! Layers: named traversal of a model's tensors, all-or-nothing `astype` / `to`, and
+//! safetensors checkpoints.
 //!
-//! This crate will hold the `Layer` trait (named parameter and buffer traversal), `astype` / `to`
-//! written once on top of it, its derive macro, and checkpoint reading and writing. It is built by
-//! issue 5; until then it holds nothing.
-#![forbid(unsafe_code)]
+//! [`Layer`] has two required methods — show your tensors to a [`Visitor`], let a [`VisitorMut`]
+//! replace them — and `#[derive(Layer)]` writes both. Everything else is written once on top:
+//! `named_parameters`, `named_buffers`, `named_tensors` (PyTorch's names and order), `astype`,
+//! `astype_all`, `to`, `load_tensors`.
+//!
+//! ```
+//! use dtcast_layer::Layer;
+//! use dtcast_device::Tensor;
+//! use dtcast_dtype::DType;
+//!
+//! #[derive(Layer)]
+//! struct Block {
+//!     #[param] weight: Tensor,
+//!     #[buffer] steps: Tensor,
+//!     #[buffer] #[keep_dtype] scale: Tensor,
+//! }
+//!
+//! let mut b = Block {
+//!     weight: Tensor::from_vec(vec![1.0f32, 2.0], &[2])?,
+//!     steps: Tensor::from_vec(vec![7i64], &[1])?,
+//!     scale: Tensor::from_vec(vec![0.5f32], &[1])?,
+//! };
+//! b.astype(DType::BFloat16)?;
+//! let dtypes: Vec<DType> = b.named_tensors().iter().map(|(_, t)| t.dtype()).collect();
+//! assert_eq!(dtypes, [DType::BFloat16, DType::Int64, DType::Float32]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod checkpoint;
+mod error;
+mod layer;
+mod modules;
+mod visit;
+
+pub use dtcast_layer_derive::Layer;
+pub use error::LayerError;
+pub use layer::{Layer, NamedTensor};
+pub use modules::{Embedding, LayerNorm, Linear, Sequential};
+pub use visit::{Path, TensorField, TensorKind, Visitor, VisitorMut};

@@ -37,6 +37,43 @@ pub(crate) enum Command {
     Device(DeviceArgs),
     /// List the backends usable on this machine.
     Devices,
+    /// List a safetensors file's tensors (name, dtype, shape, bytes), totals per dtype, metadata.
+    Inspect(InspectArgs),
+    /// Convert a safetensors checkpoint (or a sharded one, via its index.json) to another dtype.
+    Convert(ConvertArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InspectArgs {
+    /// The .safetensors file.
+    pub(crate) file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConvertArgs {
+    /// A .safetensors file, or a sharded checkpoint's `*.safetensors.index.json`.
+    pub(crate) input: PathBuf,
+    /// The output file (for an index: the output directory).
+    #[arg(short, long, value_name = "OUT")]
+    pub(crate) output: PathBuf,
+    /// The dtype to convert to.
+    #[arg(long, value_name = "DT")]
+    pub(crate) dtype: DType,
+    /// Convert every tensor (integer and bool ones too), not only the floating ones.
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Leave tensors with these names (or glob patterns, e.g. `*.norm.weight`) as they are.
+    #[arg(long, value_name = "NAME_OR_GLOB", num_args = 1..)]
+    pub(crate) keep: Vec<String>,
+    /// torch, saturate, checked or exact.
+    #[arg(long, default_value = "torch")]
+    pub(crate) mode: CastMode,
+    /// Where the casts run: cpu, or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub(crate) device: dtcast_device::Device,
+    /// Replace an existing output.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]

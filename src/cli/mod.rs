@@ -16,6 +16,7 @@ mod args;
 mod bench;
 mod bitcast;
 mod cast;
+mod checkpoint;
 mod operand;
 mod promote;
 mod table;
@@ -65,6 +66,8 @@ where
         Command::Bench(a) => bench::run(&a, stdout),
         Command::Device(a) => device(&a.device, stdout),
         Command::Devices => devices(stdout),
+        Command::Inspect(a) => checkpoint::inspect(&a, stdout),
+        Command::Convert(a) => checkpoint::convert(&a, stdout),
     };
     match result.and_then(|()| stdout.flush().map_err(Into::into)) {
         Ok(()) => 0,

@@ -1,0 +1,113 @@
+//! The code `#[derive(Layer)]` generates.
+
+use proc_macro2::{Span, TokenStream};
+use proc_macro_crate::{crate_name, FoundCrate};
+use quote::quote;
+use syn::{Data, DeriveInput, Fields, Ident};
+
+/// The path of the `dtcast_layer` crate as the deriving crate sees it: `dtcast_layer` itself, or
+/// the facade's re-export `dtcast::layer`.
+fn layer_crate() -> TokenStream {
+    match crate_name("dtcast-layer") {
+        Ok(FoundCrate::Itself) => quote!(crate),
+        Ok(FoundCrate::Name(name)) => {
+            let id = Ident::new(&name, Span::call_site());
+            quote!(::#id)
+        }
+        Err(_) => match crate_name("dtcast") {
+            Ok(FoundCrate::Name(name)) => {
+                let id = Ident::new(&name, Span::call_site());
+                quote!(::#id::layer)
+            }
+            Ok(FoundCrate::Itself) => quote!(crate::layer),
+            Err(_) => quote!(::dtcast_layer),
+        },
+    }
+}
+
+enum Role {
+    Tensor { buffer: bool },
+    Child,
+}
+
+pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new_spanned(&input.ident, "#[derive(Layer)] works on structs only"));
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return Err(syn::Error::new_spanned(&input.ident, "#[derive(Layer)] needs a struct with named fields"));
+    };
+    let krate = layer_crate();
+    let (mut own, mut own_mut, mut children, mut children_mut) = (vec![], vec![], vec![], vec![]);
+    for field in &fields.named {
+        let Some(ident) = &field.ident else { continue };
+        let mut role: Option<Role> = None;
+        let mut keep = false;
+        for attr in &field.attrs {
+            let path = attr.path();
+            let next = if path.is_ident("param") {
+                Some(Role::Tensor { buffer: false })
+            } else if path.is_ident("buffer") {
+                Some(Role::Tensor { buffer: true })
+            } else if path.is_ident("layer") {
+                Some(Role::Child)
+            } else if path.is_ident("keep_dtype") {
+                keep = true;
+                None
+            } else {
+                None
+            };
+            if let Some(next) = next {
+                if role.is_some() {
+                    return Err(syn::Error::new_spanned(attr, "a field is one of #[param], #[buffer] or #[layer], not several"));
+                }
+                role = Some(next);
+            }
+        }
+        let name = ident.to_string();
+        match role {
+            Some(Role::Tensor { buffer }) => {
+                let kind = if buffer { quote!(#krate::TensorKind::Buffer) } else { quote!(#krate::TensorKind::Parameter) };
+                own.push(quote! {
+                    #krate::TensorField::visit_field(&self.#ident, #name, #kind, #keep, visitor);
+                });
+                own_mut.push(quote! {
+                    #krate::TensorField::visit_field_mut(&mut self.#ident, #name, #kind, #keep, visitor);
+                });
+            }
+            Some(Role::Child) => {
+                if keep {
+                    return Err(syn::Error::new_spanned(ident, "#[keep_dtype] applies to #[param] or #[buffer] fields, not to #[layer]"));
+                }
+                children.push(quote! {
+                    visitor.enter(#name);
+                    #krate::Layer::visit(&self.#ident, visitor);
+                    visitor.exit();
+                });
+                children_mut.push(quote! {
+                    visitor.enter(#name);
+                    #krate::Layer::visit_mut(&mut self.#ident, visitor);
+                    visitor.exit();
+                });
+            }
+            None if keep => {
+                return Err(syn::Error::new_spanned(ident, "#[keep_dtype] needs #[param] or #[buffer] on the same field"));
+            }
+            None => {}
+        }
+    }
+    let name = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    Ok(quote! {
+        impl #impl_generics #krate::Layer for #name #ty_generics #where_clause {
+            fn visit(&self, visitor: &mut dyn #krate::Visitor) {
+                #(#own)*
+                #(#children)*
+            }
+            fn visit_mut(&mut self, visitor: &mut dyn #krate::VisitorMut) {
+                #(#own_mut)*
+                #(#children_mut)*
+            }
+        }
+    })
+}

@@ -1,0 +1,113 @@
+//! Layer and checkpoint errors.
+
+use core::fmt;
+use std::path::PathBuf;
+
+use dtcast_device::TensorError;
+use dtcast_dtype::DType;
+
+/// Why a layer operation or a checkpoint read/write failed.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum LayerError {
+    /// `astype` / `to` got a dtype that is neither floating nor complex.
+    NotFloating(DType),
+    /// A tensor could not be converted; the layer is unchanged.
+    Tensor {
+        /// The tensor's dotted name.
+        name: String,
+        /// What went wrong.
+        source: TensorError,
+    },
+    /// A `to` argument or a device was bad.
+    Target(TensorError),
+    /// Loading tensors by name: names the layer has that the source lacks, and the reverse.
+    Names {
+        /// In the layer, not in the source.
+        missing: Vec<String>,
+        /// In the source, not in the layer.
+        unexpected: Vec<String>,
+    },
+    /// A loaded tensor's shape differs from the layer's.
+    ShapeMismatch {
+        /// The tensor's name.
+        name: String,
+        /// The layer's shape.
+        expected: Vec<usize>,
+        /// The source's shape.
+        found: Vec<usize>,
+    },
+    /// A checkpoint is malformed (bad header, offsets, dtype, ...).
+    Checkpoint {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A dtype safetensors cannot store (complex, the fnuz float8 formats).
+    Unstorable {
+        /// The tensor.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// The output exists and `--force` was not given, or would overwrite the input.
+    Output(String),
+    /// Reading or writing a file.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for LayerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayerError::NotFloating(dt) => write!(
+                f,
+                "astype / to only accept floating point or complex dtypes, but got {dt} (use astype_all to convert every tensor)"
+            ),
+            LayerError::Tensor { name, source } => write!(f, "tensor `{name}`: {source}"),
+            LayerError::Target(e) => e.fmt(f),
+            LayerError::Names { missing, unexpected } => {
+                write!(f, "tensor names do not match")?;
+                if !missing.is_empty() {
+                    write!(f, "; missing: {}", missing.join(", "))?;
+                }
+                if !unexpected.is_empty() {
+                    write!(f, "; unexpected: {}", unexpected.join(", "))?;
+                }
+                Ok(())
+            }
+            LayerError::ShapeMismatch { name, expected, found } => {
+                write!(f, "tensor `{name}` has shape {found:?}, but the layer expects {expected:?}")
+            }
+            LayerError::Checkpoint { path, reason } => write!(f, "{}: not a valid safetensors file: {reason}", path.display()),
+            LayerError::Unstorable { name, dtype } => write!(
+                f,
+                "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, integers, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float8_e8m0fnu)"
+            ),
+            LayerError::Output(msg) => f.write_str(msg),
+            LayerError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LayerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LayerError::Tensor { source, .. } => Some(source),
+            LayerError::Target(e) => Some(e),
+            LayerError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<TensorError> for LayerError {
+    fn from(e: TensorError) -> Self {
+        LayerError::Target(e)
+    }
+}

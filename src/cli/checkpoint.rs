@@ -1,0 +1,81 @@
+//! `dtcast inspect` and `dtcast convert`.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+
+use dtcast_dtype::DType;
+use dtcast_layer::checkpoint::{convert_file, convert_index, Checkpoint, ConvertOptions, Summary};
+
+use super::args::{ConvertArgs, InspectArgs};
+use super::CmdError;
+
+pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let ckpt = Checkpoint::open(&args.file)?;
+    let mut totals: BTreeMap<DType, (usize, usize)> = BTreeMap::new();
+    let width = ckpt.entries().iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
+    writeln!(out, "{:<width$}  {:<14} {:<20} {:>14}", "name", "dtype", "shape", "bytes")?;
+    for e in ckpt.entries() {
+        writeln!(out, "{:<width$}  {:<14} {:<20} {:>14}", e.name, e.dtype.name(), format!("{:?}", e.shape), e.range.len())?;
+        let t = totals.entry(e.dtype).or_default();
+        t.0 += 1;
+        t.1 += e.range.len();
+    }
+    writeln!(out)?;
+    let mut all = (0, 0);
+    for (dt, (n, bytes)) in &totals {
+        writeln!(out, "{:<14} {n:>6} tensors {bytes:>16} bytes", dt.name())?;
+        all = (all.0 + n, all.1 + bytes);
+    }
+    writeln!(out, "{:<14} {:>6} tensors {:>16} bytes", "total", all.0, all.1)?;
+    for (k, v) in ckpt.metadata() {
+        writeln!(out, "metadata {k} = {v}")?;
+    }
+    Ok(())
+}
+
+pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let options = ConvertOptions {
+        dtype: args.dtype,
+        all: args.all,
+        keep: args.keep.clone(),
+        mode: args.mode,
+        device: args.device,
+        force: args.force,
+    };
+    // A progress bar on stderr when it is a terminal; nothing otherwise (scripts, CI).
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let progress = |done: u64, total: u64| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    };
+    let is_index = args.input.to_string_lossy().ends_with(".json");
+    let summary: Summary = if is_index {
+        convert_index(&args.input, &args.output, &options, &progress)?
+    } else {
+        convert_file(&args.input, &args.output, &options, &progress)?
+    };
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    writeln!(
+        out,
+        "converted {} tensors to {}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
+        summary.converted,
+        args.dtype,
+        summary.kept,
+        summary.bytes_before,
+        summary.bytes_after,
+        summary.seconds,
+        args.output.display()
+    )?;
+    Ok(())
+}
