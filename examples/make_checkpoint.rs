@@ -31,7 +31,9 @@ struct Net {
 
 /// Deterministic weights: a spread of magnitudes with both signs.
 fn weights(n: usize, seed: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i as f32 * 0.7 + seed).sin() * 0.05) * (1.0 + (i % 7) as f32)).collect()
+    (0..n)
+        .map(|i| ((i as f32 * 0.7 + seed).sin() * 0.05) * (1.0 + (i % 7) as f32))
+        .collect()
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,8 +51,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         position_ids: Tensor::from_vec((0..32i64).collect(), &[32])?,
         blocks: vec![block(0)?, block(1)?],
     };
-    let out = std::env::args().nth(1).unwrap_or_else(|| "examples/tiny.safetensors".to_owned());
-    let metadata = [("format".to_owned(), "pt".to_owned()), ("generator".to_owned(), "dtcast examples/make_checkpoint.rs".to_owned())];
+    let out = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "examples/tiny.safetensors".to_owned());
+    let metadata = [
+        ("format".to_owned(), "pt".to_owned()),
+        (
+            "generator".to_owned(),
+            "dtcast examples/make_checkpoint.rs".to_owned(),
+        ),
+    ];
     save(std::path::Path::new(&out), &net.named_tensors(), &metadata)?;
     println!("wrote {out} ({} tensors)", net.named_tensors().len());
     Ok(())

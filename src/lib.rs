@@ -41,10 +41,10 @@ pub use dtcast_promote as promote;
 pub use dtcast_bitcast::{Rule, View, Xla};
 pub use dtcast_cast::CastMode;
 pub use dtcast_device::{Device, Tensor, TensorError, ToOptions};
+pub use dtcast_dtype::{Category, DType, Element};
 /// The `Layer` trait and `#[derive(Layer)]`.
 pub use dtcast_layer::Layer;
 pub use dtcast_layer::LayerError;
-pub use dtcast_dtype::{Category, DType, Element};
 pub use dtcast_promote::{Operand, Policy, ScalarKind, Torch};
 
 /// The README's Rust examples, compiled and run as doctests so the README stays true.

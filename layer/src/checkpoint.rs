@@ -92,27 +92,55 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Opens and validates `path`. Corrupt or truncated files are errors naming the problem.
     pub fn open(path: &Path) -> Result<Checkpoint, LayerError> {
-        let io = |source| LayerError::Io { path: path.to_owned(), source };
+        let io = |source| LayerError::Io {
+            path: path.to_owned(),
+            source,
+        };
         let file = File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; if another process truncates the file while it is mapped,
         // reads may fault — the usual caveat of memory-mapped input, accepted by every
         // safetensors reader.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        let bad = |reason: String| LayerError::Checkpoint { path: path.to_owned(), reason };
-        let (header_len, meta) = SafeTensors::read_metadata(&map).map_err(|e| bad(format!("{e}")))?;
+        let bad = |reason: String| LayerError::Checkpoint {
+            path: path.to_owned(),
+            reason,
+        };
+        let (header_len, meta) =
+            SafeTensors::read_metadata(&map).map_err(|e| bad(format!("{e}")))?;
         let base = 8 + header_len;
         let infos = meta.tensors();
         let mut entries = Vec::with_capacity(infos.len());
         for name in meta.offset_keys() {
-            let Some(info) = infos.get(&name) else { continue };
-            let dtype = from_safetensors(info.dtype)
-                .ok_or_else(|| bad(format!("tensor `{name}` has dtype {:?}, which dtcast does not support", info.dtype)))?;
+            let Some(info) = infos.get(&name) else {
+                continue;
+            };
+            let dtype = from_safetensors(info.dtype).ok_or_else(|| {
+                bad(format!(
+                    "tensor `{name}` has dtype {:?}, which dtcast does not support",
+                    info.dtype
+                ))
+            })?;
             let (start, end) = info.data_offsets;
-            entries.push(Entry { name, dtype, shape: info.shape.clone(), range: base + start..base + end });
+            entries.push(Entry {
+                name,
+                dtype,
+                shape: info.shape.clone(),
+                range: base + start..base + end,
+            });
         }
-        let mut metadata: Vec<(String, String)> = meta.metadata().clone().unwrap_or_default().into_iter().collect();
+        let mut metadata: Vec<(String, String)> = meta
+            .metadata()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         metadata.sort();
-        Ok(Checkpoint { path: path.to_owned(), map, entries, metadata })
+        Ok(Checkpoint {
+            path: path.to_owned(),
+            map,
+            entries,
+            metadata,
+        })
     }
 
     /// The file.
@@ -140,7 +168,12 @@ impl Checkpoint {
         self.entries
             .iter()
             .map(|e| {
-                let t = Tensor::from_bytes(self.bytes(e), e.dtype, &e.shape).map_err(|source| LayerError::Tensor { name: e.name.clone(), source })?;
+                let t = Tensor::from_bytes(self.bytes(e), e.dtype, &e.shape).map_err(|source| {
+                    LayerError::Tensor {
+                        name: e.name.clone(),
+                        source,
+                    }
+                })?;
                 Ok((e.name.clone(), t))
             })
             .collect()
@@ -155,30 +188,45 @@ impl Checkpoint {
         if end > start {
             // SAFETY: the map is a read-only private file mapping; dropping its pages only makes
             // later reads fetch them from the file again, with the same contents.
-            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start,
+                    end - start,
+                )
+            };
         }
     }
 }
 
 /// The header of a safetensors file for `tensors` (name, dtype, shape, byte length) in order,
 /// with `metadata`.
-fn header(tensors: &[(String, DType, Vec<usize>, usize)], metadata: &[(String, String)]) -> Result<Vec<u8>, LayerError> {
+fn header(
+    tensors: &[(String, DType, Vec<usize>, usize)],
+    metadata: &[(String, String)],
+) -> Result<Vec<u8>, LayerError> {
     let mut map = serde_json::Map::new();
     if !metadata.is_empty() {
-        let m: serde_json::Map<String, serde_json::Value> =
-            metadata.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+        let m: serde_json::Map<String, serde_json::Value> = metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
         map.insert("__metadata__".to_owned(), serde_json::Value::Object(m));
     }
     let mut offset = 0usize;
     for (name, dtype, shape, len) in tensors {
-        let st = safetensors_dtype(*dtype).ok_or(LayerError::Unstorable { name: name.clone(), dtype: *dtype })?;
+        let st = safetensors_dtype(*dtype).ok_or(LayerError::Unstorable {
+            name: name.clone(),
+            dtype: *dtype,
+        })?;
         map.insert(
             name.clone(),
             serde_json::json!({ "dtype": st, "shape": shape, "data_offsets": [offset, offset + len] }),
         );
         offset += len;
     }
-    let mut json = serde_json::to_vec(&serde_json::Value::Object(map)).map_err(|e| LayerError::Output(e.to_string()))?;
+    let mut json = serde_json::to_vec(&serde_json::Value::Object(map))
+        .map_err(|e| LayerError::Output(e.to_string()))?;
     // Pad with spaces to a multiple of 8 bytes, so that the data starts aligned.
     while (json.len() + 8) % 8 != 0 {
         json.push(b' ');
@@ -188,13 +236,23 @@ fn header(tensors: &[(String, DType, Vec<usize>, usize)], metadata: &[(String, S
 
 /// Writes a file atomically: into a temporary file beside `path`, fsync, rename. `fill` writes the
 /// contents; on any error the temporary file is removed and `path` is untouched.
-fn write_atomically(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<(), LayerError>) -> Result<(), LayerError> {
-    let io = |source| LayerError::Io { path: path.to_owned(), source };
+fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<(), LayerError>,
+) -> Result<(), LayerError> {
+    let io = |source| LayerError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new().prefix(".dtcast-").suffix(".tmp").tempfile_in(dir).map_err(io)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".dtcast-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io)?;
     let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
     fill(&mut w)?;
     w.flush().map_err(io)?;
@@ -204,22 +262,45 @@ fn write_atomically(path: &Path, fill: impl FnOnce(&mut dyn Write) -> Result<(),
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(io)?;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io)?;
     }
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
 }
 
 /// Saves `tensors` (in this order) with `metadata` to `path`, atomically.
-pub fn save(path: &Path, tensors: &[(String, Tensor)], metadata: &[(String, String)]) -> Result<(), LayerError> {
-    let specs: Vec<_> = tensors.iter().map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.numel() * t.dtype().itemsize())).collect();
+pub fn save(
+    path: &Path,
+    tensors: &[(String, Tensor)],
+    metadata: &[(String, String)],
+) -> Result<(), LayerError> {
+    let specs: Vec<_> = tensors
+        .iter()
+        .map(|(n, t)| {
+            (
+                n.clone(),
+                t.dtype(),
+                t.shape().to_vec(),
+                t.numel() * t.dtype().itemsize(),
+            )
+        })
+        .collect();
     let head = header(&specs, metadata)?;
     write_atomically(path, |w| {
-        let io = |source| LayerError::Io { path: path.to_owned(), source };
-        w.write_all(&(head.len() as u64).to_le_bytes()).map_err(io)?;
+        let io = |source| LayerError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        w.write_all(&(head.len() as u64).to_le_bytes())
+            .map_err(io)?;
         w.write_all(&head).map_err(io)?;
         for (name, t) in tensors {
-            let bytes = t.to_bytes().map_err(|source| LayerError::Tensor { name: name.clone(), source })?;
+            let bytes = t.to_bytes().map_err(|source| LayerError::Tensor {
+                name: name.clone(),
+                source,
+            })?;
             w.write_all(&bytes).map_err(io)?;
         }
         Ok(())
@@ -246,13 +327,24 @@ pub struct ConvertOptions {
 impl ConvertOptions {
     /// Floating tensors to `dtype`, Torch mode, on the CPU.
     pub fn new(dtype: DType) -> ConvertOptions {
-        ConvertOptions { dtype, all: false, keep: Vec::new(), mode: CastMode::Torch, device: Device::Cpu, force: false }
+        ConvertOptions {
+            dtype,
+            all: false,
+            keep: Vec::new(),
+            mode: CastMode::Torch,
+            device: Device::Cpu,
+            force: false,
+        }
     }
 
     fn patterns(&self) -> Result<Vec<glob::Pattern>, LayerError> {
         self.keep
             .iter()
-            .map(|k| glob::Pattern::new(k).map_err(|e| LayerError::Output(format!("--keep `{k}` is not a valid glob pattern: {e}"))))
+            .map(|k| {
+                glob::Pattern::new(k).map_err(|e| {
+                    LayerError::Output(format!("--keep `{k}` is not a valid glob pattern: {e}"))
+                })
+            })
             .collect()
     }
 
@@ -293,10 +385,16 @@ fn check_output(input: &Path, output: &Path, force: bool) -> Result<(), LayerErr
         _ => false,
     };
     if same {
-        return Err(LayerError::Output(format!("refusing to overwrite the input {}; choose another output", input.display())));
+        return Err(LayerError::Output(format!(
+            "refusing to overwrite the input {}; choose another output",
+            input.display()
+        )));
     }
     if output.exists() && !force {
-        return Err(LayerError::Output(format!("{} exists; pass --force to replace it", output.display())));
+        return Err(LayerError::Output(format!(
+            "{} exists; pass --force to replace it",
+            output.display()
+        )));
     }
     Ok(())
 }
@@ -305,7 +403,12 @@ fn check_output(input: &Path, output: &Path, force: bool) -> Result<(), LayerErr
 /// before the next is read, so memory does not grow with the file. `progress` is called with
 /// (bytes done, bytes total) after each tensor. The output is written atomically; names, order and
 /// `__metadata__` are kept.
-pub fn convert_file(input: &Path, output: &Path, options: &ConvertOptions, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Summary, LayerError> {
+pub fn convert_file(
+    input: &Path,
+    output: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Summary, LayerError> {
     let start = Instant::now();
     check_output(input, output, options.force)?;
     let ckpt = Checkpoint::open(input)?;
@@ -313,7 +416,16 @@ pub fn convert_file(input: &Path, output: &Path, options: &ConvertOptions, progr
     let plan: Vec<(Entry, DType)> = ckpt
         .entries()
         .iter()
-        .map(|e| (e.clone(), if options.converts(e, &keep) { options.dtype } else { e.dtype }))
+        .map(|e| {
+            (
+                e.clone(),
+                if options.converts(e, &keep) {
+                    options.dtype
+                } else {
+                    e.dtype
+                },
+            )
+        })
         .collect();
     let specs: Vec<_> = plan
         .iter()
@@ -326,8 +438,12 @@ pub fn convert_file(input: &Path, output: &Path, options: &ConvertOptions, progr
     let total: u64 = plan.iter().map(|(e, _)| e.range.len() as u64).sum();
     let mut summary = Summary::default();
     write_atomically(output, |w| {
-        let io = |source| LayerError::Io { path: output.to_owned(), source };
-        w.write_all(&(head.len() as u64).to_le_bytes()).map_err(io)?;
+        let io = |source| LayerError::Io {
+            path: output.to_owned(),
+            source,
+        };
+        w.write_all(&(head.len() as u64).to_le_bytes())
+            .map_err(io)?;
         w.write_all(&head).map_err(io)?;
         let mut done = 0u64;
         for (e, to) in &plan {
@@ -352,15 +468,28 @@ pub fn convert_file(input: &Path, output: &Path, options: &ConvertOptions, progr
     Ok(summary)
 }
 
-fn convert_bytes(src: &[u8], e: &Entry, to: DType, options: &ConvertOptions) -> Result<Vec<u8>, LayerError> {
-    let fail = |source| LayerError::Tensor { name: e.name.clone(), source };
+fn convert_bytes(
+    src: &[u8],
+    e: &Entry,
+    to: DType,
+    options: &ConvertOptions,
+) -> Result<Vec<u8>, LayerError> {
+    let fail = |source| LayerError::Tensor {
+        name: e.name.clone(),
+        source,
+    };
     match options.device {
         Device::Cpu => cast_to_vec(src, e.dtype, to, options.mode).map_err(|c| fail(c.into())),
         device => {
             let t = Tensor::from_bytes(src, e.dtype, &e.shape).map_err(fail)?;
-            let opts = ToOptions { mode: options.mode, ..Default::default() };
+            let opts = ToOptions {
+                mode: options.mode,
+                ..Default::default()
+            };
             let on = t.to(device).map_err(fail)?;
-            on.to_with(to, opts).and_then(|c| c.to_bytes()).map_err(fail)
+            on.to_with(to, opts)
+                .and_then(|c| c.to_bytes())
+                .map_err(fail)
         }
     }
 }
@@ -368,20 +497,34 @@ fn convert_bytes(src: &[u8], e: &Entry, to: DType, options: &ConvertOptions) -> 
 /// Converts a sharded checkpoint: `index` is a `*.safetensors.index.json` (`weight_map`: tensor →
 /// shard file); every shard is converted into `out_dir` under its own name (shards in parallel),
 /// then a new index with the right `total_size` is written there.
-pub fn convert_index(index: &Path, out_dir: &Path, options: &ConvertOptions, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<Summary, LayerError> {
+pub fn convert_index(
+    index: &Path,
+    out_dir: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Summary, LayerError> {
     use rayon::prelude::*;
     let start = Instant::now();
-    let io = |source| LayerError::Io { path: index.to_owned(), source };
+    let io = |source| LayerError::Io {
+        path: index.to_owned(),
+        source,
+    };
     let text = std::fs::read_to_string(index).map_err(io)?;
-    let bad = |reason: String| LayerError::Checkpoint { path: index.to_owned(), reason };
-    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("index is not JSON: {e}")))?;
+    let bad = |reason: String| LayerError::Checkpoint {
+        path: index.to_owned(),
+        reason,
+    };
+    let mut json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("index is not JSON: {e}")))?;
     let weight_map = json
         .get("weight_map")
         .and_then(|w| w.as_object())
         .ok_or_else(|| bad("index has no `weight_map` object".to_owned()))?;
     let mut shards: Vec<String> = Vec::new();
     for v in weight_map.values() {
-        let f = v.as_str().ok_or_else(|| bad("a `weight_map` value is not a file name".to_owned()))?;
+        let f = v
+            .as_str()
+            .ok_or_else(|| bad("a `weight_map` value is not a file name".to_owned()))?;
         if Path::new(f).components().count() != 1 {
             return Err(bad(format!("shard `{f}` is not a plain file name")));
         }
@@ -390,10 +533,17 @@ pub fn convert_index(index: &Path, out_dir: &Path, options: &ConvertOptions, pro
         }
     }
     let in_dir = index.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(out_dir).map_err(|source| LayerError::Io { path: out_dir.to_owned(), source })?;
+    std::fs::create_dir_all(out_dir).map_err(|source| LayerError::Io {
+        path: out_dir.to_owned(),
+        source,
+    })?;
     let out_index = out_dir.join(index.file_name().unwrap_or_default());
     check_output(index, &out_index, options.force)?;
-    let total: u64 = shards.iter().filter_map(|s| std::fs::metadata(in_dir.join(s)).ok()).map(|m| m.len()).sum();
+    let total: u64 = shards
+        .iter()
+        .filter_map(|s| std::fs::metadata(in_dir.join(s)).ok())
+        .map(|m| m.len())
+        .sum();
     let done = std::sync::atomic::AtomicU64::new(0);
     let results: Vec<Summary> = shards
         .par_iter()
@@ -411,12 +561,25 @@ pub fn convert_index(index: &Path, out_dir: &Path, options: &ConvertOptions, pro
         summary.add(r);
     }
     if let Some(meta) = json.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        meta.insert("total_size".to_owned(), serde_json::json!(summary.bytes_after));
+        meta.insert(
+            "total_size".to_owned(),
+            serde_json::json!(summary.bytes_after),
+        );
     } else if let Some(obj) = json.as_object_mut() {
-        obj.insert("metadata".to_owned(), serde_json::json!({ "total_size": summary.bytes_after }));
+        obj.insert(
+            "metadata".to_owned(),
+            serde_json::json!({ "total_size": summary.bytes_after }),
+        );
     }
-    let text = serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
-    write_atomically(&out_index, |w| w.write_all(text.as_bytes()).map_err(|source| LayerError::Io { path: out_index.clone(), source }))?;
+    let text =
+        serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
+    write_atomically(&out_index, |w| {
+        w.write_all(text.as_bytes())
+            .map_err(|source| LayerError::Io {
+                path: out_index.clone(),
+                source,
+            })
+    })?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
 }

@@ -58,7 +58,12 @@ pub trait Layer {
                 self.0.pop();
             }
             fn tensor(&mut self, name: &str, kind: TensorKind, keep_dtype: bool, tensor: &Tensor) {
-                self.1.push(NamedTensor { name: self.0.name(name), kind, keep_dtype, tensor: tensor.clone() });
+                self.1.push(NamedTensor {
+                    name: self.0.name(name),
+                    kind,
+                    keep_dtype,
+                    tensor: tensor.clone(),
+                });
             }
         }
         let mut c = Collect(Path::default(), Vec::new());
@@ -94,9 +99,13 @@ pub trait Layer {
         if !(dtype.is_floating_point() || dtype.is_complex()) {
             return Err(LayerError::NotFloating(dtype));
         }
-        let options = ToOptions { mode, ..Default::default() };
+        let options = ToOptions {
+            mode,
+            ..Default::default()
+        };
         convert_all(self, |t| {
-            let convert = (t.tensor.dtype().is_floating_point() || t.tensor.dtype().is_complex()) && !t.keep_dtype;
+            let convert = (t.tensor.dtype().is_floating_point() || t.tensor.dtype().is_complex())
+                && !t.keep_dtype;
             convert.then_some((None, Some(dtype), options))
         })
     }
@@ -109,8 +118,13 @@ pub trait Layer {
 
     /// [`astype_all`](Layer::astype_all) with a cast mode.
     fn astype_all_with(&mut self, dtype: DType, mode: CastMode) -> Result<(), LayerError> {
-        let options = ToOptions { mode, ..Default::default() };
-        convert_all(self, |t| (!t.keep_dtype).then_some((None, Some(dtype), options)))
+        let options = ToOptions {
+            mode,
+            ..Default::default()
+        };
+        convert_all(self, |t| {
+            (!t.keep_dtype).then_some((None, Some(dtype), options))
+        })
     }
 
     /// Moves every tensor to `device`. All-or-nothing.
@@ -133,7 +147,11 @@ pub trait Layer {
         convert_all(self, |t| {
             let floating = t.tensor.dtype().is_floating_point() || t.tensor.dtype().is_complex();
             let dtype = target.dtype.filter(|_| floating && !t.keep_dtype);
-            (target.device.is_some() || dtype.is_some()).then_some((target.device, dtype, ToOptions::default()))
+            (target.device.is_some() || dtype.is_some()).then_some((
+                target.device,
+                dtype,
+                ToOptions::default(),
+            ))
         })
     }
 
@@ -158,10 +176,17 @@ pub trait Layer {
             }
         }
         let known: std::collections::HashSet<&str> = own.iter().map(|t| t.name.as_str()).collect();
-        let mut unexpected: Vec<String> = tensors.keys().filter(|k| !known.contains(k.as_str())).cloned().collect();
+        let mut unexpected: Vec<String> = tensors
+            .keys()
+            .filter(|k| !known.contains(k.as_str()))
+            .cloned()
+            .collect();
         unexpected.sort();
         if !missing.is_empty() || !unexpected.is_empty() {
-            return Err(LayerError::Names { missing, unexpected });
+            return Err(LayerError::Names {
+                missing,
+                unexpected,
+            });
         }
         replace_in_order(self, replacements);
         Ok(())
@@ -169,7 +194,11 @@ pub trait Layer {
 }
 
 fn select(tensors: Vec<NamedTensor>, kind: Option<TensorKind>) -> Vec<(String, Tensor)> {
-    tensors.into_iter().filter(|t| kind.is_none_or(|k| t.kind == k)).map(|t| (t.name, t.tensor)).collect()
+    tensors
+        .into_iter()
+        .filter(|t| kind.is_none_or(|k| t.kind == k))
+        .map(|t| (t.name, t.tensor))
+        .collect()
 }
 
 /// Computes every conversion first; only if all succeed are the tensors replaced.
@@ -183,7 +212,12 @@ fn convert_all<L: Layer + ?Sized>(
         let new = match plan(t) {
             Some((device, dtype, options)) => {
                 let target = dtcast_device::Target { device, dtype };
-                t.tensor.to_with(target, options).map_err(|e| LayerError::Tensor { name: t.name.clone(), source: e })?
+                t.tensor
+                    .to_with(target, options)
+                    .map_err(|e| LayerError::Tensor {
+                        name: t.name.clone(),
+                        source: e,
+                    })?
             }
             None => t.tensor.clone(),
         };

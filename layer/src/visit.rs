@@ -41,27 +41,63 @@ pub trait VisitorMut {
 /// torch skips `None` parameters). The derive macro calls these.
 pub trait TensorField {
     /// Shows the tensor, if any, to `visitor`.
-    fn visit_field(&self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn Visitor);
+    fn visit_field(
+        &self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn Visitor,
+    );
     /// Lets `visitor` replace the tensor, if any.
-    fn visit_field_mut(&mut self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn VisitorMut);
+    fn visit_field_mut(
+        &mut self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn VisitorMut,
+    );
 }
 
 impl TensorField for Tensor {
-    fn visit_field(&self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn Visitor) {
+    fn visit_field(
+        &self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn Visitor,
+    ) {
         visitor.tensor(name, kind, keep_dtype, self);
     }
-    fn visit_field_mut(&mut self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn VisitorMut) {
+    fn visit_field_mut(
+        &mut self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn VisitorMut,
+    ) {
         visitor.tensor(name, kind, keep_dtype, self);
     }
 }
 
 impl TensorField for Option<Tensor> {
-    fn visit_field(&self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn Visitor) {
+    fn visit_field(
+        &self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn Visitor,
+    ) {
         if let Some(t) = self {
             visitor.tensor(name, kind, keep_dtype, t);
         }
     }
-    fn visit_field_mut(&mut self, name: &str, kind: TensorKind, keep_dtype: bool, visitor: &mut dyn VisitorMut) {
+    fn visit_field_mut(
+        &mut self,
+        name: &str,
+        kind: TensorKind,
+        keep_dtype: bool,
+        visitor: &mut dyn VisitorMut,
+    ) {
         if let Some(t) = self {
             visitor.tensor(name, kind, keep_dtype, t);
         }

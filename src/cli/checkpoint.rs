@@ -12,10 +12,27 @@ use super::CmdError;
 pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     let ckpt = Checkpoint::open(&args.file)?;
     let mut totals: BTreeMap<DType, (usize, usize)> = BTreeMap::new();
-    let width = ckpt.entries().iter().map(|e| e.name.len()).max().unwrap_or(4).max(4);
-    writeln!(out, "{:<width$}  {:<14} {:<20} {:>14}", "name", "dtype", "shape", "bytes")?;
+    let width = ckpt
+        .entries()
+        .iter()
+        .map(|e| e.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(
+        out,
+        "{:<width$}  {:<14} {:<20} {:>14}",
+        "name", "dtype", "shape", "bytes"
+    )?;
     for e in ckpt.entries() {
-        writeln!(out, "{:<width$}  {:<14} {:<20} {:>14}", e.name, e.dtype.name(), format!("{:?}", e.shape), e.range.len())?;
+        writeln!(
+            out,
+            "{:<width$}  {:<14} {:<20} {:>14}",
+            e.name,
+            e.dtype.name(),
+            format!("{:?}", e.shape),
+            e.range.len()
+        )?;
         let t = totals.entry(e.dtype).or_default();
         t.0 += 1;
         t.1 += e.range.len();
@@ -26,7 +43,11 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
         writeln!(out, "{:<14} {n:>6} tensors {bytes:>16} bytes", dt.name())?;
         all = (all.0 + n, all.1 + bytes);
     }
-    writeln!(out, "{:<14} {:>6} tensors {:>16} bytes", "total", all.0, all.1)?;
+    writeln!(
+        out,
+        "{:<14} {:>6} tensors {:>16} bytes",
+        "total", all.0, all.1
+    )?;
     for (k, v) in ckpt.metadata() {
         writeln!(out, "metadata {k} = {v}")?;
     }
@@ -46,8 +67,10 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar
     });

@@ -394,3 +394,65 @@ fn devices_lists_the_cpu_first() {
     assert_eq!(lines.len(), 1 + dtcast::device::cuda_device_count());
     assert!(lines[1..].iter().all(|l| l.starts_with("cuda:")));
 }
+
+#[test]
+fn inspect_and_convert_the_example_checkpoint() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tiny.safetensors");
+    let o = dtcast(&["inspect", example], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("blocks.1.steps   int64          [1]"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("float32             7 tensors             6280 bytes"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("metadata format = pt"), "{}", o.stdout);
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bf16.safetensors");
+    let out_s = out.to_str().unwrap();
+    let o = dtcast(
+        &[
+            "convert", example, "-o", out_s, "--dtype", "bf16", "--keep", "*.scale",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // Five float32 tensors halve (6,272 -> 3,136 bytes); position_ids, steps and the scales stay (280).
+    assert!(
+        o.stdout
+            .starts_with("converted 5 tensors to bfloat16, kept 5; 6552 -> 3416 bytes"),
+        "{}",
+        o.stdout
+    );
+    let o = dtcast(&["convert", example, "-o", out_s, "--dtype", "bf16"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("exists; pass --force to replace it"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(
+        &[
+            "convert", example, "-o", out_s, "--dtype", "bf16", "--force", "--device", "cuda:0",
+        ],
+        "",
+    );
+    if !dtcast::Device::cuda_available() {
+        assert_eq!(o.code, 1);
+        assert!(o.stderr.contains("CUDA is not available"), "{}", o.stderr);
+    }
+    let o = dtcast(&["inspect", "/no/such.safetensors"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .starts_with("error: /no/such.safetensors: No such file"),
+        "{}",
+        o.stderr
+    );
+}

@@ -32,10 +32,16 @@ enum Role {
 
 pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
     let Data::Struct(data) = &input.data else {
-        return Err(syn::Error::new_spanned(&input.ident, "#[derive(Layer)] works on structs only"));
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "#[derive(Layer)] works on structs only",
+        ));
     };
     let Fields::Named(fields) = &data.fields else {
-        return Err(syn::Error::new_spanned(&input.ident, "#[derive(Layer)] needs a struct with named fields"));
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "#[derive(Layer)] needs a struct with named fields",
+        ));
     };
     let krate = layer_crate();
     let (mut own, mut own_mut, mut children, mut children_mut) = (vec![], vec![], vec![], vec![]);
@@ -59,7 +65,10 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
             };
             if let Some(next) = next {
                 if role.is_some() {
-                    return Err(syn::Error::new_spanned(attr, "a field is one of #[param], #[buffer] or #[layer], not several"));
+                    return Err(syn::Error::new_spanned(
+                        attr,
+                        "a field is one of #[param], #[buffer] or #[layer], not several",
+                    ));
                 }
                 role = Some(next);
             }
@@ -67,7 +76,11 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
         let name = ident.to_string();
         match role {
             Some(Role::Tensor { buffer }) => {
-                let kind = if buffer { quote!(#krate::TensorKind::Buffer) } else { quote!(#krate::TensorKind::Parameter) };
+                let kind = if buffer {
+                    quote!(#krate::TensorKind::Buffer)
+                } else {
+                    quote!(#krate::TensorKind::Parameter)
+                };
                 own.push(quote! {
                     #krate::TensorField::visit_field(&self.#ident, #name, #kind, #keep, visitor);
                 });
@@ -77,7 +90,10 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
             Some(Role::Child) => {
                 if keep {
-                    return Err(syn::Error::new_spanned(ident, "#[keep_dtype] applies to #[param] or #[buffer] fields, not to #[layer]"));
+                    return Err(syn::Error::new_spanned(
+                        ident,
+                        "#[keep_dtype] applies to #[param] or #[buffer] fields, not to #[layer]",
+                    ));
                 }
                 children.push(quote! {
                     visitor.enter(#name);
@@ -91,7 +107,10 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
                 });
             }
             None if keep => {
-                return Err(syn::Error::new_spanned(ident, "#[keep_dtype] needs #[param] or #[buffer] on the same field"));
+                return Err(syn::Error::new_spanned(
+                    ident,
+                    "#[keep_dtype] needs #[param] or #[buffer] on the same field",
+                ));
             }
             None => {}
         }

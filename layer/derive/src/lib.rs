@@ -15,5 +15,7 @@ mod codegen;
 #[proc_macro_derive(Layer, attributes(param, buffer, layer, keep_dtype))]
 pub fn derive_layer(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    codegen::layer(&input).unwrap_or_else(syn::Error::into_compile_error).into()
+    codegen::layer(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }

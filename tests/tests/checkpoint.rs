@@ -1,0 +1,351 @@
+//! safetensors checkpoints: round trips, streaming conversion, shards, atomic writes, and bad
+//! input (one hand-made file per error class, plus mutated files that must never panic).
+
+use std::path::{Path, PathBuf};
+
+use dtcast::cast::{cast_to_vec, CastMode};
+use dtcast::layer::checkpoint::{
+    convert_file, convert_index, load_map, save, Checkpoint, ConvertOptions,
+};
+use dtcast::{DType, LayerError, Tensor};
+use proptest::prelude::*;
+
+fn sample() -> Vec<(String, Tensor)> {
+    vec![
+        (
+            "z.last".to_owned(),
+            Tensor::from_vec(vec![1.5f32, -2.0, 1e-3], &[3]).unwrap(),
+        ),
+        (
+            "a.first".to_owned(),
+            Tensor::from_vec(vec![0.1f64, 65536.5], &[2, 1]).unwrap(),
+        ),
+        (
+            "ids".to_owned(),
+            Tensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap(),
+        ),
+        (
+            "mask".to_owned(),
+            Tensor::from_vec(vec![true, false], &[2]).unwrap(),
+        ),
+        (
+            "norm.weight".to_owned(),
+            Tensor::from_vec(vec![1.0f32; 4], &[2, 2]).unwrap(),
+        ),
+    ]
+}
+
+fn meta() -> Vec<(String, String)> {
+    vec![("format".to_owned(), "pt".to_owned())]
+}
+
+fn write_sample(dir: &Path) -> PathBuf {
+    let p = dir.join("in.safetensors");
+    save(&p, &sample(), &meta()).unwrap();
+    p
+}
+
+#[test]
+fn save_then_load_keeps_names_order_values_and_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_sample(dir.path());
+    let ck = Checkpoint::open(&p).unwrap();
+    let names: Vec<&str> = ck.entries().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["z.last", "a.first", "ids", "mask", "norm.weight"]);
+    assert_eq!(ck.metadata(), meta().as_slice());
+    let loaded = ck.load().unwrap();
+    for ((n1, t1), (n2, t2)) in sample().iter().zip(&loaded) {
+        assert_eq!(n1, n2);
+        assert_eq!((t1.dtype(), t1.shape()), (t2.dtype(), t2.shape()));
+        assert_eq!(t1.to_bytes().unwrap(), t2.to_bytes().unwrap());
+    }
+    assert_eq!(load_map(&p).unwrap().len(), 5);
+}
+
+#[test]
+fn convert_streams_floating_tensors_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_sample(dir.path());
+    let out = dir.path().join("out.safetensors");
+    let mut opts = ConvertOptions::new(DType::BFloat16);
+    opts.keep = vec!["norm.*".to_owned()];
+    let s = convert_file(&p, &out, &opts, &|_, _| {}).unwrap();
+    assert_eq!((s.converted, s.kept), (2, 3));
+    let ck = Checkpoint::open(&out).unwrap();
+    let got: Vec<(String, DType)> = ck
+        .entries()
+        .iter()
+        .map(|e| (e.name.clone(), e.dtype))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("z.last".to_owned(), DType::BFloat16),
+            ("a.first".to_owned(), DType::BFloat16),
+            ("ids".to_owned(), DType::Int64),
+            ("mask".to_owned(), DType::Bool),
+            ("norm.weight".to_owned(), DType::Float32),
+        ]
+    );
+    assert_eq!(ck.metadata(), meta().as_slice());
+    // The values are the cast crate's (torch's) values.
+    let src = Checkpoint::open(&p).unwrap();
+    for (a, b) in src.entries().iter().zip(ck.entries()) {
+        let want = if a.dtype == b.dtype {
+            src.bytes(a).to_vec()
+        } else {
+            cast_to_vec(src.bytes(a), a.dtype, b.dtype, CastMode::Torch).unwrap()
+        };
+        assert_eq!(ck.bytes(b), want.as_slice(), "{}", a.name);
+    }
+    // --all converts integer and bool tensors too.
+    let mut all = ConvertOptions::new(DType::Float16);
+    all.all = true;
+    all.force = true;
+    let s = convert_file(&p, &out, &all, &|_, _| {}).unwrap();
+    assert_eq!((s.converted, s.kept), (5, 0));
+}
+
+#[test]
+fn outputs_are_never_half_written_or_overwritten_by_accident() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_sample(dir.path());
+    let out = dir.path().join("out.safetensors");
+    let opts = ConvertOptions::new(DType::BFloat16);
+    assert!(
+        matches!(convert_file(&p, &p, &opts, &|_, _| {}), Err(LayerError::Output(m)) if m.contains("refusing to overwrite the input"))
+    );
+    convert_file(&p, &out, &opts, &|_, _| {}).unwrap();
+    let e = convert_file(&p, &out, &opts, &|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("exists; pass --force"), "{e}");
+    // A conversion that fails half-way (Checked mode: 65536.5 overflows float16 in the 2nd tensor)
+    // leaves the existing output as it was and no temporary file behind.
+    let before = std::fs::read(&out).unwrap();
+    let mut checked = ConvertOptions::new(DType::Float16);
+    checked.mode = CastMode::Checked;
+    checked.force = true;
+    let e = convert_file(&p, &out, &checked, &|_, _| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("tensor `a.first`: element 1 (65536.5) overflows float16"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    // A dtype safetensors cannot store is an error naming the tensor.
+    let e = convert_file(
+        &p,
+        &dir.path().join("c.safetensors"),
+        &ConvertOptions::new(DType::Complex128),
+        &|_, _| {},
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, LayerError::Unstorable { ref name, dtype: DType::Complex128 } if name == "z.last"),
+        "{e}"
+    );
+    assert!(!dir.path().join("c.safetensors").exists());
+}
+
+#[test]
+fn sharded_checkpoints_convert_shard_by_shard_with_a_new_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = sample();
+    save(
+        &dir.path().join("model-00001-of-00002.safetensors"),
+        &t[..2],
+        &meta(),
+    )
+    .unwrap();
+    save(
+        &dir.path().join("model-00002-of-00002.safetensors"),
+        &t[2..],
+        &meta(),
+    )
+    .unwrap();
+    let index = dir.path().join("model.safetensors.index.json");
+    let map: serde_json::Map<String, serde_json::Value> = t
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| {
+            (
+                n.clone(),
+                serde_json::Value::from(if i < 2 {
+                    "model-00001-of-00002.safetensors"
+                } else {
+                    "model-00002-of-00002.safetensors"
+                }),
+            )
+        })
+        .collect();
+    std::fs::write(
+        &index,
+        serde_json::json!({"metadata": {"total_size": 1}, "weight_map": map}).to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("bf16");
+    let s = convert_index(
+        &index,
+        &out,
+        &ConvertOptions::new(DType::BFloat16),
+        &|_, _| {},
+    )
+    .unwrap();
+    let new: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(new["metadata"]["total_size"], s.bytes_after);
+    assert_eq!(new["weight_map"]["ids"], "model-00002-of-00002.safetensors");
+    let sizes: u64 = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ]
+    .iter()
+    .map(|f| {
+        Checkpoint::open(&out.join(f))
+            .unwrap()
+            .entries()
+            .iter()
+            .map(|e| e.range.len() as u64)
+            .sum::<u64>()
+    })
+    .sum();
+    assert_eq!(sizes, s.bytes_after);
+    let bad = dir.path().join("bad.index.json");
+    std::fs::write(&bad, r#"{"weight_map": {"x": "../escape.safetensors"}}"#).unwrap();
+    assert!(convert_index(
+        &bad,
+        &out,
+        &ConvertOptions::new(DType::BFloat16),
+        &|_, _| {}
+    )
+    .is_err());
+}
+
+/// A file with `header` as its JSON header and `data` after it.
+fn file_with(dir: &Path, name: &str, header: &str, data: &[u8]) -> PathBuf {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn corrupt_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (
+            {
+                let p = d.join("short");
+                std::fs::write(&p, [1, 2, 3]).unwrap();
+                p
+            },
+            "header",
+        ),
+        (
+            {
+                let p = d.join("huge");
+                std::fs::write(&p, u64::MAX.to_le_bytes()).unwrap();
+                p
+            },
+            "header",
+        ),
+        (
+            {
+                let p = d.join("trunc");
+                std::fs::write(&p, 100u64.to_le_bytes()).unwrap();
+                p
+            },
+            "header",
+        ),
+        (file_with(d, "json", "{not json", &[]), "header"),
+        (
+            file_with(
+                d,
+                "outside",
+                r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#,
+                &[0; 8],
+            ),
+            "",
+        ),
+        (
+            file_with(
+                d,
+                "overlap",
+                r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#,
+                &[0; 12],
+            ),
+            "",
+        ),
+        (
+            file_with(
+                d,
+                "dtype",
+                r#"{"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "",
+        ),
+        (
+            file_with(
+                d,
+                "shape",
+                r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+                &[0; 8],
+            ),
+            "",
+        ),
+        (
+            file_with(
+                d,
+                "f4",
+                r#"{"a":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#,
+                &[0; 1],
+            ),
+            "does not support",
+        ),
+    ];
+    for (path, needle) in cases {
+        let e = Checkpoint::open(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("not a valid safetensors file"),
+            "{}: {e}",
+            path.display()
+        );
+        assert!(e.contains(needle), "{}: {e}", path.display());
+    }
+    let e = Checkpoint::open(&d.join("missing"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing") && e.contains("No such file"), "{e}");
+}
+
+proptest! {
+    // The fuzz of the reading path: mutations of a valid file (flipped bytes, truncation,
+    // appended bytes) must give an error or a valid checkpoint, never a panic. 2,000 cases a run.
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+    #[test]
+    fn mutated_files_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6), cut in any::<prop::sample::Index>(), truncate in any::<bool>(), extra in proptest::collection::vec(any::<u8>(), 0..4)) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write_sample(dir.path());
+        let mut bytes = std::fs::read(&p).unwrap();
+        for (i, b) in flips {
+            let k = i.index(bytes.len());
+            bytes[k] ^= b;
+        }
+        if truncate {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        bytes.extend(extra);
+        std::fs::write(&p, &bytes).unwrap();
+        if let Ok(ck) = Checkpoint::open(&p) {
+            // Whatever passes validation must load: every tensor's bytes fill its shape.
+            prop_assert!(ck.load().is_ok());
+            let _ = convert_file(&p, &dir.path().join("o.safetensors"), &ConvertOptions::new(DType::BFloat16), &|_, _| {});
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Layer traversal and all-or-nothing conversion (issue 5's example, torch's naming order).
+
+use std::collections::HashMap;
+
+use dtcast::layer::{Linear, Sequential};
+use dtcast::{CastMode, DType, Device, Layer, LayerError, Tensor};
+
+#[derive(Layer)]
+struct Block {
+    #[param]
+    weight: Tensor,
+    #[param]
+    bias: Tensor,
+    #[buffer]
+    steps: Tensor,
+    #[buffer]
+    #[keep_dtype]
+    scale: Tensor,
+}
+
+#[derive(Layer)]
+struct Net {
+    #[param]
+    embed: Tensor,
+    #[layer]
+    blocks: Vec<Block>,
+}
+
+fn block(big: f32) -> Block {
+    Block {
+        weight: Tensor::from_vec(vec![0.5f32, big, -1.0, 2.0], &[2, 2]).unwrap(),
+        bias: Tensor::from_vec(vec![0.25f32, 0.0], &[2]).unwrap(),
+        steps: Tensor::from_vec(vec![7i64], &[1]).unwrap(),
+        scale: Tensor::from_vec(vec![0.1f32], &[1]).unwrap(),
+    }
+}
+
+fn net() -> Net {
+    Net {
+        embed: Tensor::from_vec(vec![1.0f32; 6], &[3, 2]).unwrap(),
+        blocks: vec![block(1.5), block(1e5)],
+    }
+}
+
+fn names(v: Vec<(String, Tensor)>) -> Vec<String> {
+    v.into_iter().map(|(n, _)| n).collect()
+}
+
+fn dtypes(l: &impl Layer) -> Vec<(String, DType)> {
+    l.named_tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.dtype()))
+        .collect()
+}
+
+#[test]
+fn the_issue_example_works_as_written() -> Result<(), LayerError> {
+    let mut net = net();
+    assert_eq!(
+        names(net.named_parameters()),
+        [
+            "embed",
+            "blocks.0.weight",
+            "blocks.0.bias",
+            "blocks.1.weight",
+            "blocks.1.bias"
+        ]
+    );
+    assert_eq!(
+        names(net.named_buffers()),
+        [
+            "blocks.0.steps",
+            "blocks.0.scale",
+            "blocks.1.steps",
+            "blocks.1.scale"
+        ]
+    );
+    assert_eq!(net.named_tensors().len(), 9);
+
+    net.astype(DType::BFloat16)?; // weights bf16; steps (int64) and scale (keep_dtype) unchanged
+    for (name, dt) in dtypes(&net) {
+        let want = if name.ends_with("steps") {
+            DType::Int64
+        } else if name.ends_with("scale") {
+            DType::Float32
+        } else {
+            DType::BFloat16
+        };
+        assert_eq!(dt, want, "{name}");
+    }
+    assert!(matches!(
+        net.astype(DType::Int32),
+        Err(LayerError::NotFloating(DType::Int32))
+    ));
+
+    // A weight holds 1e5, which float16 cannot: Checked mode fails and nothing changes.
+    let mut fresh = self::net();
+    let before: Vec<Vec<u8>> = fresh
+        .named_tensors()
+        .iter()
+        .map(|(_, t)| t.to_bytes().unwrap())
+        .collect();
+    let before_dtypes = dtypes(&fresh);
+    let err = fresh
+        .astype_with(DType::Float16, CastMode::Checked)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("tensor `blocks.1.weight`: element 1 (100000.0) overflows float16"),
+        "{err}"
+    );
+    assert_eq!(dtypes(&fresh), before_dtypes);
+    let after: Vec<Vec<u8>> = fresh
+        .named_tensors()
+        .iter()
+        .map(|(_, t)| t.to_bytes().unwrap())
+        .collect();
+    assert_eq!(after, before);
+
+    net.astype_all(DType::Float64)?; // every tensor but keep_dtype ones, the int64 buffer too
+    for (name, dt) in dtypes(&net) {
+        assert_eq!(
+            dt,
+            if name.ends_with("scale") {
+                DType::Float32
+            } else {
+                DType::Float64
+            },
+            "{name}"
+        );
+    }
+    assert_eq!(net.blocks[0].steps.to_vec::<f64>().unwrap(), [7.0]);
+    Ok(())
+}
+
+#[derive(Layer)]
+struct BatchNorm {
+    #[param]
+    weight: Tensor,
+    #[param]
+    bias: Tensor,
+    #[buffer]
+    running_mean: Tensor,
+    #[buffer]
+    running_var: Tensor,
+    #[buffer]
+    num_batches_tracked: Tensor,
+}
+
+#[derive(Layer)]
+struct TorchExample {
+    #[param]
+    cp: Tensor,
+    #[buffer]
+    ibuf: Tensor,
+    #[buffer]
+    bbuf: Tensor,
+    #[buffer]
+    np_buf: Tensor,
+    #[layer]
+    layer: Sequential,
+    /// Not registered: never visited, never converted (torch's plain tensor attributes).
+    #[allow(dead_code)]
+    plain: Tensor,
+}
+
+fn t(shape: &[usize]) -> Tensor {
+    Tensor::zeros(shape, DType::Float32, Device::Cpu).unwrap()
+}
+
+#[test]
+fn names_follow_torch_registration_order() {
+    // torch-semantics.md §7: own tensors first in registration order, then children; Sequential
+    // children are named 0, 1, ...
+    let m = TorchExample {
+        cp: t(&[2]),
+        ibuf: Tensor::from_vec(vec![1i64], &[1]).unwrap(),
+        bbuf: Tensor::from_vec(vec![true], &[1]).unwrap(),
+        np_buf: t(&[1]),
+        layer: Sequential::new()
+            .push(Linear::new(t(&[3, 2]), Some(t(&[3]))))
+            .push(BatchNorm {
+                weight: t(&[3]),
+                bias: t(&[3]),
+                running_mean: t(&[3]),
+                running_var: t(&[3]),
+                num_batches_tracked: Tensor::from_vec(vec![0i64], &[]).unwrap(),
+            }),
+        plain: t(&[5]),
+    };
+    assert_eq!(
+        names(m.named_parameters()),
+        [
+            "cp",
+            "layer.0.weight",
+            "layer.0.bias",
+            "layer.1.weight",
+            "layer.1.bias"
+        ]
+    );
+    assert_eq!(
+        names(m.named_buffers()),
+        [
+            "ibuf",
+            "bbuf",
+            "np_buf",
+            "layer.1.running_mean",
+            "layer.1.running_var",
+            "layer.1.num_batches_tracked"
+        ]
+    );
+    assert_eq!(
+        names(m.named_tensors())[..5],
+        ["cp", "ibuf", "bbuf", "np_buf", "layer.0.weight"]
+    );
+}
+
+#[derive(Layer)]
+struct Optional {
+    #[param]
+    weight: Tensor,
+    #[param]
+    bias: Option<Tensor>,
+    #[layer]
+    extra: Option<Linear>,
+}
+
+#[test]
+fn absent_tensors_and_layers_are_skipped() -> Result<(), LayerError> {
+    let mut o = Optional {
+        weight: t(&[2]),
+        bias: None,
+        extra: None,
+    };
+    assert_eq!(names(o.named_tensors()), ["weight"]);
+    o.extra = Some(Linear::new(t(&[1, 2]), None));
+    o.bias = Some(t(&[2]));
+    // The field names the child; the Option around it adds no segment of its own, and a Linear
+    // without a bias has only a weight.
+    assert_eq!(names(o.named_tensors()), ["weight", "bias", "extra.weight"]);
+    o.astype(DType::Float16)?;
+    assert!(o
+        .named_tensors()
+        .iter()
+        .all(|(_, t)| t.dtype() == DType::Float16));
+    Ok(())
+}
+
+#[test]
+fn to_moves_and_converts_like_module_to() -> Result<(), LayerError> {
+    let mut net = net();
+    net.to((Device::Cpu, DType::Float16))?;
+    let d = dtypes(&net);
+    assert!(d.iter().all(|(n, dt)| *dt
+        == if n.ends_with("steps") {
+            DType::Int64
+        } else if n.ends_with("scale") {
+            DType::Float32
+        } else {
+            DType::Float16
+        }));
+    net.to_device(Device::Cpu)?;
+    assert!(matches!(
+        net.to(DType::Int64),
+        Err(LayerError::NotFloating(_))
+    ));
+    if !Device::cuda_available() {
+        let before = dtypes(&net);
+        let e = net.to(Device::Cuda(0)).unwrap_err();
+        assert!(e.to_string().contains("CUDA is not available"), "{e}");
+        assert_eq!(dtypes(&net), before);
+        assert!(net
+            .named_tensors()
+            .iter()
+            .all(|(_, t)| t.device() == Device::Cpu));
+    }
+    Ok(())
+}
+
+#[test]
+fn load_tensors_checks_names_and_shapes_and_changes_nothing_on_error() {
+    let mut a = net();
+    let src: HashMap<String, Tensor> = net()
+        .named_tensors()
+        .into_iter()
+        .map(|(n, t)| (n, t.to(DType::Float64).unwrap()))
+        .collect();
+    a.load_tensors(&src).unwrap();
+    assert_eq!(a.embed.dtype(), DType::Float64);
+
+    let mut b = net();
+    let mut partial = src.clone();
+    partial.remove("blocks.1.bias");
+    partial.insert("extra.weight".to_owned(), t(&[1]));
+    let e = b.load_tensors(&partial).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "tensor names do not match; missing: blocks.1.bias; unexpected: extra.weight"
+    );
+    assert_eq!(b.embed.dtype(), DType::Float32);
+
+    let mut wrong = src;
+    wrong.insert("embed".to_owned(), t(&[2, 3]));
+    let e = b.load_tensors(&wrong).unwrap_err();
+    assert!(
+        matches!(e, LayerError::ShapeMismatch { ref name, .. } if name == "embed"),
+        "{e}"
+    );
+}
