@@ -23,6 +23,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+// Lets `#[derive(Layer)]` name the facade `::dtcast` from inside it too (examples, doctests).
+extern crate self as dtcast;
+
 pub mod cli;
 
 #[doc(inline)]

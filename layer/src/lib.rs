@@ -30,6 +30,9 @@
 //! ```
 #![deny(missing_docs)]
 
+// Lets `#[derive(Layer)]` name this crate `::dtcast_layer` from inside it too.
+extern crate self as dtcast_layer;
+
 pub mod checkpoint;
 mod error;
 mod layer;

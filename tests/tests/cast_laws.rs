@@ -37,7 +37,7 @@ fn is_nan(elem: &[u8], dt: DType) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 3000, max_global_rejects: 1_000_000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn checked_succeeds_with_torch_values_and_exact_is_stricter((a, b, src) in pair_and_buffer(8)) {
@@ -98,7 +98,11 @@ proptest! {
             || a.is_float8();
         prop_assume!(single_rounding);
         for e in elements(&src, a) {
-            if cast_to_vec(e, a, b, CastMode::Checked).is_ok() && !is_nan(e, a) {
+            // One exception, torch's own: its e8m0 encoder rounds f32 subnormals (below 2^-126)
+            // on their stored bits, not their value (1.016 * 2^-127 becomes 2^-126, where the
+            // nearest power of two is 2^-127), so Torch and the correctly rounding Saturate differ.
+            let e8m0_subnormal = b == DType::Float8E8M0Fnu && value(e, a).0.abs() < 2f64.powi(-126);
+            if cast_to_vec(e, a, b, CastMode::Checked).is_ok() && !is_nan(e, a) && !e8m0_subnormal {
                 let t = cast_to_vec(e, a, b, CastMode::Torch).unwrap();
                 let s = cast_to_vec(e, a, b, CastMode::Saturate).unwrap();
                 prop_assert_eq!(t, s, "{} -> {} on {:02x?}", a, b, e);

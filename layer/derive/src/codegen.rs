@@ -9,7 +9,9 @@ use syn::{Data, DeriveInput, Fields, Ident};
 /// the facade's re-export `dtcast::layer`.
 fn layer_crate() -> TokenStream {
     match crate_name("dtcast-layer") {
-        Ok(FoundCrate::Itself) => quote!(crate),
+        // Itself: inside dtcast-layer, or one of its doctests / examples, which see it as an
+        // external crate; dtcast-layer declares `extern crate self as dtcast_layer` for the former.
+        Ok(FoundCrate::Itself) => quote!(::dtcast_layer),
         Ok(FoundCrate::Name(name)) => {
             let id = Ident::new(&name, Span::call_site());
             quote!(::#id)
@@ -19,7 +21,7 @@ fn layer_crate() -> TokenStream {
                 let id = Ident::new(&name, Span::call_site());
                 quote!(::#id::layer)
             }
-            Ok(FoundCrate::Itself) => quote!(crate::layer),
+            Ok(FoundCrate::Itself) => quote!(::dtcast::layer),
             Err(_) => quote!(::dtcast_layer),
         },
     }
