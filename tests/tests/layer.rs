@@ -307,3 +307,27 @@ fn load_tensors_checks_names_and_shapes_and_changes_nothing_on_error() {
         "{e}"
     );
 }
+
+#[test]
+fn a_layer_saves_and_loads_back_through_safetensors_by_name() {
+    use dtcast::layer::checkpoint::{load_map, save, Checkpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("net.safetensors");
+    let mut src = net();
+    src.astype(DType::BFloat16).unwrap();
+    save(&path, &src.named_tensors(), &[]).unwrap();
+    let order: Vec<String> = Checkpoint::open(&path)
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(order, names(src.named_tensors()));
+    let mut dst = net();
+    dst.load_tensors(&load_map(&path).unwrap()).unwrap();
+    for ((n1, a), (n2, b)) in src.named_tensors().iter().zip(dst.named_tensors()) {
+        assert_eq!(n1, &n2);
+        assert_eq!(a.dtype(), b.dtype());
+        assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap());
+    }
+}
