@@ -2,7 +2,8 @@
 //!
 //! This module only selects; each backend lives in its own file. Every fast kernel gives the same
 //! bytes as the scalar rules (`lanes.rs`) for every input — the property tests compare them on
-//! random bit patterns, NaN payloads, subnormals and out-of-range values included.
+//! random bit patterns, NaN payloads, subnormals and out-of-range values included, for every
+//! backend the machine has.
 //!
 //! Build with `RUSTFLAGS='--cfg dtcast_backend="scalar"'` to use the scalar kernels everywhere.
 
@@ -11,35 +12,62 @@ use dtcast_dtype::DType;
 use crate::dispatch::Kernel;
 
 #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+mod x86_avx2;
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
 mod x86_avx512;
 
-/// The SIMD instruction set the fast paths use on this machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A set of fast kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {
-    /// No fast paths: the scalar kernels (no SIMD support found, or forced by
-    /// `--cfg dtcast_backend="scalar"`).
+    /// No fast paths: the scalar kernels (always available).
     Scalar,
+    /// x86-64 AVX2 + F16C: the float16 / bfloat16 / float32 / float64 / int32 / uint8 pairs.
+    Avx2,
     /// x86-64 AVX-512 (F, BW, VL, DQ): every hot pair.
     Avx512,
 }
 
-/// The backend in use, detected once.
-pub fn backend() -> Backend {
-    #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
-    {
-        if x86_avx512::available() {
-            return Backend::Avx512;
+impl Backend {
+    /// Whether this machine (and this build) can use the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Scalar => true,
+            #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+            Backend::Avx2 => x86_avx2::available(),
+            #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+            Backend::Avx512 => x86_avx512::available(),
+            #[allow(unreachable_patterns)]
+            _ => false,
         }
     }
-    Backend::Scalar
 }
 
-/// The fast kernel for a pair and mode, if this machine has one.
-pub(crate) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
-    match backend() {
+/// The backends this machine can use, best last.
+pub fn backends() -> Vec<Backend> {
+    [Backend::Scalar, Backend::Avx2, Backend::Avx512]
+        .into_iter()
+        .filter(|b| b.is_available())
+        .collect()
+}
+
+/// The best backend of this machine (what [`cast`](crate::cast) uses).
+pub fn backend() -> Backend {
+    backends().last().copied().unwrap_or(Backend::Scalar)
+}
+
+/// The fast kernel of `backend` for a pair and mode, if it has one and the CPU supports it.
+pub(crate) fn select(backend: Backend, from: DType, to: DType, saturate: bool) -> Option<Kernel> {
+    if !backend.is_available() {
+        return None;
+    }
+    match backend {
         #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
-        Backend::Avx512 => x86_avx512::select(from, to, saturate),
+        Backend::Avx512 => {
+            x86_avx512::select(from, to, saturate).or_else(|| x86_avx2::select(from, to, saturate))
+        }
+        #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+        Backend::Avx2 => x86_avx2::select(from, to, saturate),
         _ => {
             let _ = (from, to, saturate);
             None

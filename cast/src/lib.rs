@@ -50,7 +50,7 @@ use rayon::prelude::*;
 
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
-pub use kernels::{backend, Backend};
+pub use kernels::{backend, backends, Backend};
 pub use mode::{CastMode, ParseCastModeError};
 
 /// The pairs that model conversion and checkpoint work lean on, which have SIMD kernels where the
@@ -106,6 +106,31 @@ pub fn cast(
     to: DType,
     mode: CastMode,
 ) -> Result<(), CastError> {
+    cast_with_backend(src, from, dst, to, mode, backend())
+}
+
+/// [`cast`] with the fast kernels of a chosen backend (for comparing backends, or pinning one);
+/// a backend this machine lacks, or a pair it has no kernel for, uses the scalar kernels.
+///
+/// ```
+/// use dtcast_cast::{backends, cast_with_backend, CastMode};
+/// use dtcast_dtype::DType;
+/// let src = [0u8, 0, 0x80, 0x3F];
+/// for b in backends() {
+///     let mut dst = [0u8; 2];
+///     cast_with_backend(&src, DType::Float32, &mut dst, DType::BFloat16, CastMode::Torch, b)?;
+///     assert_eq!(dst, [0x80, 0x3F]);
+/// }
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_with_backend(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+    backend: Backend,
+) -> Result<(), CastError> {
     let fns = prepare(src.len(), from, dst.len(), to)?;
     if needs_check(mode, from, to) {
         let exact = mode == CastMode::Exact;
@@ -128,7 +153,7 @@ pub fn cast(
         check_all(src, from, fns.check, exact, screen)?;
     }
     let saturate = mode == CastMode::Saturate;
-    let kernel = kernels::select(from, to, saturate).unwrap_or(if saturate {
+    let kernel = kernels::select(backend, from, to, saturate).unwrap_or(if saturate {
         fns.saturate
     } else {
         fns.torch

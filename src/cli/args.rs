@@ -119,6 +119,9 @@ pub(crate) struct BenchArgs {
     /// The cast mode to measure.
     #[arg(long, default_value = "torch")]
     pub(crate) mode: CastMode,
+    /// The kernels to use: scalar, avx2 or avx512 (default: the best this machine has).
+    #[arg(long, value_enum)]
+    pub(crate) backend: Option<BackendName>,
     /// Timed repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) repeat: u32,
@@ -182,6 +185,16 @@ pub(crate) struct BitcastArgs {
 /// A parsed `--shape` (a newtype so that clap does not read it as a list of values).
 #[derive(Clone, Debug)]
 pub(crate) struct Shape(pub(crate) Vec<usize>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BackendName {
+    /// The scalar rules only.
+    Scalar,
+    /// x86-64 AVX2 + F16C.
+    Avx2,
+    /// x86-64 AVX-512.
+    Avx512,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RuleName {

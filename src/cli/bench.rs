@@ -3,11 +3,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dtcast_cast::{cast, cast_to_vec, hot_pairs, CastMode};
+use dtcast_cast::{backend, cast_to_vec, cast_with_backend, hot_pairs, Backend, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use super::args::BenchArgs;
+use super::args::{BackendName, BenchArgs};
 use super::CmdError;
 
 /// One pair's figures.
@@ -44,6 +44,19 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         builder = builder.num_threads(t);
     }
     let pool = builder.build()?;
+    let kernels = match args.backend {
+        None => backend(),
+        Some(BackendName::Scalar) => Backend::Scalar,
+        Some(BackendName::Avx2) => Backend::Avx2,
+        Some(BackendName::Avx512) => Backend::Avx512,
+    };
+    if !kernels.is_available() {
+        return Err(format!(
+            "the {kernels:?} kernels are not available on this machine (available: {:?})",
+            dtcast_cast::backends()
+        )
+        .into());
+    }
     let pairs: Vec<(DType, DType)> = if args.pairs.is_empty() {
         hot_pairs().to_vec()
     } else {
@@ -52,10 +65,11 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{} elements, {} threads, mode {}, median of {}; GB/s count bytes read + written",
+            "{} elements, {} threads, mode {}, {:?} kernels, median of {}; GB/s count bytes read + written",
             args.elements,
             pool.current_num_threads(),
             args.mode,
+            kernels,
             args.repeat
         )?;
         writeln!(
@@ -65,7 +79,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         )?;
     }
     for (from, to) in pairs {
-        let f = pool.install(|| measure(from, to, args.elements, args.mode, args.repeat))?;
+        let f =
+            pool.install(|| measure(from, to, args.elements, args.mode, args.repeat, kernels))?;
         if args.json {
             writeln!(
                 out,
@@ -94,11 +109,12 @@ fn measure(
     n: usize,
     mode: CastMode,
     repeat: u32,
+    kernels: Backend,
 ) -> Result<Figures, CmdError> {
     let src = sample(from, n)?;
     let mut dst = vec![0u8; n * to.itemsize()];
     let cast_time = median(repeat, || {
-        cast(&src, from, &mut dst, to, mode).map_err(CmdError::from)
+        cast_with_backend(&src, from, &mut dst, to, mode, kernels).map_err(CmdError::from)
     })?;
     // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
     let half = n * (from.itemsize() + to.itemsize()) / 2;

@@ -1,0 +1,247 @@
+//! x86-64 AVX2 + F16C kernels for the most common pairs, for CPUs without AVX-512.
+//!
+//! Same structure and rules as `x86_avx512.rs`, eight 32-bit lanes at a time; the property tests
+//! compare them with the scalar rules whenever the CPU has AVX2 and F16C.
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("x86_avx2.rs is for x86-64 only");
+
+use core::arch::x86_64::*;
+use std::sync::OnceLock;
+
+use dtcast_dtype::DType;
+
+use crate::dispatch::{convert, Kernel};
+use crate::lanes::{Lane, BF16, F16};
+
+/// Whether this CPU has AVX2 and F16C (detected once).
+pub(super) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"))
+}
+
+/// As in `x86_avx512.rs`: an AVX2 loop over `$lanes` elements (the body returns the 256-bit
+/// vector to store), streaming stores for destinations of 1 MiB and more once aligned, the scalar
+/// kernel for the rest.
+macro_rules! kernel {
+    ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident| $body:block) => {
+        fn $name(src: &[u8], dst: &mut [u8]) {
+            /// # Safety
+            /// The CPU must have AVX2 and F16C; `n` elements must fit both buffers.
+            #[target_feature(enable = "avx2,f16c")]
+            unsafe fn simd<const STREAM: bool>(src: &[u8], dst: &mut [u8], n: usize) {
+                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+                let mut i = 0;
+                while i < n {
+                    // SAFETY: i + $lanes <= n, so the elements at i lie inside both buffers; loads are
+                    // unaligned, a streaming store is 32-byte aligned (the caller aligned `dst`).
+                    unsafe {
+                        let $s = sp.add(i * <$S as Lane>::SIZE);
+                        let d = dp.add(i * <$D as Lane>::SIZE);
+                        let v: __m256i = $body;
+                        if STREAM {
+                            _mm256_stream_si256(d.cast(), v)
+                        } else {
+                            _mm256_storeu_si256(d.cast(), v)
+                        }
+                    }
+                    i += $lanes;
+                }
+                if STREAM {
+                    _mm_sfence();
+                }
+            }
+            let (ss, ds) = (<$S as Lane>::SIZE, <$D as Lane>::SIZE);
+            let n = (src.len() / ss).min(dst.len() / ds);
+            let mut done = 0;
+            if available() {
+                let stream = dst.len() >= 1 << 20 && (dst.as_ptr() as usize) % ds == 0;
+                if stream {
+                    done = ((64 - (dst.as_ptr() as usize) % 64) % 64) / ds;
+                    convert::<$S, $D, $sat>(&src[..done * ss], &mut dst[..done * ds]);
+                }
+                let full = (n - done) - (n - done) % $lanes;
+                let (s, d) = (&src[done * ss..], &mut dst[done * ds..]);
+                // SAFETY: the CPU features were detected; `full` elements fit both slices.
+                unsafe {
+                    if stream {
+                        simd::<true>(s, d, full)
+                    } else {
+                        simd::<false>(s, d, full)
+                    }
+                }
+                done += full;
+            }
+            convert::<$S, $D, $sat>(&src[done * ss..], &mut dst[done * ds..]);
+        }
+    };
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn splat(x: u32) -> __m256i {
+    _mm256_set1_epi32(x as i32)
+}
+
+/// f32 bits → bfloat16 codes (low halves), round to nearest-even; NaN lanes get `nan`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn bf16_round(b: __m256i, nan: __m256i) -> __m256i {
+    let lsb = _mm256_and_si256(_mm256_srli_epi32::<16>(b), splat(1));
+    let r = _mm256_srli_epi32::<16>(_mm256_add_epi32(_mm256_add_epi32(b, splat(0x7FFF)), lsb));
+    let is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, splat(0x7FFF_FFFF)), splat(0x7F80_0000));
+    _mm256_blendv_epi8(r, nan, is_nan)
+}
+
+/// Sixteen 32-bit lanes (values below 2^16) → sixteen u16, in order.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn pack16(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b))
+}
+
+/// Two 16-byte halves as one 32-byte vector.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn join(lo: __m128i, hi: __m128i) -> __m256i {
+    _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), hi)
+}
+
+kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 16, |s| {
+    let (a, b) = (_mm256_loadu_si256(s.cast()), _mm256_loadu_si256(s.add(32).cast()));
+    pack16(bf16_round(a, splat(0xFFFF)), bf16_round(b, splat(0xFFFF)))
+});
+
+kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 16, |s| {
+    let (a, b) = (_mm256_loadu_si256(s.cast()), _mm256_loadu_si256(s.add(32).cast()));
+    let nan = |x: __m256i| _mm256_or_si256(_mm256_srli_epi32::<16>(x), splat(0x40));
+    pack16(bf16_round(a, nan(a)), bf16_round(b, nan(b)))
+});
+
+kernel!(bf16_to_f32: BF16 => f32, saturate = false, lanes = 8, |s| {
+    _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(s.cast())))
+});
+
+kernel!(bf16_to_f32_saturate: BF16 => f32, saturate = true, lanes = 8, |s| {
+    _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(s.cast())))
+});
+
+kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 16, |s| {
+    let h = |p: *const u8| _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.cast()));
+    join(h(s), h(s.add(32)))
+});
+
+kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 16, |s| {
+    let h = |p: *const u8| _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(p.cast()));
+    join(h(s), h(s.add(32)))
+});
+
+kernel!(f16_to_f32_torch: F16 => f32, saturate = false, lanes = 8, |s| {
+    // torch writes 0x7FFFFFFF for every float16 NaN on this path.
+    let x = _mm256_cvtph_ps(_mm_loadu_si128(s.cast()));
+    let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
+    _mm256_blendv_epi8(_mm256_castps_si256(x), splat(0x7FFF_FFFF), nan)
+});
+
+kernel!(f16_to_f32_saturate: F16 => f32, saturate = true, lanes = 8, |s| {
+    _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(s.cast())))
+});
+
+kernel!(f16_to_bf16_torch: F16 => BF16, saturate = false, lanes = 16, |s| {
+    let f = |p: *const u8| bf16_round(_mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.cast()))), splat(0x7FC0));
+    pack16(f(s), f(s.add(16)))
+});
+
+kernel!(f16_to_bf16_saturate: F16 => BF16, saturate = true, lanes = 16, |s| {
+    let f = |p: *const u8| {
+        let x = _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.cast())));
+        bf16_round(x, _mm256_or_si256(_mm256_srli_epi32::<16>(x), splat(0x40)))
+    };
+    pack16(f(s), f(s.add(16)))
+});
+
+kernel!(bf16_to_f16: BF16 => F16, saturate = false, lanes = 16, |s| {
+    let h = |p: *const u8| {
+        let x = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()))));
+        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x)
+    };
+    join(h(s), h(s.add(16)))
+});
+
+kernel!(bf16_to_f16_saturate: BF16 => F16, saturate = true, lanes = 16, |s| {
+    let h = |p: *const u8| {
+        let x = _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast()))));
+        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x)
+    };
+    join(h(s), h(s.add(16)))
+});
+
+kernel!(f64_to_f32: f64 => f32, saturate = false, lanes = 8, |s| {
+    // vcvtpd2ps: nearest-even; NaN quieted with its top payload bits, as cvtsd2ss.
+    let lo = _mm256_cvtpd_ps(_mm256_loadu_pd(s.cast()));
+    let hi = _mm256_cvtpd_ps(_mm256_loadu_pd(s.add(32).cast()));
+    _mm256_castps_si256(_mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi))
+});
+
+kernel!(f64_to_f32_saturate: f64 => f32, saturate = true, lanes = 8, |s| {
+    let lo = _mm256_cvtpd_ps(_mm256_loadu_pd(s.cast()));
+    let hi = _mm256_cvtpd_ps(_mm256_loadu_pd(s.add(32).cast()));
+    _mm256_castps_si256(_mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi))
+});
+
+kernel!(f32_to_f64: f32 => f64, saturate = false, lanes = 4, |s| {
+    _mm256_castpd_si256(_mm256_cvtps_pd(_mm_loadu_ps(s.cast())))
+});
+
+kernel!(f32_to_f64_saturate: f32 => f64, saturate = true, lanes = 4, |s| {
+    _mm256_castpd_si256(_mm256_cvtps_pd(_mm_loadu_ps(s.cast())))
+});
+
+kernel!(f32_to_i32_torch: f32 => i32, saturate = false, lanes = 8, |s| {
+    _mm256_cvttps_epi32(_mm256_loadu_ps(s.cast()))
+});
+
+kernel!(f32_to_i32_saturate: f32 => i32, saturate = true, lanes = 8, |s| {
+    let x = _mm256_loadu_ps(s.cast());
+    let t = _mm256_cvttps_epi32(x);
+    let big = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(2_147_483_648.0)));
+    let t = _mm256_blendv_epi8(t, splat(0x7FFF_FFFF), big);
+    let nan = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
+    _mm256_andnot_si256(nan, t)
+});
+
+kernel!(i32_to_f32: i32 => f32, saturate = false, lanes = 8, |s| {
+    _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_loadu_si256(s.cast())))
+});
+
+kernel!(i32_to_f32_saturate: i32 => f32, saturate = true, lanes = 8, |s| {
+    _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_loadu_si256(s.cast())))
+});
+
+kernel!(u8_to_f32: u8 => f32, saturate = false, lanes = 8, |s| {
+    _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(s.cast()))))
+});
+
+kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 8, |s| {
+    _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(s.cast()))))
+});
+
+/// The AVX2 kernel for a pair, if there is one.
+pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
+    use DType::*;
+    let (torch, sat): (Kernel, Kernel) = match (from, to) {
+        (Float32, BFloat16) => (f32_to_bf16_torch, f32_to_bf16_saturate),
+        (BFloat16, Float32) => (bf16_to_f32, bf16_to_f32_saturate),
+        (Float32, Float16) => (f32_to_f16, f32_to_f16_saturate),
+        (Float16, Float32) => (f16_to_f32_torch, f16_to_f32_saturate),
+        (Float16, BFloat16) => (f16_to_bf16_torch, f16_to_bf16_saturate),
+        (BFloat16, Float16) => (bf16_to_f16, bf16_to_f16_saturate),
+        (Float64, Float32) => (f64_to_f32, f64_to_f32_saturate),
+        (Float32, Float64) => (f32_to_f64, f32_to_f64_saturate),
+        (Float32, Int32) => (f32_to_i32_torch, f32_to_i32_saturate),
+        (Int32, Float32) => (i32_to_f32, i32_to_f32_saturate),
+        (UInt8, Float32) => (u8_to_f32, u8_to_f32_saturate),
+        _ => return None,
+    };
+    Some(if saturate { sat } else { torch })
+}
