@@ -56,6 +56,41 @@ pub fn backend() -> Backend {
     backends().last().copied().unwrap_or(Backend::Scalar)
 }
 
+/// Destinations from this size on are written with streaming (non-temporal) stores: a cast writes
+/// a buffer it will not read back, and streaming stores skip the read-for-ownership that ordinary
+/// stores cost, which matters most for widening pairs.
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+const STREAM_BYTES: usize = 1 << 20;
+
+/// Runs a SIMD loop over `src` → `dst` the way every backend does: when `available`, destinations
+/// of [`STREAM_BYTES`] and more first get a few scalar elements so that the destination pointer is
+/// 64-byte aligned, then `simd(src, dst, n, stream)` converts `n` elements (a multiple of `lanes`);
+/// the scalar kernel converts whatever is left.
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+#[inline(always)]
+fn drive<S: crate::lanes::Lane, D: crate::lanes::Lane, const SATURATE: bool>(
+    src: &[u8],
+    dst: &mut [u8],
+    lanes: usize,
+    available: bool,
+    simd: impl FnOnce(&[u8], &mut [u8], usize, bool),
+) {
+    let (ss, ds) = (S::SIZE, D::SIZE);
+    let n = (src.len() / ss).min(dst.len() / ds);
+    let mut done = 0;
+    if available {
+        let stream = dst.len() >= STREAM_BYTES && (dst.as_ptr() as usize).is_multiple_of(ds);
+        if stream {
+            done = (((64 - (dst.as_ptr() as usize) % 64) % 64) / ds).min(n);
+            crate::dispatch::convert::<S, D, SATURATE>(&src[..done * ss], &mut dst[..done * ds]);
+        }
+        let full = (n - done) - (n - done) % lanes;
+        simd(&src[done * ss..], &mut dst[done * ds..], full, stream);
+        done += full;
+    }
+    crate::dispatch::convert::<S, D, SATURATE>(&src[done * ss..], &mut dst[done * ds..]);
+}
+
 /// The fast kernel of `backend` for a pair and mode, if it has one and the CPU supports it.
 pub(crate) fn select(backend: Backend, from: DType, to: DType, saturate: bool) -> Option<Kernel> {
     if !backend.is_available() {

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use dtcast_dtype::DType;
 
-use crate::dispatch::{convert, Kernel};
+use crate::dispatch::Kernel;
 use crate::lanes::{Lane, BF16, F16};
 
 /// Whether this CPU has AVX2 and F16C (detected once).
@@ -51,28 +51,17 @@ macro_rules! kernel {
                     _mm_sfence();
                 }
             }
-            let (ss, ds) = (<$S as Lane>::SIZE, <$D as Lane>::SIZE);
-            let n = (src.len() / ss).min(dst.len() / ds);
-            let mut done = 0;
-            if available() {
-                let stream = dst.len() >= 1 << 20 && (dst.as_ptr() as usize) % ds == 0;
-                if stream {
-                    done = ((64 - (dst.as_ptr() as usize) % 64) % 64) / ds;
-                    convert::<$S, $D, $sat>(&src[..done * ss], &mut dst[..done * ds]);
-                }
-                let full = (n - done) - (n - done) % $lanes;
-                let (s, d) = (&src[done * ss..], &mut dst[done * ds..]);
-                // SAFETY: the CPU features were detected; `full` elements fit both slices.
+            super::drive::<$S, $D, $sat>(src, dst, $lanes, available(), |s, d, n, stream| {
+                // SAFETY: `drive` calls this only when the CPU features were detected, with `n`
+                // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
                 unsafe {
                     if stream {
-                        simd::<true>(s, d, full)
+                        simd::<true>(s, d, n)
                     } else {
-                        simd::<false>(s, d, full)
+                        simd::<false>(s, d, n)
                     }
                 }
-                done += full;
-            }
-            convert::<$S, $D, $sat>(&src[done * ss..], &mut dst[done * ds..]);
+            });
         }
     };
 }

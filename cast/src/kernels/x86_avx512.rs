@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use dtcast_dtype::DType;
 
-use crate::dispatch::{convert, Kernel};
+use crate::dispatch::Kernel;
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 /// Whether this CPU has the AVX-512 subsets the kernels use (detected once).
@@ -31,11 +31,7 @@ pub(super) fn available() -> bool {
 /// time (`$body` sees raw pointers `$s`, `$d` to the current lanes and returns the vector to
 /// store), then the scalar kernel for the rest. The whole loop is inside the `#[target_feature]`
 /// function, so the body inlines.
-///
-/// Destinations of at least [`STREAM_BYTES`] are written with non-temporal stores once the
-/// destination pointer is 64-byte aligned (a few scalar elements first get it there): a cast
-/// writes a buffer it will not read back, and streaming stores skip the read-for-ownership that
-/// ordinary stores cost, which matters most for widening pairs.
+/// `super::drive` handles the alignment prologue for streaming stores and the scalar tail.
 macro_rules! kernel {
     ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident, $d:ident| $body:block) => {
         fn $name(src: &[u8], dst: &mut [u8]) {
@@ -65,34 +61,20 @@ macro_rules! kernel {
                     _mm_sfence();
                 }
             }
-            let (ss, ds) = (<$S as Lane>::SIZE, <$D as Lane>::SIZE);
-            let n = (src.len() / ss).min(dst.len() / ds);
-            let mut done = 0;
-            if available() {
-                let stream = dst.len() >= STREAM_BYTES && (dst.as_ptr() as usize) % ds == 0;
-                if stream {
-                    done = ((64 - (dst.as_ptr() as usize) % 64) % 64) / ds;
-                    convert::<$S, $D, $sat>(&src[..done * ss], &mut dst[..done * ds]);
-                }
-                let full = (n - done) - (n - done) % $lanes;
-                let (s, d) = (&src[done * ss..], &mut dst[done * ds..]);
-                // SAFETY: the CPU features were detected; `full` elements fit both slices.
+            super::drive::<$S, $D, $sat>(src, dst, $lanes, available(), |s, d, n, stream| {
+                // SAFETY: `drive` calls this only when the CPU features were detected, with `n`
+                // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
                 unsafe {
                     if stream {
-                        simd::<true>(s, d, full)
+                        simd::<true>(s, d, n)
                     } else {
-                        simd::<false>(s, d, full)
+                        simd::<false>(s, d, n)
                     }
                 }
-                done += full;
-            }
-            convert::<$S, $D, $sat>(&src[done * ss..], &mut dst[done * ds..]);
+            });
         }
     };
 }
-
-/// Destinations from this size on are written with streaming stores.
-const STREAM_BYTES: usize = 1 << 20;
 
 /// A vector a kernel stores: ordinary (unaligned) or streaming (aligned) stores.
 trait Vector: Copy {
