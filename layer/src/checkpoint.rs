@@ -96,6 +96,14 @@ impl Checkpoint {
             path: path.to_owned(),
             source,
         };
+        if path.is_dir() {
+            let reason =
+                "it is a directory (for a sharded checkpoint, give its *.safetensors.index.json)";
+            return Err(LayerError::Checkpoint {
+                path: path.to_owned(),
+                reason: reason.to_owned(),
+            });
+        }
         let file = File::open(path).map_err(io)?;
         // SAFETY: the map is read-only; if another process truncates the file while it is mapped,
         // reads may fault — the usual caveat of memory-mapped input, accepted by every

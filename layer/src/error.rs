@@ -87,7 +87,7 @@ impl fmt::Display for LayerError {
             LayerError::Checkpoint { path, reason } => write!(f, "{}: not a valid safetensors file: {reason}", path.display()),
             LayerError::Unstorable { name, dtype } => write!(
                 f,
-                "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, integers, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float8_e8m0fnu)"
+                "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, the integers, float16, bfloat16, float32, float64, complex64 and the float8 formats)"
             ),
             LayerError::Output(msg) => f.write_str(msg),
             LayerError::Io { path, source } => write!(f, "{}: {source}", path.display()),

@@ -107,9 +107,9 @@ pub(crate) struct CastArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Elements per buffer.
-    #[arg(long, default_value_t = 1 << 24)]
-    pub(crate) elements: usize,
+    /// Elements per buffer (1 to 2^32).
+    #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
+    pub(crate) elements: u64,
     /// Threads (default: all cores).
     #[arg(long)]
     pub(crate) threads: Option<usize>,

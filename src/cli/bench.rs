@@ -79,8 +79,16 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         )?;
     }
     for (from, to) in pairs {
-        let f =
-            pool.install(|| measure(from, to, args.elements, args.mode, args.repeat, kernels))?;
+        let f = pool.install(|| {
+            measure(
+                from,
+                to,
+                args.elements as usize,
+                args.mode,
+                args.repeat,
+                kernels,
+            )
+        })?;
         if args.json {
             writeln!(
                 out,
