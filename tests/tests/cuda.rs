@@ -218,3 +218,24 @@ fn without_cuda_every_cuda_call_is_a_clear_error() {
         assert!(e.starts_with("CUDA is not available: "), "{e}");
     }
 }
+
+#[test]
+fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
+    // NVRTC needs no GPU, only libnvrtc: where it is present, every pair and mode must compile.
+    if let Err(e) = dtcast::device::cuda::compile_kernel(DType::Float32, DType::BFloat16, false) {
+        if matches!(e, dtcast::TensorError::CudaUnavailable(_)) {
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+        panic!("{e}");
+    }
+    for from in DType::ALL {
+        for to in DType::ALL {
+            for saturate in [false, true] {
+                if let Err(e) = dtcast::device::cuda::compile_kernel(from, to, saturate) {
+                    panic!("{e}");
+                }
+            }
+        }
+    }
+}

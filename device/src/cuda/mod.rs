@@ -197,6 +197,19 @@ pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
     )
 }
 
+/// Compiles the kernel of one pair and mode to PTX with NVRTC, without a GPU (NVRTC needs only its
+/// library). Used by the test suite to check `kernels.cu` where NVRTC is installed.
+pub fn compile_kernel(from: DType, to: DType, saturate: bool) -> Result<(), TensorError> {
+    ptx(from, to, saturate).map(|_| ())
+}
+
+fn ptx(from: DType, to: DType, saturate: bool) -> Result<cudarc::nvrtc::Ptx, TensorError> {
+    nvrtc_library()?;
+    let src = format!("{KERNELS_CU}\n{}", kernel_line(from, to, saturate));
+    cudarc::nvrtc::compile_ptx(src)
+        .map_err(|e| TensorError::Cuda(format!("compiling the {from} -> {to} kernel: {e:?}")))
+}
+
 impl Cuda {
     fn storage<'a>(&self, s: &'a dyn Storage) -> Result<&'a CudaStorage, TensorError> {
         s.as_any()
@@ -216,12 +229,10 @@ impl Cuda {
         if let Some(f) = cache.get(&(from, to, saturate)) {
             return Ok(f.clone());
         }
-        nvrtc_library()?;
-        let src = format!("{KERNELS_CU}\n{}", kernel_line(from, to, saturate));
-        let ptx = cudarc::nvrtc::compile_ptx(src).map_err(|e| {
-            TensorError::Cuda(format!("compiling the {from} -> {to} kernel: {e:?}"))
-        })?;
-        let module = self.ctx.load_module(ptx).map_err(cuda_error)?;
+        let module = self
+            .ctx
+            .load_module(ptx(from, to, saturate)?)
+            .map_err(cuda_error)?;
         let f = module.load_function("dtcast_cast").map_err(cuda_error)?;
         cache.insert((from, to, saturate), f.clone());
         Ok(f)
