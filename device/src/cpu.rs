@@ -18,7 +18,20 @@ pub struct CpuStorage {
 }
 
 impl CpuStorage {
+    /// `len` zero bytes, or an error (not an abort) when the memory cannot be had.
+    pub fn try_zeroed(len: usize) -> Result<CpuStorage, TensorError> {
+        let words = len.div_ceil(16);
+        let mut v: Vec<u128> = Vec::new();
+        v.try_reserve_exact(words)
+            .map_err(|_| TensorError::OutOfMemory { bytes: len })?;
+        v.resize(words, 0);
+        Ok(CpuStorage { words: v, len })
+    }
+
     /// `len` zero bytes.
+    ///
+    /// # Panics
+    /// If the memory cannot be allocated (use [`CpuStorage::try_zeroed`] to get an error instead).
     pub fn zeroed(len: usize) -> CpuStorage {
         CpuStorage {
             words: vec![0; len.div_ceil(16)],
@@ -79,11 +92,13 @@ impl Backend for Cpu {
     }
 
     fn allocate(&self, bytes: usize) -> Result<Arc<dyn Storage>, TensorError> {
-        Ok(Arc::new(CpuStorage::zeroed(bytes)))
+        Ok(Arc::new(CpuStorage::try_zeroed(bytes)?))
     }
 
     fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError> {
-        Ok(Arc::new(CpuStorage::from_bytes(host)))
+        let mut s = CpuStorage::try_zeroed(host.len())?;
+        s.bytes_mut().copy_from_slice(host);
+        Ok(Arc::new(s))
     }
 
     fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError> {
@@ -108,7 +123,7 @@ impl Backend for Cpu {
     ) -> Result<Arc<dyn Storage>, TensorError> {
         let bytes = host_bytes(src)?;
         let n = bytes.len() / from.itemsize();
-        let mut out = CpuStorage::zeroed(n * to.itemsize());
+        let mut out = CpuStorage::try_zeroed(n * to.itemsize())?;
         cast(bytes, from, out.bytes_mut(), to, mode)?;
         Ok(Arc::new(out))
     }

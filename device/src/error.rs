@@ -51,6 +51,11 @@ pub enum TensorError {
     CudaUnavailable(String),
     /// A CUDA call failed.
     Cuda(String),
+    /// Memory for a tensor could not be allocated.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
     /// A storage was given to a backend of another device.
     WrongDevice {
         /// The backend's device.
@@ -80,6 +85,7 @@ impl fmt::Display for TensorError {
             ),
             TensorError::CudaUnavailable(why) => write!(f, "CUDA is not available: {why}"),
             TensorError::Cuda(e) => write!(f, "CUDA error: {e}"),
+            TensorError::OutOfMemory { bytes } => write!(f, "out of memory: could not allocate {bytes} bytes"),
             TensorError::WrongDevice { backend, storage } => {
                 write!(f, "a {storage} storage was given to the {backend} backend")
             }

@@ -226,3 +226,10 @@ fn promote_operands_casts_tensors_to_the_common_dtype() -> Result<(), TensorErro
     ));
     Ok(())
 }
+
+#[test]
+fn an_allocation_that_cannot_be_had_is_an_error() {
+    // 2^60 bytes: the shape is valid, the memory is not there.
+    let e = Tensor::zeros(&[1 << 57], DType::Float64, Device::Cpu).unwrap_err();
+    assert!(matches!(e, TensorError::OutOfMemory { .. }), "{e}");
+}
