@@ -1,6 +1,6 @@
 //! Checked and Exact modes: which elements a destination cannot take.
 
-use dtcast_dtype::{Category, DType, FloatFormat};
+use dtcast_dtype::{Category, DType};
 
 use crate::error::ValueErrorKind;
 use crate::rules::Val;
@@ -87,7 +87,7 @@ impl Limits {
             }
             Category::Floating => match part.float_format() {
                 Some(f) => {
-                    let (threshold, tie_overflows) = overflow_threshold(&f);
+                    let (threshold, tie_overflows) = f.overflow_threshold();
                     RealLimits::Float {
                         threshold,
                         tie_overflows,
@@ -190,18 +190,6 @@ fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
     }
 }
 
-/// The magnitude from which rounding to nearest-even leaves the finite range: the largest finite
-/// value plus half its ulp; whether the tie itself overflows (it does when the largest finite
-/// value's last mantissa bit is odd, as in every IEEE format, and for e8m0, whose ties round up).
-fn overflow_threshold(f: &FloatFormat) -> (f64, bool) {
-    let max = f.max_finite;
-    let exp = ((max.to_bits() >> 52) & 0x7FF) as i32 - 1023;
-    let half_ulp = 2f64.powi(exp - f.mantissa_bits as i32 - 1);
-    let last_bit_odd =
-        f.mantissa_bits == 0 || (max / 2f64.powi(exp - f.mantissa_bits as i32)) % 2.0 == 1.0;
-    (max + half_ulp, last_bit_odd)
-}
-
 /// Python-style text of a value: `300`, `300.0`, `NaN`, `inf`, `(1.0+2.0j)`.
 pub(crate) fn display(v: Val) -> String {
     fn real(x: f64) -> String {
@@ -293,7 +281,7 @@ mod tests {
 
     #[test]
     fn thresholds() {
-        let t = |d: DType| overflow_threshold(&d.float_format().unwrap());
+        let t = |d: DType| d.float_format().unwrap().overflow_threshold();
         assert_eq!(t(DType::Float16), (65520.0, true));
         assert_eq!(t(DType::Float8E4M3Fn), (464.0, false));
         assert_eq!(t(DType::Float8E4M3Fnuz), (248.0, true));
@@ -373,7 +361,7 @@ impl Screen<'_> {
                     }
                     Category::Floating => {
                         let f = to.float_format()?;
-                        let (t, _) = overflow_threshold(&f);
+                        let (t, _) = f.overflow_threshold();
                         let lo = if f.signed { -t } else { 0.0 };
                         Screen::Float {
                             lo,
@@ -398,7 +386,7 @@ impl Screen<'_> {
                     let f = to.float_format()?;
                     // Integers strictly inside the overflow threshold (saturating: huge thresholds
                     // cover every integer); e8m0 holds only positive values.
-                    let hi = (overflow_threshold(&f).0.ceil() as i128).saturating_sub(1);
+                    let hi = (f.overflow_threshold().0.ceil() as i128).saturating_sub(1);
                     let lo = if f.signed { -hi } else { 1 };
                     Screen::Int { lo, hi }
                 }

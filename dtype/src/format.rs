@@ -56,6 +56,24 @@ impl FloatFormat {
         self.signed as u32 + self.exponent_bits + self.mantissa_bits
     }
 
+    /// The magnitude from which rounding to nearest-even leaves the finite range — the largest
+    /// finite value plus half its ulp — and whether that tie itself overflows (it does when the
+    /// largest finite value's last mantissa bit is odd, as in every IEEE format, and for e8m0,
+    /// whose ties round up; float8_e4m3fn's 464 rounds down to 448).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// assert_eq!(DType::Float16.float_format().unwrap().overflow_threshold(), (65520.0, true));
+    /// assert_eq!(DType::Float8E4M3Fn.float_format().unwrap().overflow_threshold(), (464.0, false));
+    /// ```
+    pub fn overflow_threshold(&self) -> (f64, bool) {
+        let max = self.max_finite;
+        let exp = ((max.to_bits() >> 52) & 0x7FF) as i32 - 1023;
+        let half_ulp = pow2(exp - self.mantissa_bits as i32 - 1);
+        let last_bit_odd = self.mantissa_bits == 0 || (max / pow2(exp - self.mantissa_bits as i32)) % 2.0 == 1.0;
+        (max + half_ulp, last_bit_odd)
+    }
+
     /// The value `-max_finite` (or `min_normal` for an unsigned format, whose lowest value is positive).
     pub fn lowest(&self) -> f64 {
         if self.signed {
