@@ -70,7 +70,8 @@ impl FloatFormat {
         let max = self.max_finite;
         let exp = ((max.to_bits() >> 52) & 0x7FF) as i32 - 1023;
         let half_ulp = pow2(exp - self.mantissa_bits as i32 - 1);
-        let last_bit_odd = self.mantissa_bits == 0 || (max / pow2(exp - self.mantissa_bits as i32)) % 2.0 == 1.0;
+        let last_bit_odd =
+            self.mantissa_bits == 0 || (max / pow2(exp - self.mantissa_bits as i32)) % 2.0 == 1.0;
         (max + half_ulp, last_bit_odd)
     }
 

@@ -222,7 +222,9 @@ fn without_cuda_every_cuda_call_is_a_clear_error() {
 #[test]
 fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
     // NVRTC needs no GPU, only libnvrtc: where it is present, every pair and mode must compile.
-    if let Err(e) = dtcast::device::cuda::compile_kernel(DType::Float32, DType::BFloat16, false) {
+    if let Err(e) =
+        dtcast::device::cuda::compile_kernel(DType::Float32, DType::BFloat16, CastMode::Torch)
+    {
         if matches!(e, dtcast::TensorError::CudaUnavailable(_)) {
             eprintln!("SKIPPED: {e}");
             return;
@@ -231,11 +233,127 @@ fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
     }
     for from in DType::ALL {
         for to in DType::ALL {
-            for saturate in [false, true] {
-                if let Err(e) = dtcast::device::cuda::compile_kernel(from, to, saturate) {
+            for mode in CastMode::ALL {
+                if let Err(e) = dtcast::device::cuda::compile_kernel(from, to, mode) {
                     panic!("{e}");
                 }
             }
         }
     }
+}
+
+#[test]
+fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
+    // The Checked / Exact check kernels (`DTCAST_CHECK` lines, limits included) compiled as C++ on
+    // the host: their verdict on every element must be the CPU rules' verdict.
+    use dtcast::device::cuda::check_line;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut src = String::from(
+        "#include \"kernels.cu\"\n#include <cstdio>\n#include <vector>\n\
+         #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...) \
+         static void run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8}; Limits l = {__VA_ARGS__}; \
+         for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(src, i, q, l) ? 1 : 0; }\n",
+    );
+    let mut jobs = Vec::new();
+    for from in DType::ALL {
+        for to in DType::ALL {
+            for exact in [false, true] {
+                src.push_str(&format!(
+                    "namespace c{} {{ {} }}\n",
+                    jobs.len(),
+                    check_line(from, to, exact).trim()
+                ));
+                jobs.push((from, to, exact));
+            }
+        }
+    }
+    src.push_str("typedef void (*Run)(const u8*, u64, u8*);\nstatic const Run TABLE[] = {");
+    for k in 0..jobs.len() {
+        src.push_str(&format!("c{k}::run,"));
+    }
+    src.push_str(
+        "};\nint main() { std::vector<u8> in, out; for (;;) { unsigned char h[6]; if (fread(h, 1, 6, stdin) != 6) return 0; \
+         unsigned k = h[0] | (h[1] << 8); u64 n = (u64)h[2] | ((u64)h[3] << 8) | ((u64)h[4] << 16) | ((u64)h[5] << 24); \
+         out.resize(n); \
+         u64 bytes; if (fread(&bytes, 8, 1, stdin) != 1) return 3; in.resize(bytes); if (bytes && fread(in.data(), 1, bytes, stdin) != bytes) return 4; \
+         TABLE[k](in.data(), n, out.data()); fwrite(out.data(), 1, n, stdout); } }\n",
+    );
+    let cpp = dir.path().join("checks.cpp");
+    std::fs::write(&cpp, src).unwrap();
+    let exe = dir.path().join("checks");
+    let compiled = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
+        Command::new(cxx)
+            .args(["-O1", "-std=c++14", "-I"])
+            .arg(root.join("device/src/cuda"))
+            .arg("-o")
+            .arg(&exe)
+            .arg(&cpp)
+            .status()
+            .ok()
+            .filter(|s| s.success())
+    });
+    if compiled.is_none() {
+        eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
+        return;
+    }
+    let values: Vec<Vec<u8>> = DType::ALL.iter().map(|d| values(*d)).collect();
+    let mut input = Vec::new();
+    let mut expected = Vec::new();
+    for (k, (from, to, exact)) in jobs.iter().enumerate() {
+        let v = &values[from.index()];
+        let n = v.len() / from.itemsize();
+        input.extend((k as u16).to_le_bytes());
+        input.extend(&(n as u32).to_le_bytes());
+        input.extend((v.len() as u64).to_le_bytes());
+        input.extend(v);
+        let mode = if *exact {
+            CastMode::Exact
+        } else {
+            CastMode::Checked
+        };
+        expected.push(
+            v.chunks(from.itemsize())
+                .map(|e| {
+                    let mut out = vec![0u8; to.itemsize()];
+                    u8::from(cast_reference(e, *from, &mut out, *to, mode).is_ok())
+                })
+                .collect::<Vec<u8>>(),
+        );
+    }
+    let mut child = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "check harness failed: {:?}",
+        out.status
+    );
+    let mut at = 0;
+    let mut failures = Vec::new();
+    for ((from, to, exact), want) in jobs.iter().zip(&expected) {
+        let got = &out.stdout[at..at + want.len()];
+        at += want.len();
+        if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
+            failures.push(format!(
+                "{from} -> {to} (exact {exact}) element {i}: cuda says ok={}, cpu ok={}",
+                got[i], want[i]
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} checks differ:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n")
+    );
 }

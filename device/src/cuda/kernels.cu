@@ -480,7 +480,102 @@ DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
     else D::torch(v, q, dst + i * D::SIZE);
 }
 
+// ---- Checked and Exact (cast/src/check.rs)
+
+// What a destination can hold. The host writes the numbers (from dtcast_dtype's tables) into the
+// DTCAST_CHECK line.
+struct Limits {
+    int kind;         // 0: bool (only NaN is refused), 1: integer, 2: floating
+    bool complex_dst; // both parts are checked; no imaginary part is dropped
+    bool dst_signed;  // integer destinations: signed range lo_i..=hi_i, else 0..=hi_u
+    i64 lo_i, hi_i;
+    u64 hi_u;
+    double lo_f, hi_excl_f;  // the integer range for float values: trunc(x) in [lo_f, hi_excl_f)
+    double threshold;        // floating destinations: magnitudes from here overflow...
+    bool tie_overflows;      // ...the threshold itself too, if this is set
+    bool has_inf, fsigned;
+};
+
+DEV bool is_int_kind(int k) { return k == K_BOOL || k == K_INT || k == K_UINT; }
+DEV double num_f64(Val v) {
+    switch (v.kind) {
+        case K_BOOL: case K_INT: return (double)v.i;
+        case K_UINT: return (double)v.u;
+        case K_FLOAT: case K_CFLOAT: return (double)v.f;
+        default: return v.d;
+    }
+}
+DEV bool num_is_zero(Val v) {
+    if (v.kind == K_UINT) return v.u == 0;
+    if (is_int_kind(v.kind)) return v.i == 0;
+    return num_f64(v) == 0.0;
+}
+// A real value (not complex) against the limits: true if it fits.
+DEV bool real_ok(Val v, const Limits& l) {
+    bool is_float = !is_int_kind(v.kind);
+    double x = num_f64(v);
+    if (l.kind == 0) return !(is_float && isnan_d(x));
+    if (l.kind == 1) {
+        if (is_float) {
+            if (isnan_d(x) || isinf_d(x)) return false;
+            double t = trunc_(x);
+            return t >= l.lo_f && t < l.hi_excl_f;
+        }
+        if (v.kind == K_UINT) return v.u <= l.hi_u;
+        if (l.dst_signed) return v.i >= l.lo_i && v.i <= l.hi_i;
+        return v.i >= 0 && (u64)v.i <= l.hi_u;
+    }
+    if (isnan_d(x)) return true;
+    if (!l.fsigned && x <= 0.0) return false;
+    if (isinf_d(x)) return l.has_inf;
+    double a = x < 0 ? -x : x;
+    return !(a > l.threshold || (a == l.threshold && l.tie_overflows));
+}
+DEV bool checked_ok(Val v, const Limits& l) {
+    if (l.complex_dst) return real_ok(real(v), l) && real_ok(imag(v), l);
+    return num_is_zero(imag(v)) && real_ok(real(v), l);
+}
+// Numeric equality for Exact mode: NaN equals NaN, -0 equals +0, integers and floats compare by value.
+DEV bool same_num(Val a, Val b) {
+    bool ai = is_int_kind(a.kind), bi = is_int_kind(b.kind);
+    if (ai && bi) {
+        bool an = a.kind != K_UINT && a.i < 0, bn = b.kind != K_UINT && b.i < 0;
+        if (an || bn) return an && bn && a.i == b.i;
+        u64 am = a.kind == K_UINT ? a.u : (u64)a.i, bm = b.kind == K_UINT ? b.u : (u64)b.i;
+        return am == bm;
+    }
+    if (!ai && !bi) {
+        double x = num_f64(a), y = num_f64(b);
+        return x == y || (isnan_d(x) && isnan_d(y));
+    }
+    Val iv = ai ? a : b;
+    double x = num_f64(ai ? b : a);
+    if (isnan_d(x) || isinf_d(x) || trunc_(x) != x) return false;
+    if (iv.kind != K_UINT && iv.i < 0) return x >= -9223372036854775808.0 && x < 0.0 && (i64)x == iv.i;
+    u64 m = iv.kind == K_UINT ? iv.u : (u64)iv.i;
+    return x >= 0.0 && x < 18446744073709551616.0 && (u64)x == m;
+}
+DEV bool same_value(Val v, Val r) { return same_num(real(v), real(r)) && same_num(imag(v), imag(r)); }
+
+template <class S, class D, int EXACT>
+DEV bool check_one(const u8* src, u64 i, Quirks q, const Limits& l) {
+    Val v = S::load(src + i * S::SIZE);
+    if (!EXACT) return checked_ok(v, l);
+    u8 out[16];
+    D::torch(v, q, out);
+    return same_value(v, D::load(out));
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad): the index of the
+// first element the destination cannot take (as *first_bad starts at n, it stays n when none).
+#define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...)                                             \
+    extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad) {              \
+        Quirks q = {Q16, QBF, QF8};                                                                \
+        Limits l = {__VA_ARGS__};                                                                  \
+        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) \
+            if (!check_one<S, D, EXACT>(src, i, q, l)) atomicMin(first_bad, i);                   \
+    }
 #define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8)                                              \
     extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n) {                      \
         Quirks q = {Q16, QBF, QF8};                                                                \

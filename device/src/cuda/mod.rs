@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
-use dtcast_cast::{cast_to_vec, CastMode};
+use dtcast_cast::{cast_to_vec, CastError, CastMode};
 use dtcast_dtype::DType;
 
 use crate::backend::{Backend, Storage};
@@ -114,7 +114,7 @@ pub struct Cuda {
     ordinal: u8,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    kernels: Mutex<HashMap<(DType, DType, bool), CudaFunction>>,
+    kernels: Mutex<HashMap<(DType, DType, CastMode), CudaFunction>>,
 }
 
 impl std::fmt::Debug for Cuda {
@@ -181,33 +181,109 @@ fn lane(dtype: DType) -> &'static str {
     }
 }
 
-/// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks (as `lanes.rs`).
+/// torch's path quirks of a pair, as `lanes.rs` has them: float16 → float32 NaN, float32 →
+/// bfloat16 NaN, fnuz / e8m0 NaN → integer 0.
+fn quirks(from: DType, to: DType) -> (bool, bool, bool) {
+    (
+        from == DType::Float16 && to == DType::Float32,
+        from == DType::Float32 && to == DType::BFloat16,
+        matches!(
+            from,
+            DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz | DType::Float8E8M0Fnu
+        ),
+    )
+}
+
+/// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks.
 pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
-    let f16_quirk = from == DType::Float16 && to == DType::Float32;
-    let bf16_quirk = from == DType::Float32 && to == DType::BFloat16;
-    let f8_quirk = matches!(
-        from,
-        DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz | DType::Float8E8M0Fnu
-    );
+    let (q16, qbf, qf8) = quirks(from, to);
     format!(
-        "DTCAST_KERNEL({}, {}, {}, {f16_quirk}, {bf16_quirk}, {f8_quirk})\n",
+        "DTCAST_KERNEL({}, {}, {}, {q16}, {qbf}, {qf8})\n",
         lane(from),
         lane(to),
         u8::from(saturate)
     )
 }
 
-/// Compiles the kernel of one pair and mode to PTX with NVRTC, without a GPU (NVRTC needs only its
-/// library). Used by the test suite to check `kernels.cu` where NVRTC is installed.
-pub fn compile_kernel(from: DType, to: DType, saturate: bool) -> Result<(), TensorError> {
-    ptx(from, to, saturate).map(|_| ())
+/// The `DTCAST_CHECK` line for a pair: lanes, Exact or Checked, quirks, and what `to` can hold
+/// (`Limits` in `kernels.cu`, the numbers of dtcast-cast's Checked rules).
+pub fn check_line(from: DType, to: DType, exact: bool) -> String {
+    let (q16, qbf, qf8) = quirks(from, to);
+    let part = to.to_real();
+    let hex_f = |x: f64| format!("u2d({:#x}ull)", x.to_bits());
+    let hex_i = |x: i64| format!("(i64){:#x}ull", x as u64);
+    let (kind, signed, lo_i, hi_i, hi_u, lo_f, hi_excl_f) = if part.is_integral(false) {
+        let bits = part.bits() as u32;
+        if part.is_signed() {
+            let (lo, hi) = (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
+            (
+                1,
+                true,
+                lo as i64,
+                hi as i64,
+                hi as u64,
+                lo as f64,
+                (hi + 1) as f64,
+            )
+        } else {
+            let hi = (1i128 << bits) - 1;
+            (
+                1,
+                false,
+                0,
+                i64::try_from(hi).unwrap_or(i64::MAX),
+                hi as u64,
+                0.0,
+                (hi + 1) as f64,
+            )
+        }
+    } else if part.is_floating_point() {
+        (2, true, 0, 0, 0, 0.0, 0.0)
+    } else {
+        (0, true, 0, 0, 0, 0.0, 0.0)
+    };
+    let format = part.float_format();
+    let (threshold, tie) = format.map_or((0.0, false), |f| f.overflow_threshold());
+    let has_inf = format.is_some_and(|f| f.has_inf);
+    let fsigned = format.is_none_or(|f| f.signed);
+    format!(
+        "DTCAST_CHECK({}, {}, {}, {q16}, {qbf}, {qf8}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {fsigned})\n",
+        lane(from),
+        lane(to),
+        u8::from(exact),
+        to.is_complex(),
+        hex_i(lo_i),
+        hex_i(hi_i),
+        hex_f(lo_f),
+        hex_f(hi_excl_f),
+        hex_f(threshold),
+    )
 }
 
-fn ptx(from: DType, to: DType, saturate: bool) -> Result<cudarc::nvrtc::Ptx, TensorError> {
+/// Compiles the kernel of one pair and mode to PTX with NVRTC, without a GPU (NVRTC needs only its
+/// library). Used by the test suite to check `kernels.cu` where NVRTC is installed.
+pub fn compile_kernel(from: DType, to: DType, mode: CastMode) -> Result<(), TensorError> {
+    ptx(from, to, mode).map(|_| ())
+}
+
+/// The kernel source line for a pair and mode: the cast kernel for Torch and Saturate, the check
+/// kernel for Checked and Exact.
+fn source_line(from: DType, to: DType, mode: CastMode) -> String {
+    match mode {
+        CastMode::Checked => check_line(from, to, false),
+        CastMode::Exact => check_line(from, to, true),
+        _ => kernel_line(from, to, mode == CastMode::Saturate),
+    }
+}
+
+fn ptx(from: DType, to: DType, mode: CastMode) -> Result<cudarc::nvrtc::Ptx, TensorError> {
     nvrtc_library()?;
-    let src = format!("{KERNELS_CU}\n{}", kernel_line(from, to, saturate));
-    cudarc::nvrtc::compile_ptx(src)
-        .map_err(|e| TensorError::Cuda(format!("compiling the {from} -> {to} kernel: {e:?}")))
+    let src = format!("{KERNELS_CU}\n{}", source_line(from, to, mode));
+    cudarc::nvrtc::compile_ptx(src).map_err(|e| {
+        TensorError::Cuda(format!(
+            "compiling the {from} -> {to} ({mode}) kernel: {e:?}"
+        ))
+    })
 }
 
 impl Cuda {
@@ -221,21 +297,65 @@ impl Cuda {
             })
     }
 
-    fn kernel(&self, from: DType, to: DType, saturate: bool) -> Result<CudaFunction, TensorError> {
+    /// The compiled kernel for a pair and mode: `dtcast_cast` (Torch, Saturate) or `dtcast_check`
+    /// (Checked, Exact), cached for this context.
+    fn kernel(&self, from: DType, to: DType, mode: CastMode) -> Result<CudaFunction, TensorError> {
         let mut cache = self
             .kernels
             .lock()
             .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))?;
-        if let Some(f) = cache.get(&(from, to, saturate)) {
+        if let Some(f) = cache.get(&(from, to, mode)) {
             return Ok(f.clone());
         }
         let module = self
             .ctx
-            .load_module(ptx(from, to, saturate)?)
+            .load_module(ptx(from, to, mode)?)
             .map_err(cuda_error)?;
-        let f = module.load_function("dtcast_cast").map_err(cuda_error)?;
-        cache.insert((from, to, saturate), f.clone());
+        let name = if matches!(mode, CastMode::Checked | CastMode::Exact) {
+            "dtcast_check"
+        } else {
+            "dtcast_cast"
+        };
+        let f = module.load_function(name).map_err(cuda_error)?;
+        cache.insert((from, to, mode), f.clone());
         Ok(f)
+    }
+
+    /// Checked / Exact on the device: the check kernel finds the first element `to` cannot take;
+    /// that one element is then read back and the CPU rules word the error (same text as on the CPU).
+    fn check(
+        &self,
+        s: &CudaStorage,
+        n: usize,
+        from: DType,
+        to: DType,
+        mode: CastMode,
+    ) -> Result<(), TensorError> {
+        let f = self.kernel(from, to, mode)?;
+        let count = n as u64;
+        let mut first_bad = self.stream.clone_htod(&[count]).map_err(cuda_error)?;
+        let cfg = LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX).min(1 << 24));
+        let mut launch = self.stream.launch_builder(&f);
+        launch.arg(&s.buf).arg(&count).arg(&mut first_bad);
+        // SAFETY: `dtcast_check(const u8* src, u64 n, u64* first_bad)` reads n elements of `from`
+        // (the storage holds n * itemsize bytes) and writes one u64.
+        unsafe { launch.launch(cfg) }.map_err(cuda_error)?;
+        let found = self.stream.clone_dtoh(&first_bad).map_err(cuda_error)?;
+        self.stream.synchronize().map_err(cuda_error)?;
+        let Some(&index) = found.first().filter(|&&i| i < count) else {
+            return Ok(());
+        };
+        let (i, k) = (index as usize, from.itemsize());
+        let mut element = vec![0u8; k];
+        self.stream
+            .memcpy_dtoh(&s.buf.slice(i * k..(i + 1) * k), &mut element)
+            .map_err(cuda_error)?;
+        self.stream.synchronize().map_err(cuda_error)?;
+        match cast_to_vec(&element, from, to, mode) {
+            Err(CastError::Value { value, from, to, kind, .. }) => Err(CastError::Value { index: i, value, from, to, kind }.into()),
+            Err(e) => Err(e.into()),
+            Ok(_) => Err(TensorError::Cuda(format!("the device check refused element {i} of a {from} -> {to} cast that the CPU rules accept"))),
+        }
     }
 
     fn alloc(&self, len: usize) -> Result<CudaSlice<u8>, TensorError> {
@@ -362,12 +482,14 @@ impl Backend for Cuda {
                 .map_err(cuda_error)?;
         } else if n > 0 {
             if matches!(mode, CastMode::Checked | CastMode::Exact) {
-                // The checks run on the host with the CPU rules (the values are Torch mode's, which
-                // the kernel then produces on the device).
-                let host = self.download_vec(src)?;
-                cast_to_vec(&host, from, to, mode)?;
+                self.check(s, n, from, to, mode)?;
             }
-            let f = self.kernel(from, to, mode == CastMode::Saturate)?;
+            let kernel_mode = if mode == CastMode::Saturate {
+                CastMode::Saturate
+            } else {
+                CastMode::Torch
+            };
+            let f = self.kernel(from, to, kernel_mode)?;
             let cfg =
                 LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX).min(1 << 24));
             let count = n as u64;
