@@ -243,8 +243,9 @@ fn header(
 }
 
 /// Writes a file atomically: into a temporary file beside `path`, fsync, rename. `fill` writes the
-/// contents; on any error the temporary file is removed and `path` is untouched.
-fn write_atomically(
+/// contents; on any error the temporary file is removed and `path` is untouched. The file gets mode
+/// 0644 on Unix.
+pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> Result<(), LayerError>,
 ) -> Result<(), LayerError> {

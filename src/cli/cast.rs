@@ -1,10 +1,11 @@
 //! `dtcast cast`: raw elements in, converted elements out.
 
 use std::io::{BufRead, Write};
-use std::path::Path;
 
 use dtcast_cast::cast_to_vec;
 use dtcast_dtype::DType;
+use dtcast_layer::checkpoint::write_atomically;
+use dtcast_layer::LayerError;
 
 use super::args::CastArgs;
 use super::CmdError;
@@ -35,7 +36,12 @@ pub(crate) fn run(
         converted
     };
     match &args.output {
-        Some(path) => write_atomically(path, &bytes),
+        Some(path) => Ok(write_atomically(path, |w| {
+            w.write_all(&bytes).map_err(|source| LayerError::Io {
+                path: path.clone(),
+                source,
+            })
+        })?),
         None => Ok(out.write_all(&bytes)?),
     }
 }
@@ -71,20 +77,4 @@ fn to_hex(bytes: &[u8], dtype: DType) -> String {
     }
     s.push('\n');
     s
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`: readers see the
-/// old file or the whole new one, never a part.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CmdError> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("creating a file in {}: {e}", dir.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .map_err(|e| format!("writing {}: {}", path.display(), e.error))?;
-    Ok(())
 }
