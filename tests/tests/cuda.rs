@@ -50,6 +50,44 @@ fn reference(src: &[u8], from: DType, to: DType, saturate: bool) -> Vec<u8> {
     out
 }
 
+/// Compiles a C++ file that includes `kernels.cu` into an executable, with whichever C++ compiler
+/// the machine has; `None` (after a SKIPPED note) when it has none.
+fn compile_cpp(cpp: &std::path::Path, exe: &std::path::Path) -> Option<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let compiled = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
+        Command::new(cxx)
+            .args(["-O1", "-std=c++14", "-I"])
+            .arg(root.join("device/src/cuda"))
+            .arg("-o")
+            .arg(exe)
+            .arg(cpp)
+            .status()
+            .ok()
+            .filter(|s| s.success())
+    });
+    if compiled.is_none() {
+        eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
+    }
+    compiled.map(|_| ())
+}
+
+/// Runs a harness with `input` on stdin; its stdout.
+fn run_harness(exe: &std::path::Path, input: Vec<u8>) -> Vec<u8> {
+    let mut child = Command::new(exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "harness failed: {:?}", out.status);
+    out.stdout
+}
+
 #[test]
 fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -57,19 +95,7 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("harness");
-    let compiled = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
-        Command::new(cxx)
-            .args(["-O1", "-std=c++14", "-I"])
-            .arg(root.join("device/src/cuda"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(root.join("tests/cuda_host/harness.cpp"))
-            .status()
-            .ok()
-            .filter(|s| s.success())
-    });
-    if compiled.is_none() {
-        eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
+    if compile_cpp(&root.join("tests/cuda_host/harness.cpp"), &exe).is_none() {
         return;
     }
     let mut jobs = Vec::new();
@@ -89,20 +115,11 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
             }
         }
     }
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(&jobs));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(out.status.success(), "harness failed: {:?}", out.status);
+    let stdout = run_harness(&exe, jobs);
     let mut at = 0;
     let mut failures = Vec::new();
     for ((from, to, saturate, len), want) in labels.iter().zip(&expected) {
-        let got = &out.stdout[at..at + len];
+        let got = &stdout[at..at + len];
         at += len;
         if let Some(i) = got
             .chunks(to.itemsize())
@@ -117,7 +134,7 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
             ));
         }
     }
-    assert_eq!(at, out.stdout.len());
+    assert_eq!(at, stdout.len());
     assert!(
         failures.is_empty(),
         "{} of {} pair-modes differ:\n{}",
@@ -247,9 +264,6 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     // The Checked / Exact check kernels (`DTCAST_CHECK` lines, limits included) compiled as C++ on
     // the host: their verdict on every element must be the CPU rules' verdict.
     use dtcast::device::cuda::check_line;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut src = String::from(
         "#include \"kernels.cu\"\n#include <cstdio>\n#include <vector>\n\
@@ -284,19 +298,7 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     let cpp = dir.path().join("checks.cpp");
     std::fs::write(&cpp, src).unwrap();
     let exe = dir.path().join("checks");
-    let compiled = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
-        Command::new(cxx)
-            .args(["-O1", "-std=c++14", "-I"])
-            .arg(root.join("device/src/cuda"))
-            .arg("-o")
-            .arg(&exe)
-            .arg(&cpp)
-            .status()
-            .ok()
-            .filter(|s| s.success())
-    });
-    if compiled.is_none() {
-        eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
+    if compile_cpp(&cpp, &exe).is_none() {
         return;
     }
     let values: Vec<Vec<u8>> = DType::ALL.iter().map(|d| values(*d)).collect();
@@ -323,24 +325,11 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
                 .collect::<Vec<u8>>(),
         );
     }
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "check harness failed: {:?}",
-        out.status
-    );
+    let stdout = run_harness(&exe, input);
     let mut at = 0;
     let mut failures = Vec::new();
     for ((from, to, exact), want) in jobs.iter().zip(&expected) {
-        let got = &out.stdout[at..at + want.len()];
+        let got = &stdout[at..at + want.len()];
         at += want.len();
         if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
             failures.push(format!(
