@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use dtcast_dtype::DType;
 
 use crate::dispatch::Kernel;
-use crate::lanes::{Lane, BF16, F16};
+use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 /// Whether this CPU has AVX2 and F16C (detected once).
 pub(super) fn available() -> bool {
@@ -215,6 +215,158 @@ kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 8, |s| {
     _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(s.cast()))))
 });
 
+/// Thirty-two 32-bit lanes (values below 256) → thirty-two bytes, in order.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn pack32(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
+    let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+    _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+}
+
+kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 32, |s| {
+    // The low byte of a 32-bit truncation, as in the AVX-512 kernel (and torch's uint8(int64(x))).
+    let b = |p: *const u8| _mm256_and_si256(_mm256_cvttps_epi32(_mm256_loadu_ps(p.cast())), splat(0xFF));
+    pack32(b(s), b(s.add(32)), b(s.add(64)), b(s.add(96)))
+});
+
+kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 32, |s| {
+    // vmaxps returns its second operand when the first is NaN: NaN -> 0.
+    let b = |p: *const u8| {
+        let x = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p.cast()), _mm256_setzero_ps()), _mm256_set1_ps(255.0));
+        _mm256_cvttps_epi32(x)
+    };
+    pack32(b(s), b(s.add(32)), b(s.add(64)), b(s.add(96)))
+});
+
+kernel!(bool_to_f32: Bool => f32, saturate = false, lanes = 8, |s| {
+    let zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(s.cast())), _mm256_setzero_si256());
+    _mm256_andnot_si256(zero, splat(0x3F80_0000))
+});
+
+kernel!(bool_to_f32_saturate: Bool => f32, saturate = true, lanes = 8, |s| {
+    let zero = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(s.cast())), _mm256_setzero_si256());
+    _mm256_andnot_si256(zero, splat(0x3F80_0000))
+});
+
+kernel!(i32_to_i64: i32 => i64, saturate = false, lanes = 4, |s| {
+    _mm256_cvtepi32_epi64(_mm_loadu_si128(s.cast()))
+});
+
+kernel!(i32_to_i64_saturate: i32 => i64, saturate = true, lanes = 4, |s| {
+    _mm256_cvtepi32_epi64(_mm_loadu_si128(s.cast()))
+});
+
+/// Eight int64 → eight int32 (the low halves: wrap-around, as every mode does for int → int).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn low_halves(s: *const u8) -> __m256i {
+    let low = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    // SAFETY: the caller's contract: 64 readable bytes at `s`.
+    let (a, b) = unsafe {
+        (
+            _mm256_loadu_si256(s.cast()),
+            _mm256_loadu_si256(s.add(32).cast()),
+        )
+    };
+    let (a, b) = (
+        _mm256_permutevar8x32_epi32(a, low),
+        _mm256_permutevar8x32_epi32(b, low),
+    );
+    _mm256_permute2x128_si256::<0x20>(a, b)
+}
+
+kernel!(i64_to_i32: i64 => i32, saturate = false, lanes = 8, |s| {
+    low_halves(s)
+});
+
+kernel!(i64_to_i32_saturate: i64 => i32, saturate = true, lanes = 8, |s| {
+    low_halves(s)
+});
+
+kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 16, |s| {
+    // c10::BFloat16(double) goes through float (two roundings); NaN -> 0x7FC0.
+    let f = |p: *const u8| {
+        let lo = _mm256_cvtpd_ps(_mm256_loadu_pd(p.cast()));
+        let hi = _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(32).cast()));
+        bf16_round(_mm256_castps_si256(_mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi)), splat(0x7FC0))
+    };
+    pack16(f(s), f(s.add(64)))
+});
+
+/// f32 bits → float8 codes (without sign), the sign in the low byte, and |x| bits: torch's scheme
+/// as in the AVX-512 kernel (a float add rounds the subnormals, an integer add the normals).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn float8_round<const MAN: u32, const BIAS: u32>(b: __m256i) -> (__m256i, __m256i, __m256i) {
+    let sign = _mm256_srli_epi32::<24>(_mm256_and_si256(b, splat(0x8000_0000)));
+    let a = _mm256_and_si256(b, splat(0x7FFF_FFFF));
+    let shift = splat(23 - MAN);
+    let odd = _mm256_and_si256(_mm256_srlv_epi32(a, shift), splat(1));
+    let rebias = BIAS.wrapping_sub(127) << 23;
+    let half = (1u32 << (22 - MAN)) - 1;
+    let norm = _mm256_srlv_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(a, splat(rebias.wrapping_add(half))), odd),
+        shift,
+    );
+    let magic = (151 - BIAS - MAN) << 23;
+    let sub = _mm256_sub_epi32(
+        _mm256_castps_si256(_mm256_add_ps(
+            _mm256_castsi256_ps(a),
+            _mm256_castsi256_ps(splat(magic)),
+        )),
+        splat(magic),
+    );
+    // |x| bits are non-negative as i32, so the signed compare orders them.
+    let is_sub = _mm256_cmpgt_epi32(splat((128 - BIAS) << 23), a);
+    (_mm256_blendv_epi8(norm, sub, is_sub), sign, a)
+}
+
+/// float8_e4m3fn codes of eight f32 (torch 2.15: past 448 and inf saturate to 0x7E, NaN is 0x7F).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn e4m3fn_8(b: __m256i) -> __m256i {
+    let (code, sign, a) = float8_round::<3, 7>(b);
+    let code = _mm256_min_epu32(code, splat(0x7E));
+    let code = _mm256_blendv_epi8(code, splat(0x7F), _mm256_cmpgt_epi32(a, splat(0x7F80_0000)));
+    _mm256_or_si256(code, sign)
+}
+
+/// float8_e5m2 codes of eight f32: Torch overflows to inf (0x7C); Saturate clamps finite values to
+/// 0x7B and keeps inf. NaN is 0x7F.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn e5m2_8<const SATURATE: bool>(b: __m256i) -> __m256i {
+    let (code, sign, a) = float8_round::<2, 15>(b);
+    let code = if SATURATE {
+        let code = _mm256_min_epu32(code, splat(0x7B));
+        _mm256_blendv_epi8(code, splat(0x7C), _mm256_cmpeq_epi32(a, splat(0x7F80_0000)))
+    } else {
+        _mm256_min_epu32(code, splat(0x7C))
+    };
+    let code = _mm256_blendv_epi8(code, splat(0x7F), _mm256_cmpgt_epi32(a, splat(0x7F80_0000)));
+    _mm256_or_si256(code, sign)
+}
+
+kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 32, |s| {
+    let f = |p: *const u8| e4m3fn_8(_mm256_loadu_si256(p.cast()));
+    pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
+});
+
+kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 32, |s| {
+    let f = |p: *const u8| e4m3fn_8(_mm256_loadu_si256(p.cast()));
+    pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
+});
+
+kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 32, |s| {
+    let f = |p: *const u8| e5m2_8::<false>(_mm256_loadu_si256(p.cast()));
+    pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
+});
+
+kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 32, |s| {
+    let f = |p: *const u8| e5m2_8::<true>(_mm256_loadu_si256(p.cast()));
+    pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
+});
+
 /// The AVX2 kernel for a pair, if there is one.
 pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
     use DType::*;
@@ -230,6 +382,19 @@ pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
         (Float32, Int32) => (f32_to_i32_torch, f32_to_i32_saturate),
         (Int32, Float32) => (i32_to_f32, i32_to_f32_saturate),
         (UInt8, Float32) => (u8_to_f32, u8_to_f32_saturate),
+        (Float32, UInt8) => (f32_to_u8_torch, f32_to_u8_saturate),
+        (Bool, Float32) => (bool_to_f32, bool_to_f32_saturate),
+        (Int32, Int64) => (i32_to_i64, i32_to_i64_saturate),
+        (Int64, Int32) => (i64_to_i32, i64_to_i32_saturate),
+        (Float32, Float8E4M3Fn) => (f32_to_e4m3fn, f32_to_e4m3fn_saturate),
+        (Float32, Float8E5M2) => (f32_to_e5m2_torch, f32_to_e5m2_saturate),
+        (Float64, BFloat16) => {
+            // Saturate's single rounding needs a truncating f64 -> f32 conversion AVX2 lacks.
+            if saturate {
+                return None;
+            }
+            (f64_to_bf16_torch, f64_to_bf16_torch)
+        }
         _ => return None,
     };
     Some(if saturate { sat } else { torch })
