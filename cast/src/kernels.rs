@@ -22,7 +22,7 @@ mod x86_avx512;
 pub enum Backend {
     /// No fast paths: the scalar kernels (always available).
     Scalar,
-    /// x86-64 AVX2 + F16C: the float16 / bfloat16 / float32 / float64 / int32 / uint8 pairs.
+    /// x86-64 AVX2 + F16C: every hot pair but Saturate float64 → bfloat16.
     Avx2,
     /// x86-64 AVX-512 (F, BW, VL, DQ): every hot pair.
     Avx512,

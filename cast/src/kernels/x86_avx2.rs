@@ -1,4 +1,4 @@
-//! x86-64 AVX2 + F16C kernels for the most common pairs, for CPUs without AVX-512.
+//! x86-64 AVX2 + F16C kernels for the hot pairs, for CPUs without AVX-512.
 //!
 //! Same structure and rules as `x86_avx512.rs`, eight 32-bit lanes at a time; the property tests
 //! compare them with the scalar rules whenever the CPU has AVX2 and F16C.
