@@ -11,6 +11,118 @@ use dtcast_dtype::DType;
 
 use crate::dispatch::Kernel;
 
+/// Defines a safe kernel `$name` for `$S` → `$D` for one x86 backend: a SIMD loop, compiled with
+/// `$features`, over `$lanes` elements at a time (`$body` sees a raw pointer `$s` to the current
+/// source lanes and returns the vector to store), inside [`drive`], which handles the alignment
+/// prologue for streaming stores and the scalar tail. The whole loop is inside the
+/// `#[target_feature]` function, so the body inlines.
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+macro_rules! simd_kernel {
+    ($features:literal, $name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident| $body:block) => {
+        fn $name(src: &[u8], dst: &mut [u8]) {
+            use $crate::kernels::Vector as _;
+            use $crate::lanes::Lane as _;
+            /// # Safety
+            /// The CPU must have `$features`; `n` elements must fit both buffers.
+            #[target_feature(enable = $features)]
+            unsafe fn simd<const STREAM: bool>(src: &[u8], dst: &mut [u8], n: usize) {
+                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+                let mut i = 0;
+                while i < n {
+                    // SAFETY: i + $lanes <= n, so the $lanes elements at i lie inside both buffers;
+                    // loads are unaligned; a streaming store is aligned (the caller aligned `dst`
+                    // to 64 bytes and every store is a power of two no wider than that).
+                    unsafe {
+                        let $s = sp.add(i * <$S>::SIZE);
+                        let d = dp.add(i * <$D>::SIZE);
+                        let v = $body;
+                        if STREAM {
+                            v.stream(d)
+                        } else {
+                            v.store(d)
+                        }
+                    }
+                    i += $lanes;
+                }
+                if STREAM {
+                    core::arch::x86_64::_mm_sfence();
+                }
+            }
+            $crate::kernels::drive::<$S, $D, $sat>(
+                src,
+                dst,
+                $lanes,
+                available(),
+                |s, d, n, stream| {
+                    // SAFETY: `drive` calls this only when the CPU features were detected, with `n`
+                    // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
+                    unsafe {
+                        if stream {
+                            simd::<true>(s, d, n)
+                        } else {
+                            simd::<false>(s, d, n)
+                        }
+                    }
+                },
+            );
+        }
+    };
+}
+
+/// A vector a kernel stores: ordinary (unaligned) or streaming (aligned) stores.
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+trait Vector: Copy {
+    /// # Safety
+    /// `p` must be valid for `size_of::<Self>()` bytes of writes; the CPU must support the type.
+    unsafe fn store(self, p: *mut u8);
+    /// # Safety
+    /// As `store`, and `p` must be aligned to `size_of::<Self>()`.
+    unsafe fn stream(self, p: *mut u8);
+}
+
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+macro_rules! vector {
+    ($features:literal, $ty:ty, $store:ident, $stream:ident, $as:ty) => {
+        impl Vector for $ty {
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn store(self, p: *mut u8) {
+                // SAFETY: the caller's contract.
+                unsafe { core::arch::x86_64::$store(p.cast::<$as>(), self) }
+            }
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn stream(self, p: *mut u8) {
+                // SAFETY: the caller's contract.
+                unsafe { core::arch::x86_64::$stream(p.cast::<$as>(), self) }
+            }
+        }
+    };
+}
+
+#[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+mod vectors {
+    use super::Vector;
+    use core::arch::x86_64::{__m128i, __m256i, __m512, __m512d, __m512i};
+    vector!("sse2", __m128i, _mm_storeu_si128, _mm_stream_si128, __m128i);
+    vector!(
+        "avx",
+        __m256i,
+        _mm256_storeu_si256,
+        _mm256_stream_si256,
+        __m256i
+    );
+    vector!(
+        "avx512f",
+        __m512i,
+        _mm512_storeu_si512,
+        _mm512_stream_si512,
+        __m512i
+    );
+    vector!("avx512f", __m512, _mm512_storeu_ps, _mm512_stream_ps, f32);
+    vector!("avx512f", __m512d, _mm512_storeu_pd, _mm512_stream_pd, f64);
+}
+
 #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
 mod x86_avx2;
 #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]

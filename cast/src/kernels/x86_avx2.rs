@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use dtcast_dtype::DType;
 
 use crate::dispatch::Kernel;
-use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
+use crate::lanes::{Bool, E4M3Fn, BF16, E5M2, F16};
 
 /// Whether this CPU has AVX2 and F16C (detected once).
 pub(super) fn available() -> bool {
@@ -20,49 +20,10 @@ pub(super) fn available() -> bool {
     *AVAILABLE.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"))
 }
 
-/// As in `x86_avx512.rs`: an AVX2 loop over `$lanes` elements (the body returns the 256-bit
-/// vector to store), streaming stores for destinations of 1 MiB and more once aligned, the scalar
-/// kernel for the rest.
+/// The shared kernel skeleton (`simd_kernel!` in `kernels.rs`), compiled for AVX2 + F16C.
 macro_rules! kernel {
-    ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident| $body:block) => {
-        fn $name(src: &[u8], dst: &mut [u8]) {
-            /// # Safety
-            /// The CPU must have AVX2 and F16C; `n` elements must fit both buffers.
-            #[target_feature(enable = "avx2,f16c")]
-            unsafe fn simd<const STREAM: bool>(src: &[u8], dst: &mut [u8], n: usize) {
-                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-                let mut i = 0;
-                while i < n {
-                    // SAFETY: i + $lanes <= n, so the elements at i lie inside both buffers; loads are
-                    // unaligned, a streaming store is 32-byte aligned (the caller aligned `dst`).
-                    unsafe {
-                        let $s = sp.add(i * <$S as Lane>::SIZE);
-                        let d = dp.add(i * <$D as Lane>::SIZE);
-                        let v: __m256i = $body;
-                        if STREAM {
-                            _mm256_stream_si256(d.cast(), v)
-                        } else {
-                            _mm256_storeu_si256(d.cast(), v)
-                        }
-                    }
-                    i += $lanes;
-                }
-                if STREAM {
-                    _mm_sfence();
-                }
-            }
-            super::drive::<$S, $D, $sat>(src, dst, $lanes, available(), |s, d, n, stream| {
-                // SAFETY: `drive` calls this only when the CPU features were detected, with `n`
-                // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
-                unsafe {
-                    if stream {
-                        simd::<true>(s, d, n)
-                    } else {
-                        simd::<false>(s, d, n)
-                    }
-                }
-            });
-        }
+    ($($t:tt)*) => {
+        simd_kernel!("avx2,f16c", $($t)*);
     };
 }
 

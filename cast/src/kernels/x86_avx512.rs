@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use dtcast_dtype::DType;
 
 use crate::dispatch::Kernel;
-use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
+use crate::lanes::{Bool, E4M3Fn, BF16, E5M2, F16};
 
 /// Whether this CPU has the AVX-512 subsets the kernels use (detected once).
 pub(super) fn available() -> bool {
@@ -27,89 +27,12 @@ pub(super) fn available() -> bool {
     })
 }
 
-/// Defines a safe kernel `$name` for `$S` → `$D`: an AVX-512 loop over `$lanes` elements at a
-/// time (`$body` sees raw pointers `$s`, `$d` to the current lanes and returns the vector to
-/// store), then the scalar kernel for the rest. The whole loop is inside the `#[target_feature]`
-/// function, so the body inlines.
-/// `super::drive` handles the alignment prologue for streaming stores and the scalar tail.
+/// The shared kernel skeleton (`simd_kernel!` in `kernels.rs`), compiled for AVX-512.
 macro_rules! kernel {
-    ($name:ident: $S:ty => $D:ty, saturate = $sat:literal, lanes = $lanes:literal, |$s:ident, $d:ident| $body:block) => {
-        fn $name(src: &[u8], dst: &mut [u8]) {
-            /// # Safety
-            /// The CPU must have AVX-512 F, BW, VL and DQ; `n` elements must fit both buffers.
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            unsafe fn simd<const STREAM: bool>(src: &[u8], dst: &mut [u8], n: usize) {
-                let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-                let mut i = 0;
-                while i < n {
-                    // SAFETY: i + $lanes <= n, so the $lanes elements at i lie inside both buffers;
-                    // loads are unaligned; a streaming store is aligned (the caller aligned `dst`
-                    // to 64 bytes and every store is a power of two no wider than that).
-                    unsafe {
-                        let $s = sp.add(i * <$S as Lane>::SIZE);
-                        let $d = dp.add(i * <$D as Lane>::SIZE);
-                        let v = $body;
-                        if STREAM {
-                            v.stream($d)
-                        } else {
-                            v.store($d)
-                        }
-                    }
-                    i += $lanes;
-                }
-                if STREAM {
-                    _mm_sfence();
-                }
-            }
-            super::drive::<$S, $D, $sat>(src, dst, $lanes, available(), |s, d, n, stream| {
-                // SAFETY: `drive` calls this only when the CPU features were detected, with `n`
-                // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
-                unsafe {
-                    if stream {
-                        simd::<true>(s, d, n)
-                    } else {
-                        simd::<false>(s, d, n)
-                    }
-                }
-            });
-        }
+    ($($t:tt)*) => {
+        simd_kernel!("avx512f,avx512bw,avx512vl,avx512dq", $($t)*);
     };
 }
-
-/// A vector a kernel stores: ordinary (unaligned) or streaming (aligned) stores.
-trait Vector: Copy {
-    /// # Safety
-    /// `p` must be valid for `size_of::<Self>()` bytes of writes; AVX-512 must be available.
-    unsafe fn store(self, p: *mut u8);
-    /// # Safety
-    /// As `store`, and `p` must be aligned to `size_of::<Self>()`.
-    unsafe fn stream(self, p: *mut u8);
-}
-
-macro_rules! vector {
-    ($ty:ty, $store:ident, $stream:ident, $as:ty) => {
-        impl Vector for $ty {
-            #[inline]
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            unsafe fn store(self, p: *mut u8) {
-                // SAFETY: the caller's contract.
-                unsafe { $store(p.cast::<$as>(), self) }
-            }
-            #[inline]
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            unsafe fn stream(self, p: *mut u8) {
-                // SAFETY: the caller's contract.
-                unsafe { $stream(p.cast::<$as>(), self) }
-            }
-        }
-    };
-}
-
-vector!(__m128i, _mm_storeu_si128, _mm_stream_si128, __m128i);
-vector!(__m256i, _mm256_storeu_si256, _mm256_stream_si256, __m256i);
-vector!(__m512i, _mm512_storeu_si512, _mm512_stream_si512, __m512i);
-vector!(__m512, _mm512_storeu_ps, _mm512_stream_ps, f32);
-vector!(__m512d, _mm512_storeu_pd, _mm512_stream_pd, f64);
 
 /// Two 32-byte halves as one 64-byte vector, so that narrow results are stored a cache line at a time.
 #[inline]
@@ -196,137 +119,137 @@ unsafe fn load_f64x16_as_f32_odd(s: *const u8) -> __m512i {
     _mm512_inserti32x8::<1>(_mm512_castsi256_si512(half(lo)), half(hi))
 }
 
-kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 32, |s, d| {
+kernel!(f32_to_bf16_torch: f32 => BF16, saturate = false, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_loadu_si512(p.cast()), 0xFFFF));
     join2(part(s), part(s.add(64)))
 });
 
-kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 32, |s, d| {
+kernel!(f32_to_bf16_saturate: f32 => BF16, saturate = true, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(_mm512_loadu_si512(p.cast())));
     join2(part(s), part(s.add(64)))
 });
 
-kernel!(bf16_to_f32: BF16 => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(bf16_to_f32: BF16 => f32, saturate = false, lanes = 16, |s| {
     let h = _mm256_loadu_si256(s.cast());
     _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))
 });
 
-kernel!(bf16_to_f32_saturate: BF16 => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(bf16_to_f32_saturate: BF16 => f32, saturate = true, lanes = 16, |s| {
     let h = _mm256_loadu_si256(s.cast());
     _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))
 });
 
-kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 32, |s, d| {
+kernel!(f32_to_f16: f32 => F16, saturate = false, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_loadu_ps(p.cast()));
     join2(part(s), part(s.add(64)))
 });
 
-kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 32, |s, d| {
+kernel!(f32_to_f16_saturate: f32 => F16, saturate = true, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_loadu_ps(p.cast()));
     join2(part(s), part(s.add(64)))
 });
 
-kernel!(f16_to_f32_torch: F16 => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(f16_to_f32_torch: F16 => f32, saturate = false, lanes = 16, |s| {
     // vcvtph2ps is exact; torch writes 0x7FFFFFFF for every float16 NaN on this path.
     let x = _mm512_cvtph_ps(_mm256_loadu_si256(s.cast()));
     let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
     _mm512_mask_mov_epi32(_mm512_castps_si512(x), nan, splat(0x7FFF_FFFF))
 });
 
-kernel!(f16_to_f32_saturate: F16 => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(f16_to_f32_saturate: F16 => f32, saturate = true, lanes = 16, |s| {
     _mm512_cvtph_ps(_mm256_loadu_si256(s.cast()))
 });
 
-kernel!(f64_to_f32: f64 => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(f64_to_f32: f64 => f32, saturate = false, lanes = 16, |s| {
     load_f64x16_as_f32(s)
 });
 
-kernel!(f64_to_f32_saturate: f64 => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(f64_to_f32_saturate: f64 => f32, saturate = true, lanes = 16, |s| {
     load_f64x16_as_f32(s)
 });
 
-kernel!(f32_to_f64: f32 => f64, saturate = false, lanes = 8, |s, d| {
+kernel!(f32_to_f64: f32 => f64, saturate = false, lanes = 8, |s| {
     _mm512_cvtps_pd(_mm256_loadu_ps(s.cast()))
 });
 
-kernel!(f32_to_f64_saturate: f32 => f64, saturate = true, lanes = 8, |s, d| {
+kernel!(f32_to_f64_saturate: f32 => f64, saturate = true, lanes = 8, |s| {
     _mm512_cvtps_pd(_mm256_loadu_ps(s.cast()))
 });
 
-kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 32, |s, d| {
+kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_castps_si512(load_f64x16_as_f32(p)), 0x7FC0));
     join2(part(s), part(s.add(128)))
 });
 
-kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 32, |s, d| {
+kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(load_f64x16_as_f32_odd(p)));
     join2(part(s), part(s.add(128)))
 });
 
-kernel!(f32_to_i32_torch: f32 => i32, saturate = false, lanes = 16, |s, d| {
+kernel!(f32_to_i32_torch: f32 => i32, saturate = false, lanes = 16, |s| {
     // vcvttps2dq: truncation; NaN and out-of-range give 0x80000000, as torch's scalar path.
     _mm512_cvttps_epi32(_mm512_loadu_ps(s.cast()))
 });
 
-kernel!(f32_to_i32_saturate: f32 => i32, saturate = true, lanes = 16, |s, d| {
+kernel!(f32_to_i32_saturate: f32 => i32, saturate = true, lanes = 16, |s| {
     let x = _mm512_loadu_ps(s.cast());
     let t = _mm512_cvttps_epi32(x);
     let t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, _mm512_set1_ps(2_147_483_648.0)), splat(0x7FFF_FFFF));
     _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), splat(0))
 });
 
-kernel!(i32_to_f32: i32 => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(i32_to_f32: i32 => f32, saturate = false, lanes = 16, |s| {
     _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast()))
 });
 
-kernel!(i32_to_f32_saturate: i32 => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(i32_to_f32_saturate: i32 => f32, saturate = true, lanes = 16, |s| {
     _mm512_cvtepi32_ps(_mm512_loadu_si512(s.cast()))
 });
 
-kernel!(i64_to_i32: i64 => i32, saturate = false, lanes = 16, |s, d| {
+kernel!(i64_to_i32: i64 => i32, saturate = false, lanes = 16, |s| {
     let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
     let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 });
 
-kernel!(i64_to_i32_saturate: i64 => i32, saturate = true, lanes = 16, |s, d| {
+kernel!(i64_to_i32_saturate: i64 => i32, saturate = true, lanes = 16, |s| {
     let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.cast()));
     let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(s.add(64).cast()));
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 });
 
-kernel!(i32_to_i64: i32 => i64, saturate = false, lanes = 8, |s, d| {
+kernel!(i32_to_i64: i32 => i64, saturate = false, lanes = 8, |s| {
     _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast()))
 });
 
-kernel!(i32_to_i64_saturate: i32 => i64, saturate = true, lanes = 8, |s, d| {
+kernel!(i32_to_i64_saturate: i32 => i64, saturate = true, lanes = 8, |s| {
     _mm512_cvtepi32_epi64(_mm256_loadu_si256(s.cast()))
 });
 
-kernel!(u8_to_f32: u8 => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(u8_to_f32: u8 => f32, saturate = false, lanes = 16, |s| {
     _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())))
 });
 
-kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(u8_to_f32_saturate: u8 => f32, saturate = true, lanes = 16, |s| {
     _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())))
 });
 
-kernel!(bool_to_f32: Bool => f32, saturate = false, lanes = 16, |s, d| {
+kernel!(bool_to_f32: Bool => f32, saturate = false, lanes = 16, |s| {
     let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
     _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000))
 });
 
-kernel!(bool_to_f32_saturate: Bool => f32, saturate = true, lanes = 16, |s, d| {
+kernel!(bool_to_f32_saturate: Bool => f32, saturate = true, lanes = 16, |s| {
     let nonzero = _mm512_test_epi32_mask(_mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast())), splat(0xFF));
     _mm512_maskz_mov_epi32(nonzero, splat(0x3F80_0000))
 });
 
-kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 64, |s, d| {
+kernel!(f32_to_u8_torch: f32 => u8, saturate = false, lanes = 64, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_loadu_ps(p.cast())));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 64, |s, d| {
+kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 64, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(p.cast()), _mm512_setzero_ps()), _mm512_set1_ps(255.0))));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
@@ -360,22 +283,22 @@ fn float8_round<const MAN: u32, const BIAS: u32>(b: __m512i) -> (__m512i, __m512
     (_mm512_mask_mov_epi32(norm, is_sub, sub), sign, a)
 }
 
-kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 64, |s, d| {
+kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 64, |s| {
     let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 64, |s, d| {
+kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 64, |s| {
     let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 64, |s, d| {
+kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 64, |s| {
     let part = |p: *const u8| e5m2_16::<false>(_mm512_loadu_si512(p.cast()));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 64, |s, d| {
+kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 64, |s| {
     let part = |p: *const u8| e5m2_16::<true>(_mm512_loadu_si512(p.cast()));
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
@@ -419,18 +342,18 @@ fn e5m2_16<const SATURATE: bool>(b: __m512i) -> __m128i {
     _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
 }
 
-kernel!(f16_to_bf16_torch: F16 => BF16, saturate = false, lanes = 32, |s, d| {
+kernel!(f16_to_bf16_torch: F16 => BF16, saturate = false, lanes = 32, |s| {
     // float16 -> f32 is exact; c10::BFloat16(float) then rounds, NaN -> 0x7FC0.
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_torch(_mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))), 0x7FC0));
     join2(part(s), part(s.add(32)))
 });
 
-kernel!(f16_to_bf16_saturate: F16 => BF16, saturate = true, lanes = 32, |s, d| {
+kernel!(f16_to_bf16_saturate: F16 => BF16, saturate = true, lanes = 32, |s| {
     let part = |p: *const u8| _mm512_cvtepi32_epi16(bf16_saturate(_mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast())))));
     join2(part(s), part(s.add(32)))
 });
 
-kernel!(bf16_to_f16: BF16 => F16, saturate = false, lanes = 32, |s, d| {
+kernel!(bf16_to_f16: BF16 => F16, saturate = false, lanes = 32, |s| {
     // bfloat16 -> f32 is exact, so vcvtps2ph is the one rounding (Torch and Saturate agree).
     let part = |p: *const u8| {
         let x = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))));
@@ -439,7 +362,7 @@ kernel!(bf16_to_f16: BF16 => F16, saturate = false, lanes = 32, |s, d| {
     join2(part(s), part(s.add(32)))
 });
 
-kernel!(bf16_to_f16_saturate: BF16 => F16, saturate = true, lanes = 32, |s, d| {
+kernel!(bf16_to_f16_saturate: BF16 => F16, saturate = true, lanes = 32, |s| {
     let part = |p: *const u8| {
         let x = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast()))));
         _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)
