@@ -235,3 +235,143 @@ fn the_lookup_table_screen_agrees_with_the_element_rules() {
         }
     }
 }
+
+/// Every one of the 2^32 float32 bit patterns through every float32-source hot pair, every SIMD
+/// backend and both modes, against the scalar rules. Minutes of CPU, so not part of the default
+/// run: `cargo test --release -p dtcast-tests --test cast_simd -- --ignored`.
+#[test]
+#[ignore = "exhaustive over 2^32 inputs; run with --ignored"]
+fn fast_kernels_match_on_every_float32_bit_pattern() {
+    use rayon::prelude::*;
+    const CHUNK: u64 = 1 << 20;
+    let pairs: Vec<_> = hot_pairs()
+        .iter()
+        .filter(|(from, _)| *from == DType::Float32)
+        .collect();
+    for b in backends().into_iter().filter(|b| *b != Backend::Scalar) {
+        for &&(from, to) in &pairs {
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                (0..(1u64 << 32) / CHUNK).into_par_iter().for_each(|c| {
+                    let src: Vec<u8> = (c * CHUNK..(c + 1) * CHUNK)
+                        .flat_map(|x| (x as u32).to_le_bytes())
+                        .collect();
+                    let n = CHUNK as usize * to.itemsize();
+                    let (mut fast, mut scalar) = (vec![0u8; n], vec![0u8; n]);
+                    cast_with_backend(&src, from, &mut fast, to, mode, b).unwrap();
+                    cast_reference(&src, from, &mut scalar, to, mode).unwrap();
+                    if fast != scalar {
+                        let i = (0..CHUNK as usize)
+                            .find(|&i| {
+                                let w = to.itemsize();
+                                fast[i * w..(i + 1) * w] != scalar[i * w..(i + 1) * w]
+                            })
+                            .unwrap();
+                        panic!(
+                            "{from} -> {to} ({mode}, {b:?}) differs at bits {:#010x}",
+                            c * CHUNK + i as u64
+                        );
+                    }
+                });
+                eprintln!("{from} -> {to} ({mode}, {b:?}): all 2^32 inputs agree");
+            }
+        }
+    }
+}
+
+#[test]
+fn float64_to_bfloat16_rounds_once_at_every_kind_of_tie() {
+    // Saturate rounds f64 → bfloat16 once (through f32 rounded to odd); Torch rounds through
+    // nearest-even f32 (twice). Values at, just above and just below bfloat16 ties — where the two
+    // differ — and at f32 ties below those, for every backend, both modes, against the rules.
+    let mut values = Vec::new();
+    for exp in [-133i32, -126, -100, -1, 0, 1, 60, 127] {
+        for mantissa in [0u64, 1, 0x3F, 0x40, 0x7F] {
+            // A bfloat16 value 1.m × 2^exp, then the tie half a bfloat16 ulp above it.
+            let base = (1.0 + mantissa as f64 / 128.0) * 2f64.powi(exp);
+            let tie = base + 2f64.powi(exp - 8);
+            let f32_ulp = 2f64.powi(exp - 23);
+            for x in [
+                tie,
+                tie + f32_ulp / 4.0,
+                tie - f32_ulp / 4.0,
+                tie + f32_ulp / 2.0,
+                tie - f32_ulp / 2.0,
+                tie.next_up(),
+                tie.next_down(),
+            ] {
+                values.extend([x, -x]);
+            }
+        }
+    }
+    values.extend([
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        3.4e38,
+        3.3961775e38,
+        1e-46,
+        f64::INFINITY,
+        f64::NAN,
+    ]);
+    // Padded to several SIMD widths so that the vector loops, not only the tails, see them.
+    let mut src: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    src.extend(std::iter::repeat_n(0u8, 8 * 64));
+    let n = src.len() / 8;
+    for b in backends() {
+        for mode in [CastMode::Torch, CastMode::Saturate] {
+            let (mut fast, mut scalar) = (vec![0u8; n * 2], vec![0u8; n * 2]);
+            cast_with_backend(&src, DType::Float64, &mut fast, DType::BFloat16, mode, b).unwrap();
+            cast_reference(&src, DType::Float64, &mut scalar, DType::BFloat16, mode).unwrap();
+            assert!(
+                fast == scalar,
+                "float64 -> bfloat16 ({mode}, {b:?}) differs from the rules"
+            );
+        }
+    }
+    // And the two modes really differ on some of these (else the test would not test rounding).
+    let (mut torch, mut saturate) = (vec![0u8; n * 2], vec![0u8; n * 2]);
+    cast(
+        &src,
+        DType::Float64,
+        &mut torch,
+        DType::BFloat16,
+        CastMode::Torch,
+    )
+    .unwrap();
+    cast(
+        &src,
+        DType::Float64,
+        &mut saturate,
+        DType::BFloat16,
+        CastMode::Saturate,
+    )
+    .unwrap();
+    assert!(torch != saturate);
+}
+
+#[test]
+fn fast_kernels_match_on_every_one_and_two_byte_source_pattern() {
+    // Sources of one or two bytes have few enough bit patterns to try every one, every time.
+    for b in backends() {
+        for &(from, to) in hot_pairs().iter().filter(|(from, _)| from.itemsize() <= 2) {
+            let codes = 1usize << (8 * from.itemsize());
+            // Twice over, the second time one element later (so that the patterns fall in other
+            // vector lanes), with a tail the scalar kernel converts.
+            let src: Vec<u8> = (0..codes)
+                .chain(0..=codes)
+                .chain(0..7)
+                .flat_map(|c| ((c % codes) as u16).to_le_bytes()[..from.itemsize()].to_vec())
+                .collect();
+            let n = src.len() / from.itemsize();
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                let (mut fast, mut scalar) =
+                    (vec![0u8; n * to.itemsize()], vec![0u8; n * to.itemsize()]);
+                cast_with_backend(&src, from, &mut fast, to, mode, b).unwrap();
+                cast_reference(&src, from, &mut scalar, to, mode).unwrap();
+                assert!(
+                    fast == scalar,
+                    "{from} -> {to} ({mode}, {b:?}) differs from the rules"
+                );
+            }
+        }
+    }
+}

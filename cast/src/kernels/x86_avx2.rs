@@ -254,21 +254,57 @@ kernel!(f64_to_bf16_torch: f64 => BF16, saturate = false, lanes = 16, |s| {
     pack16(f(s), f(s.add(64)))
 });
 
-/// f32 bits → float8 codes (without sign), the sign in the low byte, and |x| bits: torch's scheme
-/// as in the AVX-512 kernel (a float add rounds the subnormals, an integer add the normals).
+/// Four f64 → f32 rounded to odd (truncate, then set the last bit where inexact): one more
+/// rounding to bfloat16 from this is a correct single rounding from the f64. AVX2 has no
+/// truncating conversion, so the nearest-even one is undone where it rounded away from zero:
+/// the bits step back one ulp towards zero (inf back to the largest finite value).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn float8_round<const MAN: u32, const BIAS: u32>(b: __m256i) -> (__m256i, __m256i, __m256i) {
-    let sign = _mm256_srli_epi32::<24>(_mm256_and_si256(b, splat(0x8000_0000)));
-    let a = _mm256_and_si256(b, splat(0x7FFF_FFFF));
-    let shift = splat(23 - MAN);
-    let odd = _mm256_and_si256(_mm256_srlv_epi32(a, shift), splat(1));
+fn f64x4_to_f32_odd(x: __m256d) -> __m128i {
+    let t = _mm256_cvtpd_ps(x);
+    let back = _mm256_cvtps_pd(t);
+    let abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFF_FFFF_FFFF_FFFF));
+    // Ordered compares: false for NaN, which converts as it is.
+    let away = _mm256_cmp_pd::<_CMP_GT_OQ>(_mm256_and_pd(back, abs), _mm256_and_pd(x, abs));
+    let inexact = _mm256_cmp_pd::<_CMP_NEQ_OQ>(back, x);
+    // The low dword of each 64-bit mask lane (all ones or zero), in order.
+    let narrow = |m: __m256d| {
+        let even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+        _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(m), even))
+    };
+    let truncated = _mm_add_epi32(_mm_castps_si128(t), narrow(away)); // all ones = -1
+    _mm_or_si128(truncated, _mm_and_si128(narrow(inexact), _mm_set1_epi32(1)))
+}
+
+kernel!(f64_to_bf16_saturate: f64 => BF16, saturate = true, lanes = 16, |s| {
+    // One correct rounding: to odd in f32, then to nearest-even in bfloat16. NaN keeps its sign
+    // and top payload bits, quieted, as in the float32 Saturate kernel.
+    let f = |p: *const u8| {
+        let lo = f64x4_to_f32_odd(_mm256_loadu_pd(p.cast()));
+        let hi = f64x4_to_f32_odd(_mm256_loadu_pd(p.add(32).cast()));
+        let b = join(lo, hi);
+        bf16_round(b, _mm256_or_si256(_mm256_srli_epi32::<16>(b), splat(0x40)))
+    };
+    pack16(f(s), f(s.add(64)))
+});
+
+/// f32 magnitude bits → float8 codes by torch's rounding, without blends: the minimum of the
+/// normal path (given at least the smallest normal) and the subnormal path (a float add), as in
+/// the AVX-512 kernel, where the reasons are spelled out. Overflow, inf and NaN come out above
+/// every finite code.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn float8_magnitude<const MAN: u32, const BIAS: u32, const SHIFT: i32>(a: __m256i) -> __m256i {
+    debug_assert_eq!(SHIFT as u32, 23 - MAN);
+    let normal = _mm256_max_epu32(a, splat((128 - BIAS) << 23));
+    let odd = _mm256_and_si256(_mm256_srli_epi32::<SHIFT>(normal), splat(1));
     let rebias = BIAS.wrapping_sub(127) << 23;
     let half = (1u32 << (22 - MAN)) - 1;
-    let norm = _mm256_srlv_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(a, splat(rebias.wrapping_add(half))), odd),
-        shift,
+    let norm = _mm256_add_epi32(
+        _mm256_add_epi32(normal, splat(rebias.wrapping_add(half))),
+        odd,
     );
+    let norm = _mm256_srli_epi32::<SHIFT>(norm);
     let magic = (151 - BIAS - MAN) << 23;
     let sub = _mm256_sub_epi32(
         _mm256_castps_si256(_mm256_add_ps(
@@ -277,54 +313,60 @@ fn float8_round<const MAN: u32, const BIAS: u32>(b: __m256i) -> (__m256i, __m256
         )),
         splat(magic),
     );
-    // |x| bits are non-negative as i32, so the signed compare orders them.
-    let is_sub = _mm256_cmpgt_epi32(splat((128 - BIAS) << 23), a);
-    (_mm256_blendv_epi8(norm, sub, is_sub), sign, a)
+    _mm256_min_epu32(norm, sub)
 }
 
-/// float8_e4m3fn codes of eight f32 (torch 2.15: past 448 and inf saturate to 0x7E, NaN is 0x7F).
+/// Eight float8 codes from f32 bits `b`: `magnitude(|b|)` (at most 0x7E) with NaN lanes set to
+/// 0x7F and the sign bit put back.
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn e4m3fn_8(b: __m256i) -> __m256i {
-    let (code, sign, a) = float8_round::<3, 7>(b);
-    let code = _mm256_min_epu32(code, splat(0x7E));
-    let code = _mm256_blendv_epi8(code, splat(0x7F), _mm256_cmpgt_epi32(a, splat(0x7F80_0000)));
+fn float8_8(b: __m256i, magnitude: impl Fn(__m256i) -> __m256i) -> __m256i {
+    let a = _mm256_and_si256(b, splat(0x7FFF_FFFF));
+    // All ones in NaN lanes (|b| above inf's bits), else zero.
+    let nan = _mm256_srai_epi32::<31>(_mm256_sub_epi32(splat(0x7F80_0000), a));
+    let code = _mm256_and_si256(_mm256_or_si256(magnitude(a), nan), splat(0x7F));
+    let sign = _mm256_and_si256(_mm256_srli_epi32::<24>(b), splat(0x80));
     _mm256_or_si256(code, sign)
 }
 
-/// float8_e5m2 codes of eight f32: Torch overflows to inf (0x7C); Saturate clamps finite values to
-/// 0x7B and keeps inf. NaN is 0x7F.
+/// torch 2.15's float8_e4m3fn magnitude: past 448 and inf saturate to 0x7E (NaN: caller).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn e5m2_8<const SATURATE: bool>(b: __m256i) -> __m256i {
-    let (code, sign, a) = float8_round::<2, 15>(b);
-    let code = if SATURATE {
-        let code = _mm256_min_epu32(code, splat(0x7B));
-        _mm256_blendv_epi8(code, splat(0x7C), _mm256_cmpeq_epi32(a, splat(0x7F80_0000)))
+fn e4m3fn_magnitude(a: __m256i) -> __m256i {
+    _mm256_min_epu32(float8_magnitude::<3, 7, 20>(a), splat(0x7E))
+}
+
+/// float8_e5m2 magnitude. Torch: overflow and inf give inf (0x7C). Saturate: finite overflow
+/// gives 0x7B, inf stays inf (NaN: caller).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn e5m2_magnitude<const SATURATE: bool>(a: __m256i) -> __m256i {
+    let code = float8_magnitude::<2, 15, 21>(a);
+    if SATURATE {
+        let inf = _mm256_srli_epi32::<31>(_mm256_sub_epi32(splat(0x7F7F_FFFF), a));
+        _mm256_add_epi32(_mm256_min_epu32(code, splat(0x7B)), inf)
     } else {
         _mm256_min_epu32(code, splat(0x7C))
-    };
-    let code = _mm256_blendv_epi8(code, splat(0x7F), _mm256_cmpgt_epi32(a, splat(0x7F80_0000)));
-    _mm256_or_si256(code, sign)
+    }
 }
 
 kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 32, |s| {
-    let f = |p: *const u8| e4m3fn_8(_mm256_loadu_si256(p.cast()));
+    let f = |p: *const u8| float8_8(_mm256_loadu_si256(p.cast()), |a| e4m3fn_magnitude(a));
     pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
 });
 
 kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 32, |s| {
-    let f = |p: *const u8| e4m3fn_8(_mm256_loadu_si256(p.cast()));
+    let f = |p: *const u8| float8_8(_mm256_loadu_si256(p.cast()), |a| e4m3fn_magnitude(a));
     pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
 });
 
 kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 32, |s| {
-    let f = |p: *const u8| e5m2_8::<false>(_mm256_loadu_si256(p.cast()));
+    let f = |p: *const u8| float8_8(_mm256_loadu_si256(p.cast()), |a| e5m2_magnitude::<false>(a));
     pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
 });
 
 kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 32, |s| {
-    let f = |p: *const u8| e5m2_8::<true>(_mm256_loadu_si256(p.cast()));
+    let f = |p: *const u8| float8_8(_mm256_loadu_si256(p.cast()), |a| e5m2_magnitude::<true>(a));
     pack32(f(s), f(s.add(32)), f(s.add(64)), f(s.add(96)))
 });
 
@@ -349,13 +391,7 @@ pub(super) fn select(from: DType, to: DType, saturate: bool) -> Option<Kernel> {
         (Int64, Int32) => (i64_to_i32, i64_to_i32_saturate),
         (Float32, Float8E4M3Fn) => (f32_to_e4m3fn, f32_to_e4m3fn_saturate),
         (Float32, Float8E5M2) => (f32_to_e5m2_torch, f32_to_e5m2_saturate),
-        (Float64, BFloat16) => {
-            // Saturate's single rounding needs a truncating f64 -> f32 conversion AVX2 lacks.
-            if saturate {
-                return None;
-            }
-            (f64_to_bf16_torch, f64_to_bf16_torch)
-        }
+        (Float64, BFloat16) => (f64_to_bf16_torch, f64_to_bf16_saturate),
         _ => return None,
     };
     Some(if saturate { sat } else { torch })

@@ -254,23 +254,30 @@ kernel!(f32_to_u8_saturate: f32 => u8, saturate = true, lanes = 64, |s| {
     join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
 });
 
-/// f32 bits → float8 codes by torch's `fp8e4m3fn_from_fp32_value` / `fp8e5m2_from_fp32_value`
-/// scheme: a float add rounds the subnormals, an integer add rounds the normals to nearest-even.
-/// Returns (code without sign, sign byte in the low bits, |x| bits).
+/// f32 bits → float8 codes (sign not yet included) by torch's `fp8e4m3fn_from_fp32_value` /
+/// `fp8e5m2_from_fp32_value` rounding, without lane masks (compares into mask registers compete
+/// with the packing for one port). Normals: rebias the exponent, add just under half an ulp plus
+/// the kept lsb, truncate. Subnormals: a float add of 2^(24 - BIAS - MAN), whose f32 ulp is the
+/// format's subnormal quantum, rounds to nearest-even. Each path gives a number at least as large
+/// as the right code where the other is the right one (below the smallest normal the normal path
+/// is given the smallest normal; from it up the float-add count of quanta grows faster than the
+/// code), so the unsigned minimum of the two is the code. Overflow, inf and NaN come out above
+/// every finite code and are fixed by the caller.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-fn float8_round<const MAN: u32, const BIAS: u32>(b: __m512i) -> (__m512i, __m512i, __m512i) {
-    let sign = _mm512_srli_epi32::<24>(_mm512_and_si512(b, splat(0x8000_0000)));
-    let a = _mm512_and_si512(b, splat(0x7FFF_FFFF));
-    let shift = 23 - MAN;
-    // Normals: rebias the exponent, add just under half an ulp plus the kept lsb, truncate.
-    let odd = _mm512_and_si512(_mm512_srlv_epi32(a, splat(shift)), splat(1));
+fn float8_magnitude<const MAN: u32, const BIAS: u32, const SHIFT: u32>(a: __m512i) -> __m512i {
+    debug_assert_eq!(SHIFT, 23 - MAN);
+    // Below the smallest normal the normal path sees the smallest normal, whose code (1 << MAN)
+    // is at least the subnormal one.
+    let normal = _mm512_max_epu32(a, splat((128 - BIAS) << 23));
+    let odd = _mm512_and_si512(_mm512_srli_epi32::<SHIFT>(normal), splat(1));
     let rebias = (BIAS.wrapping_sub(127)) << 23;
-    let half = (1 << (shift - 1)) - 1;
-    let norm = _mm512_add_epi32(_mm512_add_epi32(a, splat(rebias.wrapping_add(half))), odd);
-    let norm = _mm512_srlv_epi32(norm, splat(shift));
-    // Subnormals: adding 2^(e) where the format's quantum lines up with f32's last bit.
-    // 2^(24 - BIAS - MAN) has an f32 ulp equal to the format's subnormal quantum 2^(1 - BIAS - MAN).
+    let half = (1 << (SHIFT - 1)) - 1;
+    let norm = _mm512_add_epi32(
+        _mm512_add_epi32(normal, splat(rebias.wrapping_add(half))),
+        odd,
+    );
+    let norm = _mm512_srli_epi32::<SHIFT>(norm);
     let magic = (151 - BIAS - MAN) << 23;
     let sub = _mm512_sub_epi32(
         _mm512_castps_si512(_mm512_add_ps(
@@ -279,68 +286,87 @@ fn float8_round<const MAN: u32, const BIAS: u32>(b: __m512i) -> (__m512i, __m512
         )),
         splat(magic),
     );
-    let is_sub = _mm512_cmplt_epu32_mask(a, splat((128 - BIAS) << 23));
-    (_mm512_mask_mov_epi32(norm, is_sub, sub), sign, a)
+    _mm512_min_epu32(norm, sub)
+}
+
+/// Sixteen float8 codes from f32 bits `b`: `magnitude(|b|)` (at most 0x7E) with NaN lanes set to
+/// 0x7F and the sign bit put back.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn float8_16(b: __m512i, magnitude: impl Fn(__m512i) -> __m512i) -> __m512i {
+    let a = _mm512_and_si512(b, splat(0x7FFF_FFFF));
+    // All ones in NaN lanes (|b| above inf's bits), else zero.
+    let nan = _mm512_srai_epi32::<31>(_mm512_sub_epi32(splat(0x7F80_0000), a));
+    // 0x7F in NaN lanes, and the sign in bit 7 (the top byte of b, shifted down): a bitwise
+    // select, A ? B : C per bit with A = 0x7F (truth table 0xCA).
+    let nan_sign = _mm512_ternarylogic_epi32::<0xCA>(splat(0x7F), nan, _mm512_srli_epi32::<24>(b));
+    _mm512_or_si512(magnitude(a), nan_sign)
+}
+
+/// Four vectors of sixteen codes (each below 256) as 64 bytes in element order: two rounds of
+/// packing (which interleave the 128-bit lanes), then one dword permutation to undo it.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn pack_bytes(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
+    let packed = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+    // Lane j of `packed` holds dwords [a_j, b_j, c_j, d_j] (4 elements each); dword 4v + j of the
+    // result is the j-th dword of vector v.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_permutexvar_epi32(order, packed)
+}
+
+/// torch 2.15's float8_e4m3fn magnitude: past 448 and inf saturate to 0x7E (NaN: caller).
+/// Torch and Saturate agree for float32 sources.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn e4m3fn_magnitude(a: __m512i) -> __m512i {
+    _mm512_min_epu32(float8_magnitude::<3, 7, 20>(a), splat(0x7E))
+}
+
+/// float8_e5m2 magnitude. Torch: overflow and inf give inf (0x7C). Saturate: finite overflow
+/// gives 0x7B (57344), inf stays inf (0x7B + 1 where |x| is inf's bits or above; NaN: caller).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+fn e5m2_magnitude<const SATURATE: bool>(a: __m512i) -> __m512i {
+    let code = float8_magnitude::<2, 15, 21>(a);
+    if SATURATE {
+        let inf = _mm512_srli_epi32::<31>(_mm512_sub_epi32(splat(0x7F7F_FFFF), a));
+        _mm512_add_epi32(_mm512_min_epu32(code, splat(0x7B)), inf)
+    } else {
+        _mm512_min_epu32(code, splat(0x7C))
+    }
+}
+
+/// Sixty-four f32 at `s` → float8 codes by `magnitude`.
+///
+/// # Safety
+/// `s` must be valid for 256 bytes of reads.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+unsafe fn float8_64(s: *const u8, magnitude: impl Fn(__m512i) -> __m512i + Copy) -> __m512i {
+    let part = |k: usize| {
+        // SAFETY: k < 4, so the 64 bytes lie inside the 256 the caller vouches for.
+        let bits = unsafe { _mm512_loadu_si512(s.add(64 * k).cast()) };
+        float8_16(bits, magnitude)
+    };
+    pack_bytes(part(0), part(1), part(2), part(3))
 }
 
 kernel!(f32_to_e4m3fn: f32 => E4M3Fn, saturate = false, lanes = 64, |s| {
-    let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
-    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+    float8_64(s, |a| e4m3fn_magnitude(a))
 });
 
 kernel!(f32_to_e4m3fn_saturate: f32 => E4M3Fn, saturate = true, lanes = 64, |s| {
-    let part = |p: *const u8| e4m3fn_16(_mm512_loadu_si512(p.cast()));
-    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+    float8_64(s, |a| e4m3fn_magnitude(a))
 });
 
 kernel!(f32_to_e5m2_torch: f32 => E5M2, saturate = false, lanes = 64, |s| {
-    let part = |p: *const u8| e5m2_16::<false>(_mm512_loadu_si512(p.cast()));
-    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+    float8_64(s, |a| e5m2_magnitude::<false>(a))
 });
 
 kernel!(f32_to_e5m2_saturate: f32 => E5M2, saturate = true, lanes = 64, |s| {
-    let part = |p: *const u8| e5m2_16::<true>(_mm512_loadu_si512(p.cast()));
-    join4(part(s), part(s.add(64)), part(s.add(128)), part(s.add(192)))
+    float8_64(s, |a| e5m2_magnitude::<true>(a))
 });
-
-/// Sixteen f32 bits → float8_e4m3fn codes (torch 2.15: past 448 and inf saturate to 0x7E; NaN is
-/// 0x7F). Torch and Saturate agree for float32 sources.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-fn e4m3fn_16(b: __m512i) -> __m128i {
-    let (code, sign, a) = float8_round::<3, 7>(b);
-    let code = _mm512_min_epu32(code, splat(0x7E));
-    let code = _mm512_mask_mov_epi32(
-        code,
-        _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)),
-        splat(0x7F),
-    );
-    _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
-}
-
-/// Sixteen f32 bits → float8_e5m2 codes. Torch: overflow and inf give inf (0x7C). Saturate:
-/// finite overflow gives 0x7B (57344), inf stays inf. NaN is 0x7F either way.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-fn e5m2_16<const SATURATE: bool>(b: __m512i) -> __m128i {
-    let (code, sign, a) = float8_round::<2, 15>(b);
-    let code = if SATURATE {
-        let code = _mm512_min_epu32(code, splat(0x7B));
-        _mm512_mask_mov_epi32(
-            code,
-            _mm512_cmpeq_epu32_mask(a, splat(0x7F80_0000)),
-            splat(0x7C),
-        )
-    } else {
-        _mm512_min_epu32(code, splat(0x7C))
-    };
-    let code = _mm512_mask_mov_epi32(
-        code,
-        _mm512_cmpgt_epu32_mask(a, splat(0x7F80_0000)),
-        splat(0x7F),
-    );
-    _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign))
-}
 
 kernel!(f16_to_bf16_torch: F16 => BF16, saturate = false, lanes = 32, |s| {
     // float16 -> f32 is exact; c10::BFloat16(float) then rounds, NaN -> 0x7FC0.

@@ -1,0 +1,557 @@
+//! How Checked and Exact casts look at the source before writing anything: a [`Plan`] per pair
+//! and mode, and [`Screen`]s — cheap vectorised tests that clear whole blocks of elements, so
+//! that the exact per-element rules only see the blocks a screen cannot clear.
+
+use std::sync::OnceLock;
+
+use dtcast_dtype::{Category, DType};
+
+use crate::check::int_range;
+use crate::dispatch::AcceptTable;
+
+/// What checking one pair in one mode takes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Plan {
+    /// No element of the source can fail (Checked int32 → float32 rounds but never fails; so does
+    /// float16 → bfloat16): nothing to check, and the cast runs at Torch-mode speed.
+    Nothing,
+    /// Screen each block; the per-element rules check the blocks the screen cannot clear.
+    Screen(Screen),
+    /// The per-element rules for every element.
+    Elements,
+}
+
+/// A test that every element of a block surely passes, written so that the compiler vectorises
+/// it. Each is exact (it fails an element exactly when the per-element rules do) except where
+/// noted; a block that fails a screen is checked again element by element, which finds the first
+/// offending element.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Screen {
+    /// An element fails iff `key(bits) - lo`, wrapping in the source's width, is below `len`:
+    /// the failing elements are one run of keys (`0 < len < 2^width`).
+    Run { key: Key, lo: u64, len: u64 },
+    /// One- or two-byte sources: the verdict for every bit pattern, looked up.
+    Table { accept: &'static [bool] },
+}
+
+/// What a [`Screen::Run`] compares instead of the raw bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// The bits under a mask (dropping a float's sign bit makes overflow one run of magnitudes).
+    Masked(u64),
+    /// A signed integer's bits with the sign bit flipped: ordered like the values, unsigned.
+    Signed,
+    /// A float's bits, all flipped when negative and the sign bit flipped when not: ordered like
+    /// the values (NaNs beyond the infinities), unsigned.
+    Float,
+}
+
+/// The plan for checking `n` elements from `from` to `to` (Exact mode if `exact`, else Checked).
+/// One- and two-byte sources are decided bit pattern by bit pattern, once per process: one-byte
+/// sources always, two-byte ones once a buffer is at least as long as the table (65,536).
+pub(crate) fn plan(from: DType, to: DType, exact: bool, n: usize, table: AcceptTable) -> Plan {
+    let small = from.itemsize() <= 2;
+    if small && (from.itemsize() == 1 || n >= 1 << 16 || has_table_plan(from, to, exact)) {
+        table_plan(from, to, exact, table)
+    } else if exact {
+        Plan::Elements
+    } else {
+        checked_plan(from, to)
+    }
+}
+
+/// Plans from the verdict on every bit pattern, per (source, destination, mode).
+static TABLE_PLANS: [OnceLock<Plan>; DType::COUNT * DType::COUNT * 2] =
+    [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
+
+fn table_slot(from: DType, to: DType, exact: bool) -> usize {
+    (from.index() * DType::COUNT + to.index()) * 2 + usize::from(exact)
+}
+
+/// Whether [`table_plan`] has already been worked out for this pair and mode.
+fn has_table_plan(from: DType, to: DType, exact: bool) -> bool {
+    TABLE_PLANS[table_slot(from, to, exact)].get().is_some()
+}
+
+/// The plan from the verdict on every bit pattern, worked out once per (pair, mode).
+fn table_plan(from: DType, to: DType, exact: bool, table: AcceptTable) -> Plan {
+    *TABLE_PLANS[table_slot(from, to, exact)].get_or_init(|| {
+        let Some(accept) = table(exact) else {
+            return Plan::Elements;
+        };
+        if accept.iter().all(|&ok| ok) {
+            Plan::Nothing
+        } else if let Some(run) = table_run(&accept) {
+            Plan::Screen(run)
+        } else {
+            // Leaked once per pair and mode at most (this runs inside the cache's initialiser).
+            Plan::Screen(Screen::Table {
+                accept: Vec::leak(accept),
+            })
+        }
+    })
+}
+
+/// A [`Screen::Run`] for a verdict table whose failures form one run of codes (after dropping the
+/// sign bit if both halves of the table agree), if they do.
+fn table_run(accept: &[bool]) -> Option<Screen> {
+    let half = accept.len() / 2;
+    let (mask, part) = if accept[..half] == accept[half..] {
+        (half - 1, &accept[..half])
+    } else {
+        (accept.len() - 1, accept)
+    };
+    let lo = part.iter().position(|&ok| !ok)?;
+    let len = part[lo..]
+        .iter()
+        .position(|&ok| ok)
+        .unwrap_or(part.len() - lo);
+    let rest_passes = part[lo + len..].iter().all(|&ok| ok);
+    // A run of every code means every element fails: nothing to screen.
+    (rest_passes && len < part.len()).then_some(Screen::Run {
+        key: Key::Masked(mask as u64),
+        lo: lo as u64,
+        len: len as u64,
+    })
+}
+
+/// The Checked-mode plan for sources without a table: integers, float32 and float64.
+fn checked_plan(from: DType, to: DType) -> Plan {
+    let to = to.to_real();
+    let width = from.bits() as u32;
+    match from.category() {
+        Category::SignedInt | Category::UnsignedInt => {
+            // The accepted values are one range of integers.
+            let (lo, hi) = match to.category() {
+                Category::SignedInt | Category::UnsignedInt => int_range(to),
+                Category::Floating => match to.float_format() {
+                    Some(f) => {
+                        // Integers inside the overflow threshold, and the threshold itself when
+                        // the tie rounds down (`as` saturates: huge thresholds cover every
+                        // integer); e8m0 holds only positive values.
+                        let (t, tie_overflows) = f.overflow_threshold();
+                        let hi = if t.fract() == 0.0 && tie_overflows {
+                            (t as i128).saturating_sub(1)
+                        } else {
+                            t.floor() as i128
+                        };
+                        (if f.signed { -hi } else { 1 }, hi)
+                    }
+                    None => return Plan::Elements,
+                },
+                _ => return Plan::Nothing, // bool takes every integer
+            };
+            let (flo, fhi) = int_range(from);
+            let (lo, hi) = (lo.max(flo), hi.min(fhi));
+            if lo > hi {
+                return Plan::Elements;
+            }
+            let (key, offset) = if from.is_signed() {
+                (Key::Signed, 1i128 << (width - 1))
+            } else {
+                (Key::Masked(u64::MAX), 0)
+            };
+            accepted_run(width, key, (lo + offset) as u128, (hi + offset) as u128)
+        }
+        Category::Floating if matches!(from, DType::Float32 | DType::Float64) => {
+            let single = from == DType::Float32;
+            match to.category() {
+                // Bool takes everything but NaN.
+                Category::Bool => accepted_run(
+                    width,
+                    Key::Float,
+                    float_key(f64::NEG_INFINITY, single),
+                    float_key(f64::INFINITY, single),
+                ),
+                // Integers take what truncates into their range: the open interval
+                // (lo - 1, hi + 1). hi + 1 is a power of two, so the source holds it; lo - 1
+                // it may not (-2^63 - 1), and then no source value lies between it and lo.
+                Category::SignedInt | Category::UnsignedInt => {
+                    let (lo, hi) = int_range(to);
+                    let below = if single {
+                        f64::from((lo - 1) as f32)
+                    } else {
+                        (lo - 1) as f64
+                    };
+                    let first = if below as i128 == lo - 1 {
+                        next_in(below, single, Dir::Up, true)
+                    } else {
+                        lo as f64
+                    };
+                    let last = next_in((hi + 1) as f64, single, Dir::Down, true);
+                    accepted_run(
+                        width,
+                        Key::Float,
+                        float_key(first, single),
+                        float_key(last, single),
+                    )
+                }
+                Category::Floating => match to.float_format() {
+                    Some(f) => {
+                        // Magnitudes from the threshold on overflow (the tie itself when it
+                        // overflows), up to inf, and inf too when the format has none.
+                        let (t, tie_overflows) = f.overflow_threshold();
+                        let first = next_in(t, single, Dir::Up, !tie_overflows);
+                        let first = float_bits(first, single);
+                        let inf = float_bits(f64::INFINITY, single);
+                        if f.signed {
+                            let end = inf + u128::from(!f.has_inf);
+                            let abs = (1u64 << (width - 1)) - 1;
+                            failing_run(width, Key::Masked(abs), first, end.saturating_sub(first))
+                        } else {
+                            // e8m0: no sign, no zero. Failing: from the threshold up through
+                            // every negative bit pattern, wrapping round to +0. (NaNs fail the
+                            // screen too, though the rules take them: this screen is not exact.)
+                            let all = 1u128 << width;
+                            failing_run(width, Key::Masked(u64::MAX), first, all - first + 1)
+                        }
+                    }
+                    None => Plan::Elements,
+                },
+                _ => Plan::Elements,
+            }
+        }
+        _ => Plan::Elements,
+    }
+}
+
+/// The plan for a source of `width` bits whose accepted keys are `[first, last]`.
+fn accepted_run(width: u32, key: Key, first: u128, last: u128) -> Plan {
+    let all = 1u128 << width;
+    failing_run(width, key, (last + 1) % all, all - (last - first + 1))
+}
+
+/// The plan for a source of `width` bits whose failing keys are the `len` from `lo` on (mod 2^width).
+fn failing_run(width: u32, key: Key, lo: u128, len: u128) -> Plan {
+    if len == 0 {
+        Plan::Nothing
+    } else if len >= 1u128 << width {
+        Plan::Elements
+    } else {
+        Plan::Screen(Screen::Run {
+            key,
+            lo: lo as u64,
+            len: len as u64,
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Up,
+    Down,
+}
+
+/// The nearest value of the source format (f32 if `single`, else f64) at or beyond `x` in
+/// direction `dir` — strictly beyond when `strict`.
+fn next_in(x: f64, single: bool, dir: Dir, strict: bool) -> f64 {
+    let beyond = |v: f64| match dir {
+        Dir::Up => v > x || (!strict && v == x),
+        Dir::Down => v < x || (!strict && v == x),
+    };
+    if single {
+        let f = x as f32;
+        let step = |f: f32| {
+            if dir == Dir::Up {
+                f.next_up()
+            } else {
+                f.next_down()
+            }
+        };
+        f64::from(if beyond(f64::from(f)) { f } else { step(f) })
+    } else if beyond(x) {
+        x
+    } else if dir == Dir::Up {
+        x.next_up()
+    } else {
+        x.next_down()
+    }
+}
+
+/// The bits of `x`, a value of the source format.
+fn float_bits(x: f64, single: bool) -> u128 {
+    if single {
+        u128::from((x as f32).to_bits())
+    } else {
+        u128::from(x.to_bits())
+    }
+}
+
+/// [`Key::Float`] of `x`, a value of the source format.
+fn float_key(x: f64, single: bool) -> u128 {
+    let width = if single { 32 } else { 64 };
+    let bits = float_bits(x, single);
+    let sign = 1u128 << (width - 1);
+    if bits & sign != 0 {
+        bits ^ ((1u128 << width) - 1)
+    } else {
+        bits ^ sign
+    }
+}
+
+impl Screen {
+    /// `true` if every element of `block` (little-endian `from` elements) surely passes.
+    pub(crate) fn passes(&self, block: &[u8], from: DType) -> bool {
+        #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
+        if crate::kernels::backend() == crate::kernels::Backend::Avx512 {
+            /// The same loops compiled for AVX-512, where they vectorise well (the x86-64 baseline
+            /// has no 64-bit compares or shifts in SIMD).
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            fn passes_avx512(screen: &Screen, block: &[u8], from: DType) -> bool {
+                screen.passes_portable(block, from)
+            }
+            // SAFETY: the backend was detected, so the CPU has these features.
+            return unsafe { passes_avx512(self, block, from) };
+        }
+        self.passes_portable(block, from)
+    }
+
+    #[inline(always)]
+    fn passes_portable(&self, block: &[u8], from: DType) -> bool {
+        match *self {
+            Screen::Run { key, lo, len } => {
+                /// The run test in the source's own width, one loop per key.
+                macro_rules! run {
+                    ($u:ty, $i:ty, $n:literal) => {{
+                        const SIGN: $u = 1 << ($n * 8 - 1);
+                        let (lo, len) = (lo as $u, len as $u);
+                        let outside = |k: $u| k.wrapping_sub(lo) >= len;
+                        match key {
+                            Key::Masked(mask) => {
+                                let mask = mask as $u;
+                                all(block, |b: [u8; $n]| outside(<$u>::from_le_bytes(b) & mask))
+                            }
+                            Key::Signed => {
+                                all(block, |b: [u8; $n]| outside(<$u>::from_le_bytes(b) ^ SIGN))
+                            }
+                            Key::Float => all(block, |b: [u8; $n]| {
+                                let x = <$u>::from_le_bytes(b);
+                                outside(x ^ ((<$i>::from_le_bytes(b) >> ($n * 8 - 1)) as $u | SIGN))
+                            }),
+                        }
+                    }};
+                }
+                match from.itemsize() {
+                    1 => run!(u8, i8, 1),
+                    2 => run!(u16, i16, 2),
+                    4 => run!(u32, i32, 4),
+                    8 => run!(u64, i64, 8),
+                    _ => false,
+                }
+            }
+            Screen::Table { accept } => match from.itemsize() {
+                1 => all(block, |b: [u8; 1]| accept[usize::from(b[0])]),
+                _ => all(block, |b: [u8; 2]| {
+                    accept[usize::from(u16::from_le_bytes(b))]
+                }),
+            },
+        }
+    }
+}
+
+/// `true` if `ok` holds for every `N`-byte element of `block`; branch-free so that it vectorises.
+#[inline(always)]
+fn all<const N: usize>(block: &[u8], ok: impl Fn([u8; N]) -> bool) -> bool {
+    let (elements, _) = block.as_chunks::<N>();
+    // A count of failures (not an early exit, not a fold over bools) is what LLVM vectorises;
+    // plain loops (not `Iterator::sum`, whose `fold` may stay out of line and so lose the
+    // caller's target features). Each 512-byte group first prefetches the group a few KiB
+    // ahead, as the cast kernels do: spread out so, the prefetches never queue up.
+    let mut failures = 0u32;
+    for group in elements.chunks(512 / N) {
+        crate::kernels::prefetch_ahead(group.as_ptr().cast(), 8);
+        for &b in group {
+            failures += u32::from(!ok(b));
+        }
+    }
+    failures == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table_of(rejects: &[usize], size: usize) -> Vec<bool> {
+        let mut t = vec![true; size];
+        for &r in rejects {
+            t[r] = false;
+        }
+        t
+    }
+
+    fn run_of(screen: Option<Screen>) -> Option<(Key, u64, u64)> {
+        match screen? {
+            Screen::Run { key, lo, len } => Some((key, lo, len)),
+            Screen::Table { .. } => None,
+        }
+    }
+
+    #[test]
+    fn one_run_of_failures_in_a_table_becomes_a_run_screen() {
+        // Both signs fail alike: the sign bit is masked off.
+        let t = table_of(&[0x70, 0x71, 0xF0, 0xF1], 256);
+        assert_eq!(run_of(table_run(&t)), Some((Key::Masked(0x7F), 0x70, 2)));
+        // One sign only: the whole code is compared.
+        let t = table_of(&[0x80, 0x81, 0x82], 256);
+        assert_eq!(run_of(table_run(&t)), Some((Key::Masked(0xFF), 0x80, 3)));
+        // A run up to the last code.
+        let rejects: Vec<usize> = (0x7C00..0x8000).chain(0xFC00..0x10000).collect();
+        let t = table_of(&rejects, 1 << 16);
+        assert_eq!(
+            run_of(table_run(&t)),
+            Some((Key::Masked(0x7FFF), 0x7C00, 0x400))
+        );
+    }
+
+    #[test]
+    fn scattered_failures_need_the_table() {
+        assert!(table_run(&table_of(&[3, 5], 256)).is_none());
+        assert!(table_run(&[false; 256]).is_none());
+    }
+
+    #[test]
+    fn plans_give_the_element_rules_verdict_on_every_bit_pattern() {
+        // For every one- and two-byte source, destination and mode: what the plan lets through
+        // is exactly what the per-element rules accept, code by code.
+        for from in DType::ALL.into_iter().filter(|d| d.itemsize() <= 2) {
+            let codes = 1usize << (8 * from.itemsize());
+            for to in DType::ALL {
+                let fns = crate::dispatch::pair_fns(from, to).unwrap();
+                for exact in [false, true] {
+                    let accept = (fns.accept_table)(exact).unwrap();
+                    let plan = plan(from, to, exact, codes, fns.accept_table);
+                    for (code, &ok) in accept.iter().enumerate() {
+                        let bytes = &(code as u16).to_le_bytes()[..from.itemsize()];
+                        let passes = match plan {
+                            Plan::Nothing => true,
+                            Plan::Screen(s) => s.passes(bytes, from),
+                            Plan::Elements => panic!("{from} -> {to}: no plan from the table"),
+                        };
+                        assert_eq!(
+                            passes, ok,
+                            "{from} -> {to} (exact: {exact}), code {code:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Elements the Checked rules accept or reject, to test screens of wider sources with.
+    fn verdict(from: DType, to: DType, bytes: &[u8]) -> bool {
+        let check = crate::dispatch::pair_fns(from, to).unwrap().check;
+        check(bytes, false, 0).is_ok()
+    }
+
+    #[test]
+    fn checked_plans_for_wide_sources_agree_with_the_element_rules_at_the_edges() {
+        // Around every boundary a screen is built from: the integer ranges, the float
+        // thresholds, zero, the infinities and NaN — for every wide source and destination.
+        let mut f64s: Vec<f64> = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MAX,
+            f64::MIN,
+        ];
+        for to in DType::ALL {
+            if let Some(f) = to.to_real().float_format() {
+                let (t, _) = f.overflow_threshold();
+                f64s.extend([t, -t, f.max_finite, -f.max_finite]);
+            }
+            if to.is_integral(false) {
+                let (lo, hi) = int_range(to);
+                f64s.extend([
+                    lo as f64 - 1.0,
+                    lo as f64,
+                    hi as f64,
+                    hi as f64 + 1.0,
+                    lo as f64 - 0.5,
+                    hi as f64 + 0.5,
+                ]);
+            }
+        }
+        let mut values = Vec::new();
+        for x in f64s {
+            for single in [true, false] {
+                for dir in [Dir::Up, Dir::Down] {
+                    for strict in [true, false] {
+                        let v = next_in(x, single, dir, strict);
+                        values.push(v);
+                        values.push(next_in(v, single, dir, true));
+                    }
+                }
+            }
+        }
+        let ints: Vec<i128> = values
+            .iter()
+            .filter(|v| v.is_finite())
+            .map(|&v| v as i128)
+            .chain([0, 1, -1, i128::from(i64::MIN), i128::from(u64::MAX)])
+            .collect();
+        for from in DType::ALL
+            .into_iter()
+            .filter(|d| d.itemsize() >= 4 && !d.is_complex())
+        {
+            for to in DType::ALL {
+                let Plan::Screen(screen) = checked_plan(from, to) else {
+                    continue;
+                };
+                let samples: Vec<Vec<u8>> = match from {
+                    DType::Float32 => values
+                        .iter()
+                        .map(|&v| (v as f32).to_le_bytes().to_vec())
+                        .collect(),
+                    DType::Float64 => values.iter().map(|&v| v.to_le_bytes().to_vec()).collect(),
+                    _ => ints
+                        .iter()
+                        .flat_map(|&i| [i, i.wrapping_sub(1), i.wrapping_add(1)])
+                        .map(|i| (i as u64).to_le_bytes()[..from.itemsize()].to_vec())
+                        .collect(),
+                };
+                // And random bit patterns.
+                let mut state = 0x9E37_79B9_7F4A_7C15u64;
+                let random = (0..20_000).map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state.to_le_bytes()[..from.itemsize()].to_vec()
+                });
+                let samples: Vec<Vec<u8>> = samples.into_iter().chain(random).collect();
+                let exact = !(to == DType::Float8E8M0Fnu && from.is_floating_point());
+                for bytes in samples {
+                    let (passes, ok) = (screen.passes(&bytes, from), verdict(from, to, &bytes));
+                    assert!(
+                        !passes || ok,
+                        "{from} -> {to}: the screen clears {bytes:02x?}, which fails"
+                    );
+                    if exact {
+                        assert_eq!(
+                            passes, ok,
+                            "{from} -> {to}: screen and rules differ on {bytes:02x?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pairs_that_cannot_fail_have_nothing_to_check() {
+        let nothing = |from, to| matches!(checked_plan(from, to), Plan::Nothing);
+        assert!(nothing(DType::Int32, DType::Float32));
+        assert!(nothing(DType::Int64, DType::BFloat16));
+        assert!(nothing(DType::UInt32, DType::Int64));
+        assert!(nothing(DType::Int64, DType::Bool));
+        assert!(!nothing(DType::UInt64, DType::Float16));
+        assert!(!nothing(DType::Int32, DType::Float8E8M0Fnu));
+        assert!(!nothing(DType::Float32, DType::BFloat16)); // f32::MAX rounds past bf16's max
+        assert!(!nothing(DType::Float32, DType::Int32)); // NaN
+        assert!(!nothing(DType::Float32, DType::Bool)); // NaN
+    }
+}
