@@ -299,19 +299,19 @@ fn check_all(
 ) -> Result<(), CastError> {
     const BLOCK: usize = 1024;
     let chunk = |s: &[u8], base: usize| -> Result<(), CastError> {
-        match screen {
-            None => check(s, exact, base),
-            Some(screen) => s
-                .chunks(BLOCK * from.itemsize())
-                .enumerate()
-                .try_for_each(|(j, b)| {
-                    if screen.passes(b, from) {
-                        Ok(())
-                    } else {
-                        check(b, exact, base + j * BLOCK)
-                    }
-                }),
-        }
+        let Some(screen) = screen else {
+            return check(s, exact, base);
+        };
+        let mut scratch = Vec::new();
+        s.chunks(BLOCK * from.itemsize())
+            .enumerate()
+            .try_for_each(|(j, b)| {
+                if screen.passes(b, from, &mut scratch) {
+                    Ok(())
+                } else {
+                    check(b, exact, base + j * BLOCK)
+                }
+            })
     };
     let n = src.len() / from.itemsize();
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {

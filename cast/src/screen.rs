@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 use dtcast_dtype::{Category, DType};
 
 use crate::check::int_range;
-use crate::dispatch::AcceptTable;
+use crate::check::lossless;
+use crate::dispatch::{pair_fns, AcceptTable, Kernel};
+use crate::kernels::{backend, select};
 
 /// What checking one pair in one mode takes.
 #[derive(Clone, Copy, Debug)]
@@ -32,6 +34,18 @@ pub(crate) enum Screen {
     Run { key: Key, lo: u64, len: u64 },
     /// One- or two-byte sources: the verdict for every bit pattern, looked up.
     Table { accept: &'static [bool] },
+    /// Exact mode: an element passes iff casting it there and back gives its bits again — and,
+    /// when `within` is given, it also passes that run. Sound where every destination value
+    /// converts back exactly (then the destination holds the source's value), and for float →
+    /// integer casts with `within` the Checked range (an integer converts back to an integral
+    /// float, and an integral float inside the range converts exactly). Not exact: NaNs whose
+    /// payload changes and -0 → integer fail the screen, and the per-element rules take them.
+    RoundTrip {
+        there: Kernel,
+        back: Kernel,
+        to_size: usize,
+        within: Option<(Key, u64, u64)>,
+    },
 }
 
 /// What a [`Screen::Run`] compares instead of the raw bits.
@@ -54,10 +68,61 @@ pub(crate) fn plan(from: DType, to: DType, exact: bool, n: usize, table: AcceptT
     if small && (from.itemsize() == 1 || n >= 1 << 16 || has_table_plan(from, to, exact)) {
         table_plan(from, to, exact, table)
     } else if exact {
-        Plan::Elements
+        exact_plan(from, to)
     } else {
         checked_plan(from, to)
     }
+}
+
+/// The Exact-mode plan for sources without a table.
+fn exact_plan(from: DType, to: DType) -> Plan {
+    let real = to.to_real();
+    // Integers up to 2^precision (and within the largest finite value) are exact in a signed
+    // float format.
+    if from.is_integral(false) && real.is_floating_point() {
+        return match real.float_format() {
+            Some(f) if f.signed => {
+                let bound = (1i128 << (f.mantissa_bits + 1)).min(f.max_finite.floor() as i128);
+                int_source_plan(from, -bound, bound)
+            }
+            _ => Plan::Elements,
+        };
+    }
+    let within = if lossless(to, from) {
+        None
+    } else if from.is_floating_point() && !from.is_complex() && to.is_integral(false) {
+        match checked_plan(from, to) {
+            Plan::Screen(Screen::Run { key, lo, len }) => Some((key, lo, len)),
+            _ => return Plan::Elements,
+        }
+    } else {
+        return Plan::Elements;
+    };
+    let (Some(forward), Some(backward)) = (pair_fns(from, to), pair_fns(to, from)) else {
+        return Plan::Elements;
+    };
+    Plan::Screen(Screen::RoundTrip {
+        there: select(backend(), from, to, false).unwrap_or(forward.torch),
+        back: select(backend(), to, from, false).unwrap_or(backward.torch),
+        to_size: to.itemsize(),
+        within,
+    })
+}
+
+/// The plan for an integer source whose accepted values are `[lo, hi]`.
+fn int_source_plan(from: DType, lo: i128, hi: i128) -> Plan {
+    let width = from.bits() as u32;
+    let (flo, fhi) = int_range(from);
+    let (lo, hi) = (lo.max(flo), hi.min(fhi));
+    if lo > hi {
+        return Plan::Elements;
+    }
+    let (key, offset) = if from.is_signed() {
+        (Key::Signed, 1i128 << (width - 1))
+    } else {
+        (Key::Masked(u64::MAX), 0)
+    };
+    accepted_run(width, key, (lo + offset) as u128, (hi + offset) as u128)
 }
 
 /// Plans from the verdict on every bit pattern, per (source, destination, mode).
@@ -141,17 +206,7 @@ fn checked_plan(from: DType, to: DType) -> Plan {
                 },
                 _ => return Plan::Nothing, // bool takes every integer
             };
-            let (flo, fhi) = int_range(from);
-            let (lo, hi) = (lo.max(flo), hi.min(fhi));
-            if lo > hi {
-                return Plan::Elements;
-            }
-            let (key, offset) = if from.is_signed() {
-                (Key::Signed, 1i128 << (width - 1))
-            } else {
-                (Key::Masked(u64::MAX), 0)
-            };
-            accepted_run(width, key, (lo + offset) as u128, (hi + offset) as u128)
+            int_source_plan(from, lo, hi)
         }
         Category::Floating if matches!(from, DType::Float32 | DType::Float64) => {
             let single = from == DType::Float32;
@@ -290,8 +345,21 @@ fn float_key(x: f64, single: bool) -> u128 {
 }
 
 impl Screen {
-    /// `true` if every element of `block` (little-endian `from` elements) surely passes.
-    pub(crate) fn passes(&self, block: &[u8], from: DType) -> bool {
+    /// `true` if every element of `block` (little-endian `from` elements) surely passes;
+    /// `scratch` is working memory, reused from block to block.
+    pub(crate) fn passes(&self, block: &[u8], from: DType, scratch: &mut Vec<u8>) -> bool {
+        if let Screen::RoundTrip {
+            there,
+            back,
+            to_size,
+            within,
+        } = *self
+        {
+            let inside = within.is_none_or(|(key, lo, len)| {
+                Screen::Run { key, lo, len }.passes(block, from, scratch)
+            });
+            return inside && round_trips(block, from.itemsize(), there, back, to_size, scratch);
+        }
         #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
         if crate::kernels::backend() == crate::kernels::Backend::Avx512 {
             /// The same loops compiled for AVX-512, where they vectorise well (the x86-64 baseline
@@ -345,8 +413,27 @@ impl Screen {
                     accept[usize::from(u16::from_le_bytes(b))]
                 }),
             },
+            Screen::RoundTrip { .. } => false, // handled in `passes`
         }
     }
+}
+
+/// Whether casting `block` (elements of `from_size` bytes) by `there` and then `back` gives its
+/// bytes again.
+fn round_trips(
+    block: &[u8],
+    from_size: usize,
+    there: Kernel,
+    back: Kernel,
+    to_size: usize,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    let mid_len = block.len() / from_size * to_size;
+    scratch.resize(mid_len + block.len(), 0);
+    let (mid, again) = scratch.split_at_mut(mid_len);
+    there(block, mid);
+    back(mid, again);
+    *again == *block
 }
 
 /// `true` if `ok` holds for every `N`-byte element of `block`; branch-free so that it vectorises.
@@ -382,7 +469,7 @@ mod tests {
     fn run_of(screen: Option<Screen>) -> Option<(Key, u64, u64)> {
         match screen? {
             Screen::Run { key, lo, len } => Some((key, lo, len)),
-            Screen::Table { .. } => None,
+            _ => None,
         }
     }
 
@@ -424,7 +511,7 @@ mod tests {
                         let bytes = &(code as u16).to_le_bytes()[..from.itemsize()];
                         let passes = match plan {
                             Plan::Nothing => true,
-                            Plan::Screen(s) => s.passes(bytes, from),
+                            Plan::Screen(s) => s.passes(bytes, from, &mut Vec::new()),
                             Plan::Elements => panic!("{from} -> {to}: no plan from the table"),
                         };
                         assert_eq!(
@@ -438,13 +525,13 @@ mod tests {
     }
 
     /// Elements the Checked rules accept or reject, to test screens of wider sources with.
-    fn verdict(from: DType, to: DType, bytes: &[u8]) -> bool {
+    fn verdict(from: DType, to: DType, exact: bool, bytes: &[u8]) -> bool {
         let check = crate::dispatch::pair_fns(from, to).unwrap().check;
-        check(bytes, false, 0).is_ok()
+        check(bytes, exact, 0).is_ok()
     }
 
     #[test]
-    fn checked_plans_for_wide_sources_agree_with_the_element_rules_at_the_edges() {
+    fn plans_for_wide_sources_agree_with_the_element_rules_at_the_edges() {
         // Around every boundary a screen is built from: the integer ranges, the float
         // thresholds, zero, the infinities and NaN — for every wide source and destination.
         let mut f64s: Vec<f64> = vec![
@@ -498,8 +585,16 @@ mod tests {
             .into_iter()
             .filter(|d| d.itemsize() >= 4 && !d.is_complex())
         {
-            for to in DType::ALL {
-                let Plan::Screen(screen) = checked_plan(from, to) else {
+            for (to, exact) in DType::ALL
+                .into_iter()
+                .flat_map(|to| [(to, false), (to, true)])
+            {
+                let plan = if exact {
+                    exact_plan(from, to)
+                } else {
+                    checked_plan(from, to)
+                };
+                let Plan::Screen(screen) = plan else {
                     continue;
                 };
                 let samples: Vec<Vec<u8>> = match from {
@@ -523,14 +618,19 @@ mod tests {
                     state.to_le_bytes()[..from.itemsize()].to_vec()
                 });
                 let samples: Vec<Vec<u8>> = samples.into_iter().chain(random).collect();
-                let exact = !(to == DType::Float8E8M0Fnu && from.is_floating_point());
+                // Exact screens, and Checked ones into e8m0 from floats, may fail good elements too.
+                let e8m0_from_float = to == DType::Float8E8M0Fnu && from.is_floating_point();
+                let precise = !exact && !e8m0_from_float;
                 for bytes in samples {
-                    let (passes, ok) = (screen.passes(&bytes, from), verdict(from, to, &bytes));
+                    let (passes, ok) = (
+                        screen.passes(&bytes, from, &mut Vec::new()),
+                        verdict(from, to, exact, &bytes),
+                    );
                     assert!(
                         !passes || ok,
                         "{from} -> {to}: the screen clears {bytes:02x?}, which fails"
                     );
-                    if exact {
+                    if precise {
                         assert_eq!(
                             passes, ok,
                             "{from} -> {to}: screen and rules differ on {bytes:02x?}"

@@ -119,7 +119,7 @@ fn measure(
     repeat: u32,
     kernels: Backend,
 ) -> Result<Figures, CmdError> {
-    let src = sample(from, n)?;
+    let src = sample(from, to, mode, n)?;
     let mut dst = vec![0u8; n * to.itemsize()];
     // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
     let half = n * (from.itemsize() + to.itemsize()) / 2;
@@ -160,23 +160,27 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
 }
-/// `n` elements of `dtype`: a spread of values in [0.5, 99.5), which every dtype holds (so that
-/// Checked and Exact runs measure the check, not an error), cast from f64 as a user's data would be.
-fn sample(dtype: DType, n: usize) -> Result<Vec<u8>, CmdError> {
+
+/// `n` elements of `from` that `to` holds, so that Checked and Exact runs measure the check, not
+/// an error, cast from f64 as a user's data would be: a spread of values in [0.5, 99.5) (which
+/// every dtype holds after rounding), or for Exact runs powers of two from 1 to 64 (which every
+/// dtype but bool holds exactly; 1 for bool).
+fn sample(from: DType, to: DType, mode: CastMode, n: usize) -> Result<Vec<u8>, CmdError> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let bool_side = from == DType::Bool || to == DType::Bool;
     let values: Vec<u8> = (0..n)
         .flat_map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
-            (0.5 + unit * 99.0).to_le_bytes()
+            let x = match mode {
+                CastMode::Exact if bool_side => 1.0,
+                CastMode::Exact => f64::from(1u32 << (state % 7)),
+                _ => 0.5 + unit * 99.0,
+            };
+            x.to_le_bytes()
         })
         .collect();
-    Ok(cast_to_vec(
-        &values,
-        DType::Float64,
-        dtype,
-        CastMode::Torch,
-    )?)
+    Ok(cast_to_vec(&values, DType::Float64, from, CastMode::Torch)?)
 }

@@ -133,27 +133,30 @@ fn fast_kernels_match_on_large_multithreaded_buffers() {
 
 #[test]
 fn the_checked_screen_never_clears_a_bad_element() {
-    // cast() clears float32/float64 blocks with a vectorised screen before the per-element rules;
-    // cast_reference() runs the per-element rules alone. They must agree on every buffer.
+    // cast() clears blocks with a screen (vectorised tests, or a round trip in Exact mode) before
+    // the per-element rules; cast_reference() runs the per-element rules alone. They must agree
+    // on every buffer.
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 300,
         failure_persistence: None,
         ..ProptestConfig::default()
     });
-    for from in [DType::Float32, DType::Float64] {
+    for from in [DType::Float32, DType::Float64, DType::Int32, DType::Int64] {
         for to in DType::ALL {
-            runner
-                .run(&buffer_for(from), |src| {
-                    let n = src.len() / from.itemsize();
-                    let (mut a, mut b) =
-                        (vec![0u8; n * to.itemsize()], vec![0u8; n * to.itemsize()]);
-                    let fast = cast(&src, from, &mut a, to, CastMode::Checked);
-                    let reference = cast_reference(&src, from, &mut b, to, CastMode::Checked);
-                    prop_assert_eq!(&fast, &reference, "{} -> {}", from, to);
-                    prop_assert_eq!(a, b);
-                    Ok(())
-                })
-                .unwrap();
+            for mode in [CastMode::Checked, CastMode::Exact] {
+                runner
+                    .run(&buffer_for(from), |src| {
+                        let n = src.len() / from.itemsize();
+                        let (mut a, mut b) =
+                            (vec![0u8; n * to.itemsize()], vec![0u8; n * to.itemsize()]);
+                        let fast = cast(&src, from, &mut a, to, mode);
+                        let reference = cast_reference(&src, from, &mut b, to, mode);
+                        prop_assert_eq!(&fast, &reference, "{} -> {} ({})", from, to, mode);
+                        prop_assert_eq!(a, b);
+                        Ok(())
+                    })
+                    .unwrap();
+            }
         }
     }
 }
@@ -372,6 +375,54 @@ fn fast_kernels_match_on_every_one_and_two_byte_source_pattern() {
                     "{from} -> {to} ({mode}, {b:?}) differs from the rules"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn exact_mode_finds_the_one_changed_element_in_a_large_buffer() {
+    // 200,000 values every destination holds exactly (so every screen clears their blocks), and
+    // one that it does not, at several places: the error names that element and its value, and
+    // the destination is untouched.
+    let n = 200_000;
+    let cases: [(DType, DType, f64); 6] = [
+        (DType::Float32, DType::BFloat16, 1.0 + 2f64.powi(-20)),
+        (DType::Float64, DType::Float32, 1.0 + 2f64.powi(-40)),
+        (DType::Float32, DType::Int32, 2.5),
+        (DType::Int64, DType::Int32, 4_294_967_296.0),
+        (DType::Int32, DType::Float32, 16_777_217.0),
+        (DType::Float32, DType::Float8E4M3Fn, 17.0),
+    ];
+    for (from, to, bad) in cases {
+        for at in [0, 1023, 1024, 99_999, n - 1] {
+            let values: Vec<f64> = (0..n)
+                .map(|i| {
+                    if i == at {
+                        bad
+                    } else {
+                        f64::from(1u32 << (i % 4))
+                    }
+                })
+                .collect();
+            let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let src =
+                dtcast::cast::cast_to_vec(&bytes, DType::Float64, from, CastMode::Torch).unwrap();
+            let mut dst = vec![0xA5u8; n * to.itemsize()];
+            let err = cast(&src, from, &mut dst, to, CastMode::Exact).unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("element {at} (")),
+                "{from} -> {to}, bad element at {at}: {err}"
+            );
+            assert!(
+                dst.iter().all(|&b| b == 0xA5),
+                "{from} -> {to}: destination written"
+            );
+            // Without the bad element, the whole buffer casts.
+            let good =
+                dtcast::cast::cast_to_vec(&bytes[..at * 8], DType::Float64, from, CastMode::Torch)
+                    .unwrap();
+            let mut out = vec![0u8; at * to.itemsize()];
+            cast(&good, from, &mut out, to, CastMode::Exact).unwrap();
         }
     }
 }

@@ -369,6 +369,33 @@ fn bench_reports_json_lines_for_the_requested_pairs() {
 }
 
 #[test]
+fn bench_runs_every_mode_on_values_the_destination_holds() {
+    // Checked and Exact runs measure the check: their sample data must pass it, for narrowing
+    // pairs, float8, e8m0 (powers of two only) and bool alike.
+    for mode in ["torch", "saturate", "checked", "exact"] {
+        let o = dtcast(
+            &[
+                "bench",
+                "--elements",
+                "4096",
+                "--repeat",
+                "1",
+                "--threads",
+                "1",
+                "--mode",
+                mode,
+                "--pairs",
+                "f32:bf16,f64:f8e4m3fn,f32:f8e8m0fnu,f64:bool,bool:f16,i64:u8",
+                "--json",
+            ],
+            "",
+        );
+        assert_eq!(o.code, 0, "--mode {mode}: {}", o.stderr);
+        assert_eq!(o.stdout.lines().count(), 6, "--mode {mode}");
+    }
+}
+
+#[test]
 fn device_prints_the_canonical_device_or_an_error() {
     assert_eq!(dtcast(&["device", "cuda"], "").stdout, "cuda:0\n");
     assert_eq!(dtcast(&["device", "gpu:3"], "").stdout, "cuda:3\n");
