@@ -6,8 +6,7 @@ use std::sync::OnceLock;
 
 use dtcast_dtype::{Category, DType};
 
-use crate::check::int_range;
-use crate::check::lossless;
+use crate::check::{int_range, lossless};
 use crate::dispatch::{pair_fns, AcceptTable, Kernel};
 use crate::kernels::{backend, select};
 
