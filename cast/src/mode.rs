@@ -50,6 +50,27 @@ impl CastMode {
     }
 }
 
+impl CastMode {
+    /// One line on what the mode does (for `--help`).
+    ///
+    /// ```
+    /// use dtcast_cast::CastMode;
+    /// assert!(CastMode::Exact.summary().contains("value changes"));
+    /// ```
+    pub fn summary(self) -> &'static str {
+        match self {
+            CastMode::Torch => "PyTorch's bytes (float->int wraps, float8 per torch's rules)",
+            CastMode::Saturate => {
+                "XLA's: clamp float->int with NaN->0, one rounding, float8 overflow saturates"
+            }
+            CastMode::Checked => {
+                "error on NaN/inf/out of range->integer, a dropped imaginary part, overflow"
+            }
+            CastMode::Exact => "error on any element whose value changes",
+        }
+    }
+}
+
 impl fmt::Display for CastMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.name())

@@ -50,10 +50,16 @@ pub fn cuda_device_count() -> usize {
     }
 }
 
-/// One line per usable backend: `cpu`, and `cuda:N (name, memory)` for each GPU.
+/// One line per backend: `cpu`, and `cuda:N (name, memory)` for each GPU — or, where CUDA cannot
+/// be used, `cuda: not available (why)`.
 pub fn describe_backends() -> Vec<String> {
     let cpu = vec!["cpu".to_owned()];
     #[cfg(feature = "cuda")]
     let cpu = cpu.into_iter().chain(crate::cuda::describe()).collect();
+    #[cfg(not(feature = "cuda"))]
+    let cpu = cpu
+        .into_iter()
+        .chain(["cuda: not available (built without the `cuda` feature)".to_owned()])
+        .collect();
     cpu
 }

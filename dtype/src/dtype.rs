@@ -75,11 +75,13 @@ pub(crate) struct Info {
     /// `(real, complex)` partners: the component type of a complex type, the complex type of a real one.
     pub(crate) real: DType,
     pub(crate) complex: Option<DType>,
+    /// The dtype's name in a safetensors header (safetensors 0.8), if it can store it.
+    pub(crate) safetensors: Option<&'static str>,
 }
 
 macro_rules! info {
     ($name:literal, $cpp:literal, [$($alias:literal),*], [$($short:literal),*], $size:literal,
-     $cat:ident, $format:expr, $real:ident, $complex:expr) => {
+     $cat:ident, $format:expr, $real:ident, $complex:expr, $safetensors:expr) => {
         Info {
             name: $name,
             cpp: $cpp,
@@ -90,6 +92,7 @@ macro_rules! info {
             format: $format,
             real: DType::$real,
             complex: $complex,
+            safetensors: $safetensors,
         }
     };
 }
@@ -98,7 +101,18 @@ use DType as D;
 
 /// The table. Row order = declaration order of [`DType`] (checked by a test).
 static INFO: [Info; DType::COUNT] = [
-    info!("bool", "Bool", [], [], 1, Bool, None, Bool, None),
+    info!(
+        "bool",
+        "Bool",
+        [],
+        [],
+        1,
+        Bool,
+        None,
+        Bool,
+        None,
+        Some("BOOL")
+    ),
     info!(
         "uint8",
         "Byte",
@@ -108,9 +122,21 @@ static INFO: [Info; DType::COUNT] = [
         UnsignedInt,
         None,
         UInt8,
-        None
+        None,
+        Some("U8")
     ),
-    info!("int8", "Char", [], ["i8"], 1, SignedInt, None, Int8, None),
+    info!(
+        "int8",
+        "Char",
+        [],
+        ["i8"],
+        1,
+        SignedInt,
+        None,
+        Int8,
+        None,
+        Some("I8")
+    ),
     info!(
         "int16",
         "Short",
@@ -120,7 +146,8 @@ static INFO: [Info; DType::COUNT] = [
         SignedInt,
         None,
         Int16,
-        None
+        None,
+        Some("I16")
     ),
     info!(
         "int32",
@@ -131,7 +158,8 @@ static INFO: [Info; DType::COUNT] = [
         SignedInt,
         None,
         Int32,
-        None
+        None,
+        Some("I32")
     ),
     info!(
         "int64",
@@ -142,7 +170,8 @@ static INFO: [Info; DType::COUNT] = [
         SignedInt,
         None,
         Int64,
-        None
+        None,
+        Some("I64")
     ),
     info!(
         "uint16",
@@ -153,7 +182,8 @@ static INFO: [Info; DType::COUNT] = [
         UnsignedInt,
         None,
         UInt16,
-        None
+        None,
+        Some("U16")
     ),
     info!(
         "uint32",
@@ -164,7 +194,8 @@ static INFO: [Info; DType::COUNT] = [
         UnsignedInt,
         None,
         UInt32,
-        None
+        None,
+        Some("U32")
     ),
     info!(
         "uint64",
@@ -175,7 +206,8 @@ static INFO: [Info; DType::COUNT] = [
         UnsignedInt,
         None,
         UInt64,
-        None
+        None,
+        Some("U64")
     ),
     info!(
         "float16",
@@ -186,7 +218,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT16),
         Float16,
-        Some(D::Complex32)
+        Some(D::Complex32),
+        Some("F16")
     ),
     info!(
         "bfloat16",
@@ -197,7 +230,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::BFLOAT16),
         BFloat16,
-        Some(D::BComplex32)
+        Some(D::BComplex32),
+        Some("BF16")
     ),
     info!(
         "float32",
@@ -208,7 +242,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT32),
         Float32,
-        Some(D::Complex64)
+        Some(D::Complex64),
+        Some("F32")
     ),
     info!(
         "float64",
@@ -219,7 +254,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT64),
         Float64,
-        Some(D::Complex128)
+        Some(D::Complex128),
+        Some("F64")
     ),
     info!(
         "complex32",
@@ -230,7 +266,8 @@ static INFO: [Info; DType::COUNT] = [
         Complex,
         None,
         Float16,
-        Some(D::Complex32)
+        Some(D::Complex32),
+        None
     ),
     info!(
         "complex64",
@@ -241,7 +278,8 @@ static INFO: [Info; DType::COUNT] = [
         Complex,
         None,
         Float32,
-        Some(D::Complex64)
+        Some(D::Complex64),
+        Some("C64")
     ),
     info!(
         "complex128",
@@ -252,7 +290,8 @@ static INFO: [Info; DType::COUNT] = [
         Complex,
         None,
         Float64,
-        Some(D::Complex128)
+        Some(D::Complex128),
+        None
     ),
     info!(
         "bcomplex32",
@@ -263,7 +302,8 @@ static INFO: [Info; DType::COUNT] = [
         Complex,
         None,
         BFloat16,
-        Some(D::BComplex32)
+        Some(D::BComplex32),
+        None
     ),
     info!(
         "float8_e4m3fn",
@@ -274,7 +314,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT8_E4M3FN),
         Float8E4M3Fn,
-        None
+        None,
+        Some("F8_E4M3")
     ),
     info!(
         "float8_e5m2",
@@ -285,7 +326,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT8_E5M2),
         Float8E5M2,
-        None
+        None,
+        Some("F8_E5M2")
     ),
     info!(
         "float8_e4m3fnuz",
@@ -296,7 +338,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT8_E4M3FNUZ),
         Float8E4M3Fnuz,
-        None
+        None,
+        Some("F8_E4M3FNUZ")
     ),
     info!(
         "float8_e5m2fnuz",
@@ -307,7 +350,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT8_E5M2FNUZ),
         Float8E5M2Fnuz,
-        None
+        None,
+        Some("F8_E5M2FNUZ")
     ),
     info!(
         "float8_e8m0fnu",
@@ -318,7 +362,8 @@ static INFO: [Info; DType::COUNT] = [
         Floating,
         Some(format::FLOAT8_E8M0FNU),
         Float8E8M0Fnu,
-        None
+        None,
+        Some("F8_E8M0")
     ),
 ];
 
@@ -406,6 +451,33 @@ impl DType {
     /// Bits per element in storage (`8 * itemsize`; bool counts as 8).
     pub fn bits(self) -> usize {
         8 * self.itemsize()
+    }
+
+    /// The dtype's name in a safetensors header (`BF16`, `F8_E4M3`), or `None` for the dtypes
+    /// safetensors 0.8 cannot store (complex32, complex128, bcomplex32).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// assert_eq!(DType::BFloat16.safetensors_name(), Some("BF16"));
+    /// assert_eq!(DType::Float8E4M3Fn.safetensors_name(), Some("F8_E4M3"));
+    /// assert_eq!(DType::Complex128.safetensors_name(), None);
+    /// ```
+    pub fn safetensors_name(self) -> Option<&'static str> {
+        self.info().safetensors
+    }
+
+    /// The dtype a safetensors header names (`F32` → float32); `None` for a name safetensors
+    /// does not have or dtcast does not support.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// assert_eq!(DType::from_safetensors_name("F8_E5M2"), Some(DType::Float8E5M2));
+    /// assert_eq!(DType::from_safetensors_name("f32"), None); // case-sensitive, as in the format
+    /// ```
+    pub fn from_safetensors_name(name: &str) -> Option<DType> {
+        DType::ALL
+            .into_iter()
+            .find(|dt| dt.safetensors_name() == Some(name))
     }
 
     /// The category (bool, signed/unsigned integer, floating, complex).

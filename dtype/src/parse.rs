@@ -17,18 +17,20 @@ const NUMPY_EXTRA: [(&str, DType); 3] = [
 
 /// A dtype name that is not one dtcast accepts.
 ///
-/// Its message lists the accepted names and, when one is close, suggests it:
+/// Its message is one line; when names are close it suggests them (a typo's nearest name, or
+/// every name that starts with what was typed):
 ///
 /// ```
 /// use dtcast_dtype::DType;
 /// let err = "float65".parse::<DType>().unwrap_err();
-/// assert!(err.to_string().contains("did you mean `float64`?"));
-/// assert!(err.to_string().contains("bfloat16"));
+/// assert_eq!(err.to_string(), "unknown dtype `float65`; did you mean `float64`?");
+/// let err = "float8".parse::<DType>().unwrap_err();
+/// assert!(err.to_string().starts_with("unknown dtype `float8`; did you mean one of `float8_e4m3fn`, `float8_e5m2`"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseDTypeError {
     input: String,
-    suggestion: Option<DType>,
+    suggestions: Vec<DType>,
 }
 
 impl ParseDTypeError {
@@ -39,46 +41,44 @@ impl ParseDTypeError {
 
     /// The dtype whose name is nearest to the input, if one is near enough to be a likely typo.
     pub fn suggestion(&self) -> Option<DType> {
-        self.suggestion
+        self.suggestions.first().copied()
+    }
+
+    /// Every dtype suggested, best first.
+    pub fn suggestions(&self) -> &[DType] {
+        &self.suggestions
     }
 }
 
 impl fmt::Display for ParseDTypeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "unknown dtype `{}`", self.input)?;
-        if let Some(s) = self.suggestion {
-            write!(f, "; did you mean `{s}`?")?;
-        }
-        f.write_str(" Accepted names: ")?;
-        for (i, dt) in DType::ALL.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(dt.name())?;
-        }
-        f.write_str("; aliases: ")?;
-        let mut first = true;
-        for dt in DType::ALL {
-            for name in dt.aliases().iter().chain(dt.short_names()) {
-                if !first {
-                    f.write_str(", ")?;
+        match self.suggestions.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, "; did you mean `{one}`?"),
+            many => {
+                f.write_str("; did you mean one of ")?;
+                for (i, dt) in many.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "`{dt}`")?;
                 }
-                first = false;
-                f.write_str(name)?;
+                f.write_str("?")
             }
         }
-        f.write_str("; any of them may carry a `torch.`, `paddle.` or `np.` prefix")
     }
 }
 
 impl std::error::Error for ParseDTypeError {}
 
 impl DType {
-    /// Looks a name up without prefixes: canonical name, alias or short form. `None` if unknown.
+    /// Looks a name up without prefixes: canonical name, alias, short form or safetensors name.
+    /// `None` if unknown.
     fn lookup(name: &str) -> Option<DType> {
-        DType::ALL.into_iter().find(|dt| {
-            dt.name() == name || dt.aliases().contains(&name) || dt.short_names().contains(&name)
-        })
+        DType::ALL
+            .into_iter()
+            .find(|dt| spellings(*dt).any(|n| n == name))
     }
 }
 
@@ -87,7 +87,8 @@ impl FromStr for DType {
 
     /// Parses a canonical name (`float32`), a torch alias (`float`, `half`, `long`, `cfloat`), a
     /// short form (`f32`, `bf16`, `i64`, `u8`, `c64`, `f8e4m3fn`), each optionally prefixed with
-    /// `torch.`, `paddle.` or `np.`/`numpy.`. Names are case-sensitive, as in torch.
+    /// `torch.`, `paddle.` or `np.`/`numpy.`, or a safetensors name (`BF16`, `F8_E4M3`).
+    /// Names are case-sensitive, as in torch and safetensors.
     ///
     /// Paddle's `uint16` means uint16 here (it once stood for bfloat16 storage in Paddle).
     ///
@@ -97,6 +98,7 @@ impl FromStr for DType {
     /// assert_eq!("np.float32".parse(), Ok(DType::Float32));
     /// assert_eq!("paddle.uint16".parse(), Ok(DType::UInt16));
     /// assert_eq!("c64".parse(), Ok(DType::Complex64));
+    /// assert_eq!("F8_E4M3".parse(), Ok(DType::Float8E4M3Fn));
     /// assert!("Float32".parse::<DType>().is_err());
     /// ```
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -117,26 +119,62 @@ impl FromStr for DType {
         });
         found.ok_or_else(|| ParseDTypeError {
             input: s.to_owned(),
-            suggestion: suggest(name),
+            suggestions: suggest(name),
         })
     }
 }
 
-/// The dtype with the nearest accepted name (case-insensitive edit distance), if it is at most a
-/// third of the name's length away.
-fn suggest(name: &str) -> Option<DType> {
+/// Every name a dtype is known by (canonical, aliases, short forms, safetensors).
+fn spellings(dt: DType) -> impl Iterator<Item = &'static str> {
+    core::iter::once(dt.name())
+        .chain(dt.aliases().iter().copied())
+        .chain(dt.short_names().iter().copied())
+        .chain(dt.safetensors_name())
+}
+
+/// At most this many suggestions.
+const MAX_SUGGESTIONS: usize = 6;
+
+/// The dtypes to suggest for an unknown name (case-insensitive): every dtype with a name that
+/// starts with it (`float8` → the float8 formats), else those at the smallest edit distance if it
+/// is at most a third of the name's length.
+fn suggest(name: &str) -> Vec<DType> {
     let lower = name.to_ascii_lowercase();
     let lower = lower.as_str();
-    let (best, distance) = DType::ALL
+    let first = |keep: &dyn Fn(DType) -> bool| -> Vec<DType> {
+        DType::ALL
+            .into_iter()
+            .filter(|dt| keep(*dt))
+            .take(MAX_SUGGESTIONS)
+            .collect()
+    };
+    let exact = first(&|dt| spellings(dt).any(|n| n.eq_ignore_ascii_case(lower)));
+    if !exact.is_empty() {
+        return exact;
+    }
+    if lower.len() >= 2 {
+        let prefixed =
+            first(&|dt| spellings(dt).any(|n| n.to_ascii_lowercase().starts_with(lower)));
+        if !prefixed.is_empty() {
+            return prefixed;
+        }
+    }
+    let distance = |dt: DType| {
+        spellings(dt)
+            .map(|n| edit_distance(lower, &n.to_ascii_lowercase()))
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    let best = DType::ALL
         .into_iter()
-        .flat_map(|dt| {
-            core::iter::once(dt.name())
-                .chain(dt.aliases().iter().copied())
-                .chain(dt.short_names().iter().copied())
-                .map(move |n| (dt, edit_distance(lower, n)))
-        })
-        .min_by_key(|&(_, d)| d)?;
-    (distance <= lower.len().max(3) / 3).then_some(best)
+        .map(distance)
+        .min()
+        .unwrap_or(usize::MAX);
+    if best <= lower.len().max(3) / 3 {
+        first(&|dt| distance(dt) == best)
+    } else {
+        Vec::new()
+    }
 }
 
 /// Levenshtein distance over bytes (names are ASCII).
@@ -179,11 +217,8 @@ mod tests {
     fn no_name_is_claimed_twice() {
         let mut seen = std::collections::HashSet::new();
         for dt in DType::ALL {
-            for n in core::iter::once(&dt.name())
-                .chain(dt.aliases())
-                .chain(dt.short_names())
-            {
-                assert!(seen.insert(*n), "{n} names two dtypes");
+            for n in spellings(dt) {
+                assert!(seen.insert(n), "{n} names two dtypes");
             }
         }
     }
@@ -210,6 +245,32 @@ mod tests {
     }
 
     #[test]
+    fn safetensors_names_parse_case_sensitively() {
+        for dt in DType::ALL {
+            if let Some(st) = dt.safetensors_name() {
+                assert_eq!(st.parse(), Ok(dt), "{st}");
+                assert_eq!(DType::from_safetensors_name(st), Some(dt));
+            }
+        }
+        assert_eq!("BF16".parse(), Ok(DType::BFloat16));
+        assert_eq!("F8_E8M0".parse(), Ok(DType::Float8E8M0Fnu));
+        assert_eq!(
+            "f8_e4m3".parse::<DType>().unwrap_err().suggestion(),
+            Some(DType::Float8E4M3Fn)
+        );
+    }
+
+    #[test]
+    fn messages_are_one_line() {
+        for bad in ["float8", "float65", "", "zzzzzzzz", "int", "BF17"] {
+            if let Err(e) = bad.parse::<DType>() {
+                let m = e.to_string();
+                assert!(!m.contains('\n') && m.len() < 200, "{m}");
+            }
+        }
+    }
+
+    #[test]
     fn numpy_spellings_need_the_prefix() {
         assert_eq!("np.bool_".parse(), Ok(DType::Bool));
         assert!("bool_".parse::<DType>().is_err());
@@ -231,6 +292,24 @@ mod tests {
         assert_eq!(
             "float8_e4m3".parse::<DType>().unwrap_err().suggestion(),
             Some(DType::Float8E4M3Fn)
+        );
+        assert_eq!(
+            "float8".parse::<DType>().unwrap_err().suggestions(),
+            [
+                DType::Float8E4M3Fn,
+                DType::Float8E5M2,
+                DType::Float8E4M3Fnuz,
+                DType::Float8E5M2Fnuz,
+                DType::Float8E8M0Fnu
+            ]
+        );
+        assert_eq!(
+            "bf".parse::<DType>().unwrap_err().suggestions(),
+            [DType::BFloat16]
+        );
+        assert_eq!(
+            "FLOAT32".parse::<DType>().unwrap_err().suggestions(),
+            [DType::Float32]
         );
         assert_eq!("zzzzzzzz".parse::<DType>().unwrap_err().suggestion(), None);
         assert_eq!("".parse::<DType>().unwrap_err().suggestion(), None);

@@ -51,7 +51,20 @@ pub enum LayerError {
         /// Its dtype.
         dtype: DType,
     },
-    /// The output exists and `--force` was not given, or would overwrite the input.
+    /// A sharded checkpoint's index is malformed or disagrees with its shards.
+    Index {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An input file was truncated, extended or rewritten while it was being read.
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The output cannot be written as asked: it exists and `--force` was not given, it is not a
+    /// regular file, its directory is missing, or it would overwrite the input.
     Output(String),
     /// Reading or writing a file.
     Io {
@@ -89,7 +102,10 @@ impl fmt::Display for LayerError {
                 f,
                 "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, the integers, float16, bfloat16, float32, float64, complex64 and the float8 formats)"
             ),
+            LayerError::Index { path, reason } => write!(f, "{}: {reason}", path.display()),
+            LayerError::Changed { path } => write!(f, "{} changed while it was being read", path.display()),
             LayerError::Output(msg) => f.write_str(msg),
+            LayerError::Io { path, source } if path.as_os_str().is_empty() => source.fmt(f),
             LayerError::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
@@ -102,6 +118,30 @@ impl std::error::Error for LayerError {
             LayerError::Target(e) => Some(e),
             LayerError::Io { source, .. } => Some(source),
             _ => None,
+        }
+    }
+}
+
+impl LayerError {
+    /// Names `path` in an I/O error that has no path yet (one made by `?` from an
+    /// [`std::io::Error`]).
+    pub fn at(self, path: &std::path::Path) -> LayerError {
+        match self {
+            LayerError::Io { path: p, source } if p.as_os_str().is_empty() => LayerError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+/// An I/O error without a path; [`LayerError::at`] adds one.
+impl From<std::io::Error> for LayerError {
+    fn from(source: std::io::Error) -> Self {
+        LayerError::Io {
+            path: PathBuf::new(),
+            source,
         }
     }
 }

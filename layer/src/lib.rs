@@ -37,6 +37,7 @@ pub mod checkpoint;
 mod error;
 mod layer;
 mod modules;
+pub mod output;
 mod visit;
 
 pub use dtcast_layer_derive::Layer;

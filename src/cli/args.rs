@@ -1,7 +1,9 @@
 //! The command line: every subcommand and flag, in one place.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dtcast_cast::CastMode;
 use dtcast_dtype::DType;
@@ -35,9 +37,12 @@ pub(crate) enum Command {
     Bench(BenchArgs),
     /// Print the canonical form of a device string (`cuda` -> `cuda:0`, `gpu:1` -> `cuda:1`).
     Device(DeviceArgs),
-    /// List the backends usable on this machine.
+    /// List the backends usable on this machine, and why CUDA is not.
     Devices,
-    /// List a safetensors file's tensors (name, dtype, shape, bytes), totals per dtype, metadata.
+    /// List every dtype: names and aliases, bits, category, float format, safetensors name.
+    Dtypes(DtypesArgs),
+    /// List a checkpoint's tensors (name, dtype, shape, bytes), totals per dtype, metadata; for a
+    /// sharded checkpoint's index.json, per shard and for the whole.
     Inspect(InspectArgs),
     /// Convert a safetensors checkpoint (or a sharded one, via its index.json) to another dtype.
     Convert(ConvertArgs),
@@ -45,8 +50,15 @@ pub(crate) enum Command {
 
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// The .safetensors file.
+    /// A .safetensors file, or a sharded checkpoint's `*.safetensors.index.json`.
     pub(crate) file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DtypesArgs {
+    /// One JSON object per dtype, one per line.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -56,17 +68,18 @@ pub(crate) struct ConvertArgs {
     /// The output file (for an index: the output directory).
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: PathBuf,
-    /// The dtype to convert to.
-    #[arg(long, value_name = "DT")]
+    /// The dtype to convert to (any name `dtcast dtypes` lists, safetensors' `BF16` too).
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) dtype: DType,
     /// Convert every tensor (integer and bool ones too), not only the floating ones.
     #[arg(long)]
     pub(crate) all: bool,
-    /// Leave tensors with these names (or glob patterns, e.g. `*.norm.weight`) as they are.
-    #[arg(long, value_name = "NAME_OR_GLOB", num_args = 1..)]
+    /// Leave tensors with this name or glob pattern (e.g. `*.norm.weight`) as they are; repeat the
+    /// flag or separate patterns with commas. Each must match a tensor.
+    #[arg(long, value_name = "NAME_OR_GLOB", value_delimiter = ',')]
     pub(crate) keep: Vec<String>,
-    /// torch, saturate, checked or exact.
-    #[arg(long, default_value = "torch")]
+    /// How values that do not fit are treated.
+    #[arg(long, default_value = "torch", value_parser = ModeParser)]
     pub(crate) mode: CastMode,
     /// Where the casts run: cpu, or cuda:N.
     #[arg(long, default_value = "cpu")]
@@ -86,23 +99,25 @@ pub(crate) struct DeviceArgs {
 #[derive(Debug, Args)]
 pub(crate) struct CastArgs {
     /// The dtype of the input elements.
-    #[arg(long, value_name = "DT")]
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) from: DType,
     /// The dtype to convert them to.
-    #[arg(long, value_name = "DT")]
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) to: DType,
-    /// torch (PyTorch's values), saturate (XLA's), checked (error on what does not fit), exact
-    /// (error on any change of value).
-    #[arg(long, default_value = "torch")]
+    /// How values that do not fit are treated.
+    #[arg(long, default_value = "torch", value_parser = ModeParser)]
     pub(crate) mode: CastMode,
     /// Read and write whitespace-separated hex, one token per element (its little-endian bytes).
     #[arg(long)]
     pub(crate) hex: bool,
     /// Input file; stdin when absent.
     pub(crate) input: Option<PathBuf>,
-    /// Output file (written whole or not at all); stdout when absent.
+    /// Output file (written whole or not at all; the input's permission bits); stdout when absent.
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: Option<PathBuf>,
+    /// Replace an existing output file.
+    #[arg(long, requires = "output")]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -111,13 +126,13 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 1 << 24, value_parser = clap::value_parser!(u64).range(1..=1 << 32))]
     pub(crate) elements: u64,
     /// Threads (default: all cores).
-    #[arg(long)]
-    pub(crate) threads: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) threads: Option<u16>,
     /// Comma-separated pairs `FROM:TO` (default: the hot pairs).
     #[arg(long, value_delimiter = ',', value_parser = parse_pair)]
     pub(crate) pairs: Vec<(DType, DType)>,
     /// The cast mode to measure.
-    #[arg(long, default_value = "torch")]
+    #[arg(long, default_value = "torch", value_parser = ModeParser)]
     pub(crate) mode: CastMode,
     /// The kernels to use: scalar, avx2 or avx512 (default: the best this machine has).
     #[arg(long, value_enum)]
@@ -135,10 +150,57 @@ fn parse_pair(s: &str) -> Result<(DType, DType), String> {
     let (a, b) = s
         .split_once(':')
         .ok_or_else(|| format!("`{s}` is not a pair: expected FROM:TO, like float32:bfloat16"))?;
-    Ok((
-        a.trim().parse().map_err(|e| format!("{e}"))?,
-        b.trim().parse().map_err(|e| format!("{e}"))?,
-    ))
+    Ok((parse_dtype(a.trim())?, parse_dtype(b.trim())?))
+}
+
+/// A dtype name, with a pointer to the list of names when it is not one.
+pub(crate) fn parse_dtype(s: &str) -> Result<DType, String> {
+    s.parse()
+        .map_err(|e| format!("{e} (`dtcast dtypes` lists every name)"))
+}
+
+/// `--mode`: the names of [`CastMode::ALL`], case-insensitive, listed with a line each in `--help`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ModeParser;
+
+impl TypedValueParser for ModeParser {
+    type Value = CastMode;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<CastMode, clap::Error> {
+        let text = value.to_string_lossy();
+        text.to_ascii_lowercase().parse().map_err(|_| {
+            let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+            let arg = arg.map_or_else(|| "--mode".to_owned(), ToString::to_string);
+            e.insert(
+                clap::error::ContextKind::InvalidArg,
+                clap::error::ContextValue::String(arg),
+            );
+            e.insert(
+                clap::error::ContextKind::InvalidValue,
+                clap::error::ContextValue::String(text.into_owned()),
+            );
+            e.insert(
+                clap::error::ContextKind::ValidValue,
+                clap::error::ContextValue::Strings(
+                    CastMode::ALL.iter().map(|m| m.name().to_owned()).collect(),
+                ),
+            );
+            e
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            CastMode::ALL
+                .into_iter()
+                .map(|m| PossibleValue::new(m.name()).help(m.summary())),
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -147,32 +209,34 @@ pub(crate) struct PromoteArgs {
     #[arg(value_parser = super::operand::parse_operand, allow_hyphen_values = true)]
     pub(crate) operands: Vec<Operand>,
     /// The default dtype (torch.set_default_dtype): float16, bfloat16, float32 or float64.
-    #[arg(long, value_name = "DT", default_value = "float32")]
+    #[arg(long, value_name = "DT", default_value = "float32", value_parser = parse_dtype)]
     pub(crate) default_dtype: DType,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct CanCastArgs {
     /// The dtype cast from.
+    #[arg(value_parser = parse_dtype)]
     pub(crate) from: DType,
     /// The dtype cast to.
+    #[arg(value_parser = parse_dtype)]
     pub(crate) to: DType,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct TableArgs {
     /// The default dtype (does not change promote_types; accepted for symmetry with `promote`).
-    #[arg(long, value_name = "DT", default_value = "float32")]
+    #[arg(long, value_name = "DT", default_value = "float32", value_parser = parse_dtype)]
     pub(crate) default_dtype: DType,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct BitcastArgs {
     /// The dtype the bytes hold.
-    #[arg(long, value_name = "DT")]
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) from: DType,
     /// The dtype to read them as.
-    #[arg(long, value_name = "DT")]
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) to: DType,
     /// The input shape, comma-separated (`2,3,4`); `""` is a 0-dim tensor.
     #[arg(long, value_parser = parse_shape, allow_hyphen_values = true)]

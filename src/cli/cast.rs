@@ -4,8 +4,7 @@ use std::io::{BufRead, Write};
 
 use dtcast_cast::cast_to_vec;
 use dtcast_dtype::DType;
-use dtcast_layer::checkpoint::write_atomically;
-use dtcast_layer::LayerError;
+use dtcast_layer::output::{check_not_input, write_file, FileMode, Target};
 
 use super::args::CastArgs;
 use super::CmdError;
@@ -15,6 +14,13 @@ pub(crate) fn run(
     stdin: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> Result<(), CmdError> {
+    // Check the output before reading anything: a refused target should not cost a read.
+    if let Some(path) = &args.output {
+        if let Some(input) = &args.input {
+            check_not_input(input, path)?;
+        }
+        Target::file(path, args.force)?;
+    }
     let mut input = Vec::new();
     match &args.input {
         Some(path) => {
@@ -36,12 +42,16 @@ pub(crate) fn run(
         converted
     };
     match &args.output {
-        Some(path) => Ok(write_atomically(path, |w| {
-            w.write_all(&bytes).map_err(|source| LayerError::Io {
-                path: path.clone(),
-                source,
-            })
-        })?),
+        Some(path) => {
+            let mode = args
+                .input
+                .as_deref()
+                .map_or(FileMode::UmaskDefault, FileMode::like);
+            write_file(path, args.force, mode, |w| {
+                w.write_all(&bytes).map_err(|e| e.into())
+            })?;
+            Ok(())
+        }
         None => Ok(out.write_all(&bytes)?),
     }
 }
@@ -54,7 +64,8 @@ fn parse_hex(text: &[u8], dtype: DType) -> Result<Vec<u8>, CmdError> {
     for (i, token) in text.split_whitespace().enumerate() {
         if token.len() != width || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!(
-                "--hex token {i} (`{token}`) is not one {dtype} element: expected {width} hex digits (its little-endian bytes)"
+                "--hex token {i} (`{}`) is not one {dtype} element: expected {width} hex digits (its little-endian bytes)",
+                shorten(token)
             )
             .into());
         }
@@ -63,6 +74,21 @@ fn parse_hex(text: &[u8], dtype: DType) -> Result<Vec<u8>, CmdError> {
         }
     }
     Ok(bytes)
+}
+
+/// A token as an error quotes it: at most 40 characters, control characters escaped.
+fn shorten(token: &str) -> String {
+    const MAX: usize = 40;
+    let mut s: String = token
+        .chars()
+        .take(MAX)
+        .flat_map(char::escape_default)
+        .collect();
+    let n = token.chars().count();
+    if n > MAX {
+        s.push_str(&format!("… ({n} characters)"));
+    }
+    s
 }
 
 fn to_hex(bytes: &[u8], dtype: DType) -> String {

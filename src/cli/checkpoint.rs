@@ -4,51 +4,89 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 
 use dtcast_dtype::DType;
-use dtcast_layer::checkpoint::{convert_file, convert_index, Checkpoint, ConvertOptions, Summary};
+use dtcast_layer::checkpoint::{
+    convert_file, convert_index, Checkpoint, ConvertOptions, ShardedCheckpoint, Summary,
+};
 
 use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
 
 pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), CmdError> {
-    let ckpt = Checkpoint::open(&args.file)?;
+    if is_index(&args.file) {
+        let ck = ShardedCheckpoint::open(&args.file)?;
+        let shards: Vec<(&str, &Checkpoint)> =
+            ck.shards().iter().map(|(n, c)| (n.as_str(), c)).collect();
+        return print_inspection(&shards, &[], out);
+    }
+    let ck = Checkpoint::open(&args.file)?;
+    print_inspection(&[("", &ck)], ck.metadata(), out)
+}
+
+fn is_index(path: &std::path::Path) -> bool {
+    path.to_string_lossy().ends_with(".json")
+}
+
+/// The tensors of every shard (with a shard heading when there is more than a single file), the
+/// totals per dtype and overall, and the metadata.
+fn print_inspection(
+    shards: &[(&str, &Checkpoint)],
+    metadata: &[(String, String)],
+    out: &mut dyn Write,
+) -> Result<(), CmdError> {
     let mut totals: BTreeMap<DType, (usize, usize)> = BTreeMap::new();
-    let width = ckpt
-        .entries()
+    let width = shards
         .iter()
-        .map(|e| e.name.len())
+        .flat_map(|(_, c)| c.entries())
+        .map(|e| e.name.chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
-    writeln!(
-        out,
-        "{:<width$}  {:<14} {:<20} {:>14}",
-        "name", "dtype", "shape", "bytes"
-    )?;
-    for e in ckpt.entries() {
+    let sharded = shards.iter().any(|(n, _)| !n.is_empty());
+    for (name, ck) in shards {
+        if sharded {
+            let bytes: usize = ck.entries().iter().map(|e| e.range.len()).sum();
+            writeln!(
+                out,
+                "shard {name}: {} tensors, {bytes} bytes",
+                ck.entries().len()
+            )?;
+        }
         writeln!(
             out,
             "{:<width$}  {:<14} {:<20} {:>14}",
-            e.name,
-            e.dtype.name(),
-            format!("{:?}", e.shape),
-            e.range.len()
+            "name", "dtype", "shape", "bytes"
         )?;
-        let t = totals.entry(e.dtype).or_default();
-        t.0 += 1;
-        t.1 += e.range.len();
+        for e in ck.entries() {
+            writeln!(
+                out,
+                "{:<width$}  {:<14} {:<20} {:>14}",
+                e.name,
+                e.dtype.name(),
+                format!("{:?}", e.shape),
+                e.range.len()
+            )?;
+            let t = totals.entry(e.dtype).or_default();
+            t.0 += 1;
+            t.1 += e.range.len();
+        }
+        writeln!(out)?;
     }
-    writeln!(out)?;
     let mut all = (0, 0);
     for (dt, (n, bytes)) in &totals {
         writeln!(out, "{:<14} {n:>6} tensors {bytes:>16} bytes", dt.name())?;
         all = (all.0 + n, all.1 + bytes);
     }
+    let files = if sharded {
+        format!(" in {} shards", shards.len())
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{:<14} {:>6} tensors {:>16} bytes",
+        "{:<14} {:>6} tensors {:>16} bytes{files}",
         "total", all.0, all.1
     )?;
-    for (k, v) in ckpt.metadata() {
+    for (k, v) in metadata {
         writeln!(out, "metadata {k} = {v}")?;
     }
     Ok(())
@@ -80,8 +118,7 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
             b.set_position(done);
         }
     };
-    let is_index = args.input.to_string_lossy().ends_with(".json");
-    let summary: Summary = if is_index {
+    let summary: Summary = if is_index(&args.input) {
         convert_index(&args.input, &args.output, &options, &progress)?
     } else {
         convert_file(&args.input, &args.output, &options, &progress)?

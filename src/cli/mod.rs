@@ -1,14 +1,16 @@
 //! The `dtcast` command-line tool.
 //!
 //! [`run`] is the whole tool minus the process: it takes the arguments and the three standard
-//! streams and returns the exit status, so it can be embedded and tested in-process.
-//! `main.rs` only connects it to the real streams.
+//! streams and returns the exit status, so it can be embedded and tested in-process. [`main`]
+//! adds the process: the real streams, signal handling (SIGINT/SIGTERM remove any temporary
+//! output and exit 130/143) and the test-only fault injection of `DTCAST_FAULT`.
 //!
 //! Exit status: 0 on success, 1 for an error (message on stderr starting with `error:`), 2 for a
 //! usage error (unknown flag, missing argument, a value that does not parse).
 
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
+use std::process::ExitCode;
 
 use clap::Parser;
 
@@ -17,6 +19,7 @@ mod bench;
 mod bitcast;
 mod cast;
 mod checkpoint;
+mod dtypes;
 mod operand;
 mod promote;
 mod table;
@@ -66,6 +69,7 @@ where
         Command::Bench(a) => bench::run(&a, stdout),
         Command::Device(a) => device(&a.device, stdout),
         Command::Devices => devices(stdout),
+        Command::Dtypes(a) => dtypes::run(&a, stdout),
         Command::Inspect(a) => checkpoint::inspect(&a, stdout),
         Command::Convert(a) => checkpoint::convert(&a, stdout),
     };
@@ -77,6 +81,60 @@ where
         }
     }
 }
+
+/// The `dtcast` process: [`run`] on the real arguments and streams, after installing the signal
+/// handlers and any fault `DTCAST_FAULT` asks for (`nospace-after=N`, `stall-after=N`: for tests
+/// that run dtcast as a child process; see `dtcast_layer::output::Fault`).
+pub fn main() -> ExitCode {
+    if let Some(spec) = std::env::var_os("DTCAST_FAULT") {
+        match spec.to_string_lossy().parse() {
+            Ok(fault) => dtcast_layer::output::inject(fault),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    install_signal_handlers();
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut stderr = std::io::stderr().lock();
+    let code = run(std::env::args_os(), &mut input, &mut stdout, &mut stderr);
+    // A closed pipe (`dtcast table | head`) is not worth a second error.
+    let _ = stdout.flush();
+    ExitCode::from(code)
+}
+
+/// SIGINT and SIGTERM: remove this run's temporary files and staging directories, say so, and
+/// exit with 128 + the signal's number (130, 143), as shells expect.
+#[cfg(unix)]
+fn install_signal_handlers() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let removed = dtcast_layer::output::remove_pending();
+            let name = if signal == SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            let cleaned = if removed > 0 {
+                "; its temporary files were removed"
+            } else {
+                ""
+            };
+            eprintln!("error: interrupted by {name}; no output was written{cleaned}");
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn install_signal_handlers() {}
 
 fn device(s: &str, out: &mut dyn Write) -> Result<(), CmdError> {
     let d: dtcast_device::Device = s.parse()?;

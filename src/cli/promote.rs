@@ -19,13 +19,21 @@ pub(crate) fn run(
         return Ok(());
     }
     // Batch mode: one case per line; a failing case prints `error: ...` on its line and the rest go on.
+    // The exit status is 1 when any case failed.
     let mut line = String::new();
     let mut operands: Vec<Operand> = Vec::new();
+    let mut failed = 0usize;
+    let mut cases = 0usize;
     loop {
         line.clear();
         if stdin.read_line(&mut line)? == 0 {
-            return Ok(());
+            return if failed == 0 {
+                Ok(())
+            } else {
+                Err(format!("{failed} of {cases} cases failed").into())
+            };
         }
+        cases += 1;
         operands.clear();
         let case = line
             .split_whitespace()
@@ -43,7 +51,10 @@ pub(crate) fn run(
             });
         match case {
             Ok(dtype) => writeln!(out, "{dtype}")?,
-            Err(e) => writeln!(out, "error: {e}")?,
+            Err(e) => {
+                failed += 1;
+                writeln!(out, "error: {e}")?
+            }
         }
     }
 }

@@ -92,11 +92,11 @@ fn convert_streams_floating_tensors_and_keeps_the_rest() {
     let src = Checkpoint::open(&p).unwrap();
     for (a, b) in src.entries().iter().zip(ck.entries()) {
         let want = if a.dtype == b.dtype {
-            src.bytes(a).to_vec()
+            src.read(a).unwrap()
         } else {
-            cast_to_vec(src.bytes(a), a.dtype, b.dtype, CastMode::Torch).unwrap()
+            cast_to_vec(&src.read(a).unwrap(), a.dtype, b.dtype, CastMode::Torch).unwrap()
         };
-        assert_eq!(ck.bytes(b), want.as_slice(), "{}", a.name);
+        assert_eq!(ck.read(b).unwrap(), want, "{}", a.name);
     }
     // --all converts integer and bool tensors too.
     let mut all = ConvertOptions::new(DType::Float16);
@@ -152,13 +152,13 @@ fn sharded_checkpoints_convert_shard_by_shard_with_a_new_index() {
     let dir = tempfile::tempdir().unwrap();
     let t = sample();
     save(
-        &dir.path().join("model-00001-of-00002.safetensors"),
+        dir.path().join("model-00001-of-00002.safetensors"),
         &t[..2],
         &meta(),
     )
     .unwrap();
     save(
-        &dir.path().join("model-00002-of-00002.safetensors"),
+        dir.path().join("model-00002-of-00002.safetensors"),
         &t[2..],
         &meta(),
     )
@@ -203,7 +203,7 @@ fn sharded_checkpoints_convert_shard_by_shard_with_a_new_index() {
     ]
     .iter()
     .map(|f| {
-        Checkpoint::open(&out.join(f))
+        Checkpoint::open(out.join(f))
             .unwrap()
             .entries()
             .iter()
@@ -318,9 +318,7 @@ fn corrupt_files_are_clear_errors() {
         );
         assert!(e.contains(needle), "{}: {e}", path.display());
     }
-    let e = Checkpoint::open(&d.join("missing"))
-        .unwrap_err()
-        .to_string();
+    let e = Checkpoint::open(d.join("missing")).unwrap_err().to_string();
     assert!(e.contains("missing") && e.contains("No such file"), "{e}");
 }
 

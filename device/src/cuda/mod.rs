@@ -59,17 +59,33 @@ pub(crate) fn device_count() -> usize {
     CudaContext::device_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
-/// `cuda:N (name, memory)` per device.
+/// `cuda:N (name, memory)` per device, or one line saying why there is none.
 pub(crate) fn describe() -> Vec<String> {
-    (0..device_count().min(128))
-        .filter_map(|i| {
-            let ctx = CudaContext::new(i).ok()?;
-            let name = ctx.name().unwrap_or_else(|_| "unknown GPU".to_owned());
-            let mem = ctx.total_mem().map_or_else(
-                |_| "unknown memory".to_owned(),
-                |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
-            );
-            Some(format!("cuda:{i} ({name}, {mem})"))
+    if let Err(TensorError::CudaUnavailable(why)) = driver_library() {
+        return vec![format!("cuda: not available ({why})")];
+    }
+    let count = match CudaContext::device_count() {
+        Ok(n) => usize::try_from(n).unwrap_or(0),
+        Err(e) => {
+            return vec![format!(
+                "cuda: not available (the CUDA driver failed to start: {e:?})"
+            )]
+        }
+    };
+    if count == 0 {
+        return vec!["cuda: not available (the CUDA driver reports no device)".to_owned()];
+    }
+    (0..count.min(128))
+        .map(|i| match CudaContext::new(i) {
+            Ok(ctx) => {
+                let name = ctx.name().unwrap_or_else(|_| "unknown GPU".to_owned());
+                let mem = ctx.total_mem().map_or_else(
+                    |_| "unknown memory".to_owned(),
+                    |b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+                );
+                format!("cuda:{i} ({name}, {mem})")
+            }
+            Err(e) => format!("cuda:{i}: not usable ({e:?})"),
         })
         .collect()
 }

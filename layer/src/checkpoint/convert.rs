@@ -1,0 +1,364 @@
+//! Converting a checkpoint: what to convert ([`ConvertOptions`]), and the streaming pipeline
+//! that reads, casts and writes at once.
+//!
+//! Three stages run concurrently over chunks of at most [`CHUNK_BYTES`]: a reader thread fills
+//! buffers with positioned reads, the caster converts them (the cast itself spread over the
+//! rayon pool), and a writer thread appends them to the output. Buffers come from two small
+//! pools, so memory stays at a few tens of MiB whatever the checkpoint's size, and the disk is
+//! kept busy while the CPU casts.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use dtcast_cast::{cast, CastError, CastMode};
+use dtcast_device::{Device, Tensor, TensorError, ToOptions};
+use dtcast_dtype::DType;
+
+use super::header::{self, Entry};
+use super::json::quote;
+use super::reader::Checkpoint;
+use crate::error::LayerError;
+use crate::output::{check_not_input, AtomicFile, FileMode, Target};
+
+/// The largest chunk (input or output bytes) that moves through the pipeline at once.
+pub const CHUNK_BYTES: usize = 8 << 20;
+
+/// Buffers per pool (one pool for reads, one for casts).
+const POOL: usize = 3;
+
+/// What a conversion does.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    /// The dtype to convert to.
+    pub dtype: DType,
+    /// Convert every tensor, not only the floating ones.
+    pub all: bool,
+    /// Names or glob patterns (`*.norm.weight`) of tensors to leave as they are. Each must match
+    /// at least one tensor.
+    pub keep: Vec<String>,
+    /// The cast mode.
+    pub mode: CastMode,
+    /// Where the casts run (`cuda:0`: upload, cast, download, chunk by chunk).
+    pub device: Device,
+    /// Replace an existing output.
+    pub force: bool,
+}
+
+impl ConvertOptions {
+    /// Floating tensors to `dtype`, Torch mode, on the CPU.
+    pub fn new(dtype: DType) -> ConvertOptions {
+        ConvertOptions {
+            dtype,
+            all: false,
+            keep: Vec::new(),
+            mode: CastMode::Torch,
+            device: Device::Cpu,
+            force: false,
+        }
+    }
+
+    /// The keep patterns, checked: each is a valid glob that matches at least one of `names`.
+    pub(crate) fn selection<'a>(
+        &self,
+        names: impl Iterator<Item = &'a str> + Clone,
+    ) -> Result<Selection, LayerError> {
+        let mut patterns = Vec::with_capacity(self.keep.len());
+        for k in &self.keep {
+            let p = glob::Pattern::new(k).map_err(|e| {
+                LayerError::Output(format!("--keep `{k}` is not a valid glob pattern: {e}"))
+            })?;
+            if !names.clone().any(|n| p.matches(n)) {
+                let close = closest(k, names.clone());
+                return Err(LayerError::Output(if close.is_empty() {
+                    format!("--keep `{k}` matches no tensor of the checkpoint")
+                } else {
+                    format!(
+                        "--keep `{k}` matches no tensor of the checkpoint; the closest names are {}",
+                        close.join(", ")
+                    )
+                }));
+            }
+            patterns.push(p);
+        }
+        Ok(Selection {
+            dtype: self.dtype,
+            all: self.all,
+            patterns,
+        })
+    }
+}
+
+/// Which tensors a conversion converts.
+#[derive(Debug)]
+pub(crate) struct Selection {
+    dtype: DType,
+    all: bool,
+    patterns: Vec<glob::Pattern>,
+}
+
+impl Selection {
+    /// The dtype `entry` gets.
+    pub(crate) fn dtype_of(&self, entry: &Entry) -> DType {
+        let wanted = self.all || entry.dtype.is_floating_point();
+        let kept = self.patterns.iter().any(|p| p.matches(&entry.name));
+        if wanted && !kept {
+            self.dtype
+        } else {
+            entry.dtype
+        }
+    }
+}
+
+/// The three names nearest to `pattern` (edit distance), each quoted.
+fn closest<'a>(pattern: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut scored: Vec<(usize, &str)> = names.map(|n| (strsim::levenshtein(pattern, n), n)).collect();
+    scored.sort();
+    scored.dedup_by_key(|s| s.1);
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| format!("`{}`", quote(n)))
+        .collect()
+}
+
+/// What a conversion did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Tensors converted.
+    pub converted: usize,
+    /// Tensors left as they were.
+    pub kept: usize,
+    /// Bytes of tensor data before.
+    pub bytes_before: u64,
+    /// Bytes of tensor data after.
+    pub bytes_after: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+impl Summary {
+    pub(crate) fn add(&mut self, other: &Summary) {
+        self.converted += other.converted;
+        self.kept += other.kept;
+        self.bytes_before += other.bytes_before;
+        self.bytes_after += other.bytes_after;
+    }
+}
+
+/// Converts one safetensors file: checks the output first ([`Target::file`]: `--force`, no
+/// special files, the input never overwritten), then streams tensor data through the pipeline
+/// into an [`AtomicFile`] that replaces `output` only when complete. Names, order and
+/// `__metadata__` are kept; the output gets the input's permission bits. `progress` is called
+/// with (input bytes done, input bytes total).
+///
+/// A checkpoint that changes while it is read is [`LayerError::Changed`]; nothing is written.
+pub fn convert_file(
+    input: &Path,
+    output: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Summary, LayerError> {
+    let start = Instant::now();
+    check_not_input(input, output)?;
+    let target = Target::file(output, options.force)?;
+    let ckpt = Checkpoint::open(input)?;
+    let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
+    let mut file = AtomicFile::create(target.dir(), FileMode::like(input))?;
+    let total = data_bytes(&ckpt);
+    let mut summary = write_converted(&ckpt, &selection, options, &mut file, &|done| {
+        progress(done, total)
+    })
+    .map_err(|e| e.at(target.requested()))?;
+    ckpt.check_unchanged()?;
+    file.commit(&target)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// Bytes of tensor data in a checkpoint.
+pub(crate) fn data_bytes(ckpt: &Checkpoint) -> u64 {
+    ckpt.entries().iter().map(|e| e.range.len() as u64).sum()
+}
+
+/// One piece of one tensor.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    entry: usize,
+    /// Index of its first element within the tensor.
+    first: usize,
+    count: usize,
+    from: DType,
+    to: DType,
+}
+
+/// A buffer and the pool it returns to.
+struct Buf {
+    bytes: Vec<u8>,
+    pool: usize,
+}
+
+/// Writes the converted checkpoint (header and data) into `out`. `progress` gets input bytes done.
+pub(crate) fn write_converted(
+    ckpt: &Checkpoint,
+    selection: &Selection,
+    options: &ConvertOptions,
+    out: &mut AtomicFile,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Summary, LayerError> {
+    let entries = ckpt.entries();
+    let plan: Vec<DType> = entries.iter().map(|e| selection.dtype_of(e)).collect();
+    let specs: Vec<_> = entries
+        .iter()
+        .zip(&plan)
+        .map(|(e, to)| (e.name.clone(), *to, e.shape.clone()))
+        .collect();
+    let head = header::build(&specs, ckpt.metadata())?;
+    let mut summary = Summary::default();
+    let mut chunks = Vec::new();
+    for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
+        let n = e.numel();
+        if to == e.dtype {
+            summary.kept += 1;
+        } else {
+            summary.converted += 1;
+        }
+        summary.bytes_before += e.range.len() as u64;
+        summary.bytes_after += (n * to.itemsize()) as u64;
+        let per = CHUNK_BYTES / e.dtype.itemsize().max(to.itemsize());
+        let mut first = 0;
+        while first < n {
+            let count = per.min(n - first);
+            chunks.push(Chunk {
+                entry: i,
+                first,
+                count,
+                from: e.dtype,
+                to,
+            });
+            first += count;
+        }
+    }
+    out.write_all(&(head.len() as u64).to_le_bytes())?;
+    out.write_all(&head)?;
+
+    // Two pools (0: read buffers, 1: cast buffers), so that no stage can starve another. Each
+    // stage owns its own senders for returning buffers; when the stages downstream of a pool end,
+    // its last sender goes and a stage waiting on it wakes with an error instead of hanging.
+    let (read_ret, read_pool) = sync_channel::<Vec<u8>>(POOL);
+    let (cast_ret, cast_pool) = sync_channel::<Vec<u8>>(POOL);
+    for _ in 0..POOL {
+        read_ret.send(Vec::new()).expect("the pool has room");
+        cast_ret.send(Vec::new()).expect("the pool has room");
+    }
+    let writer_returns = [read_ret.clone(), cast_ret];
+    let caster_return = read_ret;
+    let (read_tx, read_rx) = sync_channel::<(Chunk, Buf)>(1);
+    let (write_tx, write_rx) = sync_channel::<(Chunk, Buf)>(1);
+    let chunks = &chunks;
+    let (read_result, cast_result, write_result) = std::thread::scope(|s| {
+        let reader = s.spawn(move || -> Result<(), LayerError> {
+            for c in chunks {
+                let Ok(mut bytes) = read_pool.recv() else {
+                    return Ok(());
+                };
+                let size = c.from.itemsize();
+                bytes.resize(c.count * size, 0);
+                ckpt.read_into(&entries[c.entry], c.first * size, &mut bytes)?;
+                if read_tx.send((*c, Buf { bytes, pool: 0 })).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        });
+        let writer = s.spawn(move || -> Result<(), LayerError> {
+            let mut done = 0u64;
+            for (c, buf) in write_rx {
+                out.write_all(&buf.bytes)?;
+                done += (c.count * c.from.itemsize()) as u64;
+                progress(done);
+                let _ = writer_returns[buf.pool].send(buf.bytes);
+            }
+            Ok(())
+        });
+        let caster = move || -> Result<(), LayerError> {
+            for (c, input) in read_rx {
+                let buf = if c.from == c.to {
+                    input
+                } else {
+                    let Ok(mut bytes) = cast_pool.recv() else {
+                        return Ok(());
+                    };
+                    bytes.resize(c.count * c.to.itemsize(), 0);
+                    cast_chunk(&input.bytes, &mut bytes, &c, options).map_err(|source| {
+                        LayerError::Tensor {
+                            name: entries[c.entry].name.clone(),
+                            source,
+                        }
+                    })?;
+                    let _ = caster_return.send(input.bytes);
+                    Buf { bytes, pool: 1 }
+                };
+                if write_tx.send((c, buf)).is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        };
+        // Ending the caster drops its channels, which ends the other two.
+        let cast_result = caster();
+        (
+            reader.join().expect("the reader does not panic"),
+            cast_result,
+            writer.join().expect("the writer does not panic"),
+        )
+    });
+    read_result.and(cast_result).and(write_result)?;
+    Ok(summary)
+}
+
+/// Casts one chunk, on the CPU or on `options.device`. Element indices in errors count from the
+/// start of the tensor.
+fn cast_chunk(
+    src: &[u8],
+    dst: &mut [u8],
+    c: &Chunk,
+    options: &ConvertOptions,
+) -> Result<(), TensorError> {
+    let shift = |e: CastError| match e {
+        CastError::Value {
+            index,
+            value,
+            from,
+            to,
+            kind,
+        } => CastError::Value {
+            index: index + c.first,
+            value,
+            from,
+            to,
+            kind,
+        },
+        other => other,
+    };
+    match options.device {
+        Device::Cpu => cast(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into()),
+        device => {
+            let opts = ToOptions {
+                mode: options.mode,
+                ..Default::default()
+            };
+            let converted = Tensor::from_bytes(src, c.from, &[c.count])
+                .and_then(|t| t.to(device))
+                .and_then(|t| t.to_with(c.to, opts))
+                .and_then(|t| t.to_bytes())
+                .map_err(|e| match e {
+                    TensorError::Cast(ce) => TensorError::Cast(shift(ce)),
+                    other => other,
+                })?;
+            dst.copy_from_slice(&converted);
+            Ok(())
+        }
+    }
+}

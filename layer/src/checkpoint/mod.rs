@@ -1,0 +1,50 @@
+//! safetensors checkpoints: strict reading, streaming conversion, sharded checkpoints.
+//!
+//! - [`Checkpoint`] reads one file with positioned reads (never a memory map: a file truncated
+//!   underneath is an error, not a crash), after validating its [`Header`] by the strictest
+//!   rules.
+//! - [`convert_file`] streams a file through a read → cast → write pipeline into an output that
+//!   appears complete or not at all ([`crate::output`]).
+//! - [`ShardedCheckpoint`] opens a `*.safetensors.index.json` and cross-checks it with its
+//!   shards; [`convert_index`] converts them all or nothing.
+//!
+//! ```
+//! use dtcast_layer::checkpoint::{convert_file, save, Checkpoint, ConvertOptions};
+//! use dtcast_device::Tensor;
+//! use dtcast_dtype::DType;
+//! let dir = std::env::temp_dir().join(format!("dtcast-doc-ckpt-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let w = Tensor::from_vec(vec![1.0f32, 0.5], &[2])?;
+//! save(dir.join("in.safetensors"), &[("w".to_owned(), w)], &[])?;
+//! let s = convert_file(&dir.join("in.safetensors"), &dir.join("out.safetensors"),
+//!                      &ConvertOptions::new(DType::BFloat16), &|_, _| {})?;
+//! assert_eq!(s.converted, 1);
+//! assert_eq!(Checkpoint::open(dir.join("out.safetensors"))?.entries()[0].dtype, DType::BFloat16);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use dtcast_device::Tensor;
+
+use crate::error::LayerError;
+
+mod convert;
+mod header;
+mod json;
+mod reader;
+mod save;
+mod sharded;
+
+pub use convert::{convert_file, ConvertOptions, Summary, CHUNK_BYTES};
+pub use header::{Entry, Header, MAX_HEADER_LEN};
+pub use reader::Checkpoint;
+pub use save::save;
+pub use sharded::{convert_index, Index, ShardedCheckpoint};
+
+/// Loads a safetensors file into a name → tensor map (for [`Layer::load_tensors`](crate::Layer::load_tensors)).
+pub fn load_map(path: impl AsRef<Path>) -> Result<HashMap<String, Tensor>, LayerError> {
+    Ok(Checkpoint::open(path)?.load()?.into_iter().collect())
+}

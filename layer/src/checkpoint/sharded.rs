@@ -1,0 +1,292 @@
+//! Sharded checkpoints: a `*.safetensors.index.json` whose `weight_map` names the shard file of
+//! every tensor. Read and cross-checked before anything is written; converted all or nothing.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::convert::{data_bytes, write_converted, ConvertOptions, Summary};
+use super::json::{self, quote};
+use super::reader::Checkpoint;
+use crate::error::LayerError;
+use crate::output::{AtomicFile, FileMode, StagedDir, Target, Want};
+
+/// An index file's contents, parsed strictly: a JSON object whose `weight_map` maps each tensor
+/// name (once) to a shard given as a plain file name in the index's directory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Index {
+    /// The whole JSON document (kept for the output index, key order included).
+    pub json: Value,
+    /// `weight_map` in order: tensor name → shard file name.
+    pub weight_map: Vec<(String, String)>,
+    /// The shard file names, in order of first mention.
+    pub shards: Vec<String>,
+}
+
+impl Index {
+    /// Parses an index file's bytes.
+    ///
+    /// ```
+    /// use dtcast_layer::checkpoint::Index;
+    /// let i = Index::parse(br#"{"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}}"#)?;
+    /// assert_eq!(i.shards, ["s1.safetensors"]);
+    /// assert!(Index::parse(br#"{"weight_map": {"a": "../x.safetensors"}}"#).is_err());
+    /// assert!(Index::parse(br#"{"weight_map": {"a": "s", "a": "t"}}"#).is_err());
+    /// # Ok::<(), String>(())
+    /// ```
+    pub fn parse(bytes: &[u8]) -> Result<Index, String> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| format!("the index is not valid UTF-8 (byte {})", e.valid_up_to()))?;
+        let json = json::parse(text).map_err(|e| format!("the index is not valid JSON: {e}"))?;
+        let map = json
+            .get("weight_map")
+            .and_then(Value::as_object)
+            .ok_or("the index has no `weight_map` object")?;
+        let mut weight_map = Vec::with_capacity(map.len());
+        let mut shards: Vec<String> = Vec::new();
+        for (name, v) in map {
+            let file = v.as_str().ok_or_else(|| {
+                format!(
+                    "`weight_map` maps `{}` to something that is not a file name",
+                    quote(name)
+                )
+            })?;
+            check_shard_name(file)?;
+            if !shards.iter().any(|s| s == file) {
+                shards.push(file.to_owned());
+            }
+            weight_map.push((name.clone(), file.to_owned()));
+        }
+        Ok(Index {
+            json,
+            weight_map,
+            shards,
+        })
+    }
+}
+
+/// A shard must be a plain file name: it stays inside the checkpoint's directory.
+fn check_shard_name(file: &str) -> Result<(), String> {
+    let plain = !file.is_empty()
+        && file != "."
+        && file != ".."
+        && !file.contains(['/', '\\', '\0'])
+        && !(file.len() >= 2 && file.as_bytes()[1] == b':');
+    if plain {
+        Ok(())
+    } else {
+        Err(format!(
+            "shard `{}` is not a plain file name in the index's directory",
+            quote(file)
+        ))
+    }
+}
+
+/// A sharded checkpoint, opened and validated: every shard is a valid safetensors file; every
+/// `weight_map` entry is in the shard it names; every tensor of every shard is in the map; no
+/// tensor is in two shards.
+#[derive(Debug)]
+pub struct ShardedCheckpoint {
+    path: PathBuf,
+    index: Index,
+    shards: Vec<(String, Checkpoint)>,
+}
+
+impl ShardedCheckpoint {
+    /// Opens `index` and every shard it names.
+    pub fn open(index: impl AsRef<Path>) -> Result<ShardedCheckpoint, LayerError> {
+        let path = index.as_ref();
+        let bad = |reason: String| LayerError::Index {
+            path: path.to_owned(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|source| LayerError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let index = Index::parse(&bytes).map_err(bad)?;
+        let dir = crate::output::parent_dir(path);
+        let shards = index
+            .shards
+            .iter()
+            .map(|s| Ok((s.clone(), Checkpoint::open(dir.join(s))?)))
+            .collect::<Result<Vec<_>, LayerError>>()?;
+        let mut holder: HashMap<&str, &str> = HashMap::new();
+        for (shard, ck) in &shards {
+            for e in ck.entries() {
+                if let Some(other) = holder.insert(&e.name, shard) {
+                    return Err(bad(format!(
+                        "tensor `{}` is in two shards, `{other}` and `{shard}`",
+                        quote(&e.name)
+                    )));
+                }
+            }
+        }
+        for (name, shard) in &index.weight_map {
+            match holder.remove(name.as_str()) {
+                Some(s) if s == shard => {}
+                Some(s) => {
+                    return Err(bad(format!(
+                        "`weight_map` puts `{}` in `{shard}`, but it is in `{s}`",
+                        quote(name)
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "`weight_map` puts `{}` in `{shard}`, but no shard holds it",
+                        quote(name)
+                    )))
+                }
+            }
+        }
+        if let Some((name, shard)) = holder.into_iter().min() {
+            return Err(bad(format!(
+                "shard `{shard}` holds `{}`, which `weight_map` does not list",
+                quote(name)
+            )));
+        }
+        Ok(ShardedCheckpoint {
+            path: path.to_owned(),
+            index,
+            shards,
+        })
+    }
+
+    /// The index file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The parsed index.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The shards: file name and checkpoint, in order of first mention in the index.
+    pub fn shards(&self) -> &[(String, Checkpoint)] {
+        &self.shards
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> + Clone {
+        self.shards
+            .iter()
+            .flat_map(|(_, c)| c.entries().iter().map(|e| e.name.as_str()))
+    }
+}
+
+/// Converts a sharded checkpoint into the directory `out_dir`, all or nothing: the index and
+/// every shard are validated first ([`ShardedCheckpoint::open`]); the shards are converted one by
+/// one into unnamed files beside `out_dir`; then a staging directory receives them and the new
+/// index (`total_size` updated) and replaces `out_dir` in one step.
+///
+/// `out_dir` must not exist, or be empty, or — with `force` — hold a previous conversion (index
+/// and shard files only; anything else there is refused rather than deleted). On any failure it
+/// is exactly as it was.
+pub fn convert_index(
+    index: &Path,
+    out_dir: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Summary, LayerError> {
+    let start = Instant::now();
+    let target = Target::resolve(out_dir, options.force, Want::Dir)?;
+    check_output_dir(&target, index, options.force)?;
+    let ck = ShardedCheckpoint::open(index)?;
+    let selection = options.selection(ck.names())?;
+    let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
+    let mut summary = Summary::default();
+    let mut written = Vec::with_capacity(ck.shards.len());
+    let mut before = 0u64;
+    for (name, shard) in &ck.shards {
+        let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
+        let s = write_converted(shard, &selection, options, &mut file, &|done| {
+            progress(before + done, total)
+        })
+        .map_err(|e| e.at(&out_dir.join(name)))?;
+        before += data_bytes(shard);
+        summary.add(&s);
+        written.push((name, file));
+    }
+    for (_, shard) in &ck.shards {
+        shard.check_unchanged()?;
+    }
+    let mut json = ck.index.json.clone();
+    set_total_size(&mut json, summary.bytes_after);
+    let text =
+        serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
+    let mut index_file = AtomicFile::create(target.dir(), FileMode::like(index))?;
+    index_file
+        .write_all(text.as_bytes())
+        .map_err(|e| LayerError::from(e).at(out_dir))?;
+    let staged = StagedDir::create(&target)?;
+    for (name, file) in written {
+        staged.add(file, name.as_ref())?;
+    }
+    staged.add(index_file, index.file_name().unwrap_or_default())?;
+    staged.commit(&target)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn set_total_size(json: &mut Value, total: u64) {
+    if let Some(meta) = json.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("total_size".to_owned(), total.into());
+    } else if let Some(obj) = json.as_object_mut() {
+        obj.insert(
+            "metadata".to_owned(),
+            serde_json::json!({ "total_size": total }),
+        );
+    }
+}
+
+/// The output directory may be replaced only if that loses nothing: it is absent or empty, or
+/// (with `force`) it holds only index and shard files; and it must not hold the input.
+fn check_output_dir(target: &Target, index: &Path, force: bool) -> Result<(), LayerError> {
+    let shown = target.requested().display();
+    if let (Ok(out), Ok(input)) = (target.resolved().canonicalize(), index.canonicalize()) {
+        if input.starts_with(&out) {
+            return Err(LayerError::Output(format!(
+                "refusing to replace `{shown}`: it holds the input {}; choose another output",
+                index.display()
+            )));
+        }
+    }
+    if !target.exists() {
+        return Ok(());
+    }
+    let io = |source| LayerError::Io {
+        path: target.requested().to_owned(),
+        source,
+    };
+    let mut foreign = Vec::new();
+    let mut any = false;
+    for entry in std::fs::read_dir(target.resolved()).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        any = true;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+            && (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json"));
+        if !ours {
+            foreign.push(name);
+        }
+    }
+    if !any {
+        return Ok(());
+    }
+    if !force {
+        return Err(LayerError::Output(format!(
+            "`{shown}` exists; pass --force to replace it"
+        )));
+    }
+    if !foreign.is_empty() {
+        foreign.sort();
+        return Err(LayerError::Output(format!(
+            "refusing to replace `{shown}`: it holds files that are not part of a converted checkpoint ({}); remove them or choose another output",
+            foreign.join(", ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! `dtcast dtypes`: every dtype and what is known of it, from the dtype table.
+
+use std::io::Write;
+
+use dtcast_dtype::DType;
+
+use super::args::DtypesArgs;
+use super::CmdError;
+
+pub(crate) fn run(args: &DtypesArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    if args.json {
+        for dt in DType::ALL {
+            writeln!(out, "{}", json(dt))?;
+        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16} {:>4}  {:<17} {:<27} {:<12} aliases",
+        "dtype", "bits", "category", "float format", "safetensors"
+    )?;
+    for dt in DType::ALL {
+        let format = dt.float_format().map_or_else(String::new, |f| {
+            format!(
+                "e{}m{} bias {} max {}",
+                f.exponent_bits, f.mantissa_bits, f.bias, f.max_finite
+            )
+        });
+        writeln!(
+            out,
+            "{:<16} {:>4}  {:<17} {:<27} {:<12} {}",
+            dt.name(),
+            dt.bits(),
+            dt.category().to_string(),
+            format,
+            dt.safetensors_name().unwrap_or("-"),
+            aliases(dt).join(", ")
+        )?;
+    }
+    writeln!(
+        out,
+        "\nAny name may carry a `torch.`, `paddle.` or `np.` prefix; safetensors names are accepted as they are."
+    )?;
+    Ok(())
+}
+
+fn aliases(dt: DType) -> Vec<&'static str> {
+    dt.aliases()
+        .iter()
+        .chain(dt.short_names())
+        .copied()
+        .collect()
+}
+
+fn json(dt: DType) -> String {
+    let format = dt.float_format().map(|f| {
+        serde_json::json!({
+            "exponent_bits": f.exponent_bits,
+            "mantissa_bits": f.mantissa_bits,
+            "bias": f.bias,
+            "max": f.max_finite,
+            "min_normal": f.min_normal,
+            "has_inf": f.has_inf,
+            "signed": f.signed,
+        })
+    });
+    serde_json::json!({
+        "name": dt.name(),
+        "aliases": aliases(dt),
+        "bits": dt.bits(),
+        "category": dt.category().to_string(),
+        "float_format": format,
+        "safetensors": dt.safetensors_name(),
+    })
+    .to_string()
+}
