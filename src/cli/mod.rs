@@ -83,8 +83,9 @@ where
 }
 
 /// The `dtcast` process: [`run`] on the real arguments and streams, after installing the signal
-/// handlers and any fault `DTCAST_FAULT` asks for (`nospace-after=N`, `stall-after=N`: for tests
-/// that run dtcast as a child process; see `dtcast_layer::output::Fault`).
+/// handlers and any fault `DTCAST_FAULT` asks for (`nospace-after=N`, `pause-after=N`,
+/// `named-temps`: for tests that run dtcast as a child process; see
+/// `dtcast_layer::output::Fault`).
 pub fn main() -> ExitCode {
     if let Some(spec) = std::env::var_os("DTCAST_FAULT") {
         match spec.to_string_lossy().parse() {
@@ -96,10 +97,11 @@ pub fn main() -> ExitCode {
         }
     }
     install_signal_handlers();
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    // Not locked for the whole run: an injected pause reads stdin from another thread.
+    let mut input = std::io::BufReader::new(std::io::stdin());
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut stderr = std::io::stderr().lock();
+    // Not locked either: the signal handler's thread writes its message there.
+    let mut stderr = std::io::stderr();
     let code = run(std::env::args_os(), &mut input, &mut stdout, &mut stderr);
     // A closed pipe (`dtcast table | head`) is not worth a second error.
     let _ = stdout.flush();

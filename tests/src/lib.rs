@@ -87,3 +87,64 @@ pub fn expected_shape(v: &Value) -> Expected<Vec<usize>> {
         None => Expected::Ok(shape(v)),
     }
 }
+
+/// Every file under `dir` (recursively, hidden ones included) with its bytes: two snapshots are
+/// equal when the tree is byte for byte the same.
+///
+/// # Panics
+/// If the tree cannot be read.
+pub fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable directory") {
+            let path = entry.expect("directory entry").path();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            if meta.is_dir() {
+                todo.push(path.clone());
+                out.insert(path, b"<dir>".to_vec());
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// A float32 checkpoint at `path` with one tensor per `(name, values)`.
+///
+/// # Panics
+/// If it cannot be written.
+pub fn write_f32_checkpoint(path: &std::path::Path, tensors: &[(&str, Vec<f32>)]) {
+    let list: Vec<(String, dtcast::Tensor)> = tensors
+        .iter()
+        .map(|(n, v)| {
+            (
+                (*n).to_owned(),
+                dtcast::Tensor::from_vec(v.clone(), &[v.len()]).expect("a tensor"),
+            )
+        })
+        .collect();
+    dtcast::layer::checkpoint::save(path, &list, &[]).expect("checkpoint written");
+}
+
+/// A sharded checkpoint in `dir`: `model-0000K-of-0000N.safetensors` per shard and
+/// `model.safetensors.index.json`, whose path is returned.
+///
+/// # Panics
+/// If it cannot be written.
+pub fn write_sharded(dir: &std::path::Path, shards: &[Vec<(&str, Vec<f32>)>]) -> PathBuf {
+    let n = shards.len();
+    let mut map = serde_json::Map::new();
+    for (k, tensors) in shards.iter().enumerate() {
+        let file = format!("model-{:05}-of-{n:05}.safetensors", k + 1);
+        write_f32_checkpoint(&dir.join(&file), tensors);
+        for (name, _) in tensors {
+            map.insert((*name).to_owned(), Value::from(file.clone()));
+        }
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let json = serde_json::json!({ "metadata": { "total_size": 0 }, "weight_map": map });
+    std::fs::write(&index, json.to_string()).expect("index written");
+    index
+}

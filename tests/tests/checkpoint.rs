@@ -347,3 +347,376 @@ proptest! {
         }
     }
 }
+
+/// A file with a raw header length and raw header bytes.
+fn raw_file(dir: &Path, name: &str, len: u64, header: &[u8], data: &[u8]) -> PathBuf {
+    let mut bytes = len.to_le_bytes().to_vec();
+    bytes.extend(header);
+    bytes.extend(data);
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn the_reader_refuses_each_class_of_header_other_loaders_got_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let deep = format!(r#"{{"a":{}{}}}"#, "[".repeat(50_000), "]".repeat(50_000));
+    let cases: Vec<(PathBuf, &str)> = vec![
+        // The cap is checked before anything is allocated (the file is 8 bytes long).
+        (
+            raw_file(d, "cap", 100_000_001, b"", b""),
+            "the header length 100000001 exceeds the limit of 100000000 bytes",
+        ),
+        (
+            raw_file(d, "past", 64, b"{}", b""),
+            "the header length 64 runs past the end of the file (10 bytes)",
+        ),
+        (
+            file_with(
+                d,
+                "dup",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "duplicate key `a`",
+        ),
+        (
+            file_with(
+                d,
+                "dupfield",
+                r#"{"a":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "duplicate key `dtype`",
+        ),
+        (
+            file_with(d, "dupmeta", r#"{"__metadata__":{"k":"1","k":"2"}}"#, &[]),
+            "duplicate key `k`",
+        ),
+        (
+            file_with(
+                d,
+                "meta-tensor",
+                r#"{"__metadata__":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "a tensor is named `__metadata__`",
+        ),
+        (
+            file_with(d, "meta-nonstring", r#"{"__metadata__":{"n":1}}"#, &[]),
+            "`__metadata__` value of `n` is not a string",
+        ),
+        (
+            file_with(
+                d,
+                "negative",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}"#,
+                &[0; 4],
+            ),
+            "data_offsets is not a pair of non-negative integers",
+        ),
+        (
+            file_with(
+                d,
+                "reversed",
+                r#"{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}}"#,
+                &[0; 8],
+            ),
+            "data_offsets [8, 4] are reversed",
+        ),
+        (
+            file_with(
+                d,
+                "wrapping",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551611,18446744073709551615]}}"#,
+                &[0; 4],
+            ),
+            "overflow",
+        ),
+        (
+            file_with(
+                d,
+                "beyond",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551616,18446744073709551620]}}"#,
+                &[0; 4],
+            ),
+            "not a pair of non-negative integers",
+        ),
+        (
+            file_with(
+                d,
+                "far",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[4096,4100]}}"#,
+                &[0; 4],
+            ),
+            "leaves a gap",
+        ),
+        (
+            file_with(
+                d,
+                "size-overflow",
+                r#"{"a":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "too large (its size overflows)",
+        ),
+        (
+            file_with(
+                d,
+                "trailing",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 5],
+            ),
+            "ends 1 bytes before the end of the file (trailing bytes)",
+        ),
+        (
+            raw_file(d, "utf8", 8, b"{\"\xff\":{}}", b""),
+            "not valid UTF-8",
+        ),
+        (
+            file_with(
+                d,
+                "surrogate",
+                r#"{"\ud800":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "surrogate",
+        ),
+        (file_with(d, "deep", &deep, &[]), "recursion limit exceeded"),
+        (
+            file_with(
+                d,
+                "unknown-field",
+                r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}"#,
+                &[0; 4],
+            ),
+            "unknown field `x`",
+        ),
+        (
+            file_with(d, "not-object", "[1, 2]", &[]),
+            "not a JSON object",
+        ),
+        (
+            file_with(
+                d,
+                "no-shape",
+                r#"{"a":{"dtype":"F32","data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "tensor `a` has no `shape`",
+        ),
+        (
+            file_with(
+                d,
+                "bad-dtype",
+                r#"{"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "dtype `F99`, which is not a safetensors dtype",
+        ),
+    ];
+    for (path, needle) in cases {
+        let e = Checkpoint::open(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("not a valid safetensors file"),
+            "{}: {e}",
+            path.display()
+        );
+        assert!(e.contains(needle), "{}: {e}", path.display());
+        assert!(e.len() < 400, "messages stay short: {e}");
+        // The in-memory validator (the fuzz target's) agrees.
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(dtcast::layer::checkpoint::Header::from_bytes(&bytes).is_err());
+    }
+}
+
+#[test]
+fn legal_edge_cases_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Empty tensors (equal offsets), at the start and the end, beside a real one.
+    let p = file_with(
+        d,
+        "empty",
+        r#"{"e1":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"e2":{"dtype":"BF16","shape":[3,0],"data_offsets":[4,4]}}"#,
+        &[0, 0, 0x80, 0x3f],
+    );
+    let ck = Checkpoint::open(&p).unwrap();
+    let names: Vec<&str> = ck.entries().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["e1", "a", "e2"]);
+    let loaded = ck.load().unwrap();
+    assert_eq!(loaded[2].1.shape(), [3, 0]);
+    assert_eq!(loaded[1].1.to_vec::<f32>().unwrap(), [1.0]);
+    // ...and convert.
+    let out = d.join("out.safetensors");
+    convert_file(&p, &out, &ConvertOptions::new(DType::Float16), &|_, _| {}).unwrap();
+    assert_eq!(Checkpoint::open(&out).unwrap().entries().len(), 3);
+    // A 0-dim tensor, an empty __metadata__, no tensors at all.
+    let scalar = file_with(
+        d,
+        "scalar",
+        r#"{"s":{"dtype":"F64","shape":[],"data_offsets":[0,8]}}"#,
+        &[0; 8],
+    );
+    assert_eq!(
+        Checkpoint::open(&scalar).unwrap().entries()[0].shape,
+        Vec::<usize>::new()
+    );
+    let empty_meta = file_with(d, "meta", r#"{"__metadata__":{}}"#, &[]);
+    let ck = Checkpoint::open(&empty_meta).unwrap();
+    assert!(ck.entries().is_empty() && ck.metadata().is_empty());
+    let none = file_with(d, "none", "{}        ", &[]);
+    assert!(Checkpoint::open(&none).unwrap().entries().is_empty());
+    let out = d.join("none-out.safetensors");
+    convert_file(
+        &none,
+        &out,
+        &ConvertOptions::new(DType::Float16),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert!(Checkpoint::open(&out).unwrap().entries().is_empty());
+}
+
+/// A sharded checkpoint whose index is `weight_map`.
+fn sharded_with_map(d: &Path, weight_map: &str) -> PathBuf {
+    dtcast_tests::write_f32_checkpoint(
+        &d.join("s1.safetensors"),
+        &[("a", vec![1.0]), ("b", vec![2.0])],
+    );
+    dtcast_tests::write_f32_checkpoint(&d.join("s2.safetensors"), &[("c", vec![3.0])]);
+    let index = d.join("model.safetensors.index.json");
+    std::fs::write(
+        &index,
+        format!(r#"{{"metadata":{{}},"weight_map":{weight_map}}}"#),
+    )
+    .unwrap();
+    index
+}
+
+#[test]
+fn an_index_is_checked_against_its_shards_before_anything_is_written() {
+    let good = r#"{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}"#;
+    let cases = [
+        (
+            r#"{"a":"s1.safetensors","b":"s2.safetensors","c":"s2.safetensors"}"#,
+            "`weight_map` puts `b` in `s2.safetensors`, but it is in `s1.safetensors`",
+        ),
+        (
+            r#"{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors","z":"s2.safetensors"}"#,
+            "`weight_map` puts `z` in `s2.safetensors`, but no shard holds it",
+        ),
+        (
+            r#"{"a":"s1.safetensors","c":"s2.safetensors"}"#,
+            "shard `s1.safetensors` holds `b`, which `weight_map` does not list",
+        ),
+        (
+            r#"{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors","a":"s1.safetensors"}"#,
+            "duplicate key `a`",
+        ),
+        (
+            r#"{"a":"../s1.safetensors"}"#,
+            "shard `../s1.safetensors` is not a plain file name",
+        ),
+        (
+            r#"{"a":"/etc/passwd"}"#,
+            "shard `/etc/passwd` is not a plain file name",
+        ),
+        (r#"{"a":"sub/s1.safetensors"}"#, "is not a plain file name"),
+        (r#"{"a":".."}"#, "is not a plain file name"),
+        (
+            r#"{"a":7}"#,
+            "maps `a` to something that is not a file name",
+        ),
+        (r#"[]"#, "no `weight_map` object"),
+    ];
+    for (map, needle) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let index = sharded_with_map(dir.path(), map);
+        let out = dir.path().join("out");
+        let e = convert_index(
+            &index,
+            &out,
+            &ConvertOptions::new(DType::BFloat16),
+            &|_, _| {},
+        )
+        .unwrap_err();
+        assert!(matches!(e, LayerError::Index { .. }), "{map}: {e}");
+        assert!(e.to_string().contains(needle), "{map}: {e}");
+        assert!(!out.exists(), "{map}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            3,
+            "{map}: nothing written"
+        );
+    }
+    // A tensor in two shards.
+    let dir = tempfile::tempdir().unwrap();
+    let index = sharded_with_map(dir.path(), good);
+    dtcast_tests::write_f32_checkpoint(
+        &dir.path().join("s2.safetensors"),
+        &[("c", vec![3.0]), ("a", vec![9.0])],
+    );
+    let e = dtcast::layer::checkpoint::ShardedCheckpoint::open(&index).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("tensor `a` is in two shards, `s1.safetensors` and `s2.safetensors`"),
+        "{e}"
+    );
+    // The good one converts.
+    let dir = tempfile::tempdir().unwrap();
+    let index = sharded_with_map(dir.path(), good);
+    let s = convert_index(
+        &index,
+        &dir.path().join("out"),
+        &ConvertOptions::new(DType::BFloat16),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(s.converted, 3);
+}
+
+#[test]
+fn a_sharded_output_directory_is_replaced_only_when_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let index = sharded_with_map(
+        d,
+        r#"{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}"#,
+    );
+    let out = d.join("out");
+    let opts = ConvertOptions::new(DType::BFloat16);
+    // An empty directory is fine without --force.
+    std::fs::create_dir(&out).unwrap();
+    convert_index(&index, &out, &opts, &|_, _| {}).unwrap();
+    let e = convert_index(&index, &out, &opts, &|_, _| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("exists; pass --force to replace it"),
+        "{e}"
+    );
+    // A directory holding anything but checkpoint files is never replaced.
+    std::fs::write(out.join("config.json"), "{}").unwrap();
+    let mut forced = opts.clone();
+    forced.force = true;
+    let e = convert_index(&index, &out, &forced, &|_, _| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("holds files that are not part of a converted checkpoint (config.json)"),
+        "{e}"
+    );
+    std::fs::remove_file(out.join("config.json")).unwrap();
+    convert_index(&index, &out, &forced, &|_, _| {}).unwrap();
+    // The input's own directory, or one that holds it, is refused.
+    let e = convert_index(&index, d, &forced, &|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("it holds the input"), "{e}");
+    // A file where the directory should be.
+    let e = convert_index(&index, &d.join("s1.safetensors"), &forced, &|_, _| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("it is a regular file; a sharded checkpoint is written as a directory"),
+        "{e}"
+    );
+}

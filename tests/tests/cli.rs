@@ -516,3 +516,184 @@ fn inspect_and_convert_the_example_checkpoint() {
         o.stderr
     );
 }
+
+#[test]
+fn keep_takes_one_pattern_per_flag_or_a_comma_list_and_each_must_match() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tiny.safetensors");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.safetensors");
+    let out_s = out.to_str().unwrap();
+    // The input after --keep is the positional input, not a second pattern.
+    let o = dtcast(
+        &[
+            "convert", "--keep", "embed", example, "-o", out_s, "--dtype", "f16",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .starts_with("converted 6 tensors to float16, kept 4"),
+        "{}",
+        o.stdout
+    );
+    let o = dtcast(
+        &[
+            "convert",
+            example,
+            "-o",
+            out_s,
+            "--dtype",
+            "f16",
+            "--force",
+            "--keep",
+            "embed,*.bias",
+            "--keep",
+            "*.scale",
+        ],
+        "",
+    );
+    assert!(
+        o.stdout
+            .starts_with("converted 2 tensors to float16, kept 8"),
+        "{}",
+        o.stdout
+    );
+    // A pattern that matches nothing is an error naming the closest tensors; nothing is written.
+    std::fs::remove_file(&out).unwrap();
+    let o = dtcast(
+        &[
+            "convert",
+            example,
+            "-o",
+            out_s,
+            "--dtype",
+            "f16",
+            "--keep",
+            "blocks.0.wieght",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "error: --keep `blocks.0.wieght` matches no tensor of the checkpoint; the closest names are `blocks.0.weight`, `blocks.1.weight`, `blocks.0.bias`\n"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn dtype_flags_take_safetensors_names_and_suggest_sensibly() {
+    let o = dtcast(
+        &["cast", "--from", "F32", "--to", "BF16", "--hex"],
+        "0000803f",
+    );
+    assert_eq!((o.code, o.stdout.as_str()), (0, "803f\n"), "{}", o.stderr);
+    let o = dtcast(
+        &["cast", "--from", "f32", "--to", "F8_E4M3", "--hex"],
+        "0000803f",
+    );
+    assert_eq!(o.stdout, "38\n");
+    let o = dtcast(&["convert", "x", "-o", "y", "--dtype", "float8"], "");
+    assert_eq!(o.code, 2);
+    let first = o.stderr.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "error: invalid value 'float8' for '--dtype <DT>': unknown dtype `float8`; did you mean one of `float8_e4m3fn`, `float8_e5m2`, `float8_e4m3fnuz`, `float8_e5m2fnuz`, `float8_e8m0fnu`? (`dtcast dtypes` lists every name)"
+    );
+    let o = dtcast(&["can-cast", "flaot32", "int8"], "");
+    assert!(o.stderr.contains("did you mean `float32`?"), "{}", o.stderr);
+}
+
+#[test]
+fn dtypes_lists_every_dtype_from_the_table() {
+    let o = dtcast(&["dtypes"], "");
+    assert_eq!(o.code, 0);
+    for dt in dtcast::DType::ALL {
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{} ", dt.name()))),
+            "{dt}"
+        );
+    }
+    assert!(
+        o.stdout
+            .contains("bfloat16           16  floating point    e8m7 bias 127"),
+        "{}",
+        o.stdout
+    );
+    let o = dtcast(&["dtypes", "--json"], "");
+    let rows: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), dtcast::DType::COUNT);
+    let e4m3 = rows.iter().find(|r| r["name"] == "float8_e4m3fn").unwrap();
+    // Independent facts of the format (OCP FP8 E4M3: bias 7, largest finite 448).
+    assert_eq!(e4m3["bits"], 8);
+    assert_eq!(e4m3["safetensors"], "F8_E4M3");
+    assert_eq!(e4m3["float_format"]["exponent_bits"], 4);
+    assert_eq!(e4m3["float_format"]["mantissa_bits"], 3);
+    assert_eq!(e4m3["float_format"]["bias"], 7);
+    assert_eq!(e4m3["float_format"]["max"], 448.0);
+    let c128 = rows.iter().find(|r| r["name"] == "complex128").unwrap();
+    assert_eq!(c128["safetensors"], serde_json::Value::Null);
+    assert_eq!(c128["aliases"], serde_json::json!(["cdouble", "c128"]));
+}
+
+#[test]
+fn usage_errors_exit_2_and_bad_tokens_are_quoted_short() {
+    assert_eq!(dtcast(&["bench", "--threads", "0"], "").code, 2);
+    assert_eq!(
+        dtcast(
+            &["convert", "a", "-o", "b", "--dtype", "f16", "--mode", "wrap"],
+            ""
+        )
+        .code,
+        2
+    );
+    let huge = "z".repeat(2 << 20);
+    let o = dtcast(&["cast", "--from", "f32", "--to", "f16", "--hex"], &huge);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.len() < 250, "{} bytes", o.stderr.len());
+    assert!(
+        o.stderr
+            .contains(&format!("`{}… (2097152 characters)`", "z".repeat(40))),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn inspect_shows_a_sharded_checkpoint_per_shard_and_in_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dtcast_tests::write_sharded(
+        dir.path(),
+        &[
+            vec![("a", vec![1.0; 3]), ("b", vec![2.0; 2])],
+            vec![("c", vec![3.0; 5])],
+        ],
+    );
+    let o = dtcast(&["inspect", index.to_str().unwrap()], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("shard model-00001-of-00002.safetensors: 2 tensors, 20 bytes"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("shard model-00002-of-00002.safetensors: 1 tensors, 20 bytes"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("total               3 tensors               40 bytes in 2 shards"),
+        "{}",
+        o.stdout
+    );
+}

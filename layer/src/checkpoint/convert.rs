@@ -113,7 +113,9 @@ impl Selection {
 
 /// The three names nearest to `pattern` (edit distance), each quoted.
 fn closest<'a>(pattern: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
-    let mut scored: Vec<(usize, &str)> = names.map(|n| (strsim::levenshtein(pattern, n), n)).collect();
+    let mut scored: Vec<(usize, &str)> = names
+        .map(|n| (strsim::levenshtein(pattern, n), n))
+        .collect();
     scored.sort();
     scored.dedup_by_key(|s| s.1);
     scored

@@ -1,50 +1,68 @@
-//! Fault injection for tests that run dtcast as a child process: a full disk after N bytes, or a
-//! writer that stops after N bytes so that a test can signal the process mid-write.
+//! Fault injection for tests that run dtcast as a child process: a full disk after N bytes, a
+//! writer that pauses after N bytes (so that a test can signal the process, or change its input,
+//! mid-write), or named temporary files where the system has anonymous ones (to exercise the
+//! portable path).
 //!
-//! The `dtcast` binary reads `DTCAST_FAULT` (`nospace-after=N` or `stall-after=N`, N bytes of
-//! output in the whole run) and calls [`inject`]. Nothing else sets a fault.
+//! The `dtcast` binary reads `DTCAST_FAULT` — a comma-separated list of `nospace-after=N`,
+//! `pause-after=N` and `named-temps`, N counting bytes of output over the whole run — and calls
+//! [`inject`]. Nothing else sets a fault.
 
-use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{self, BufRead};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// A fault to inject into every output written afterwards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
+/// Faults to inject into every output written afterwards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fault {
     /// Writes fail with "No space left on device" once the run has written this many bytes.
-    NoSpaceAfter(u64),
-    /// Once the run has written this many bytes, print `dtcast-fault: stalled` on stderr and
-    /// wait forever (for a signal).
-    StallAfter(u64),
+    pub no_space_after: Option<u64>,
+    /// Once the run has written this many bytes, print `dtcast-fault: paused` on stderr and wait
+    /// for a line on stdin (or a signal) before going on.
+    pub pause_after: Option<u64>,
+    /// Use named temporary files even where anonymous ones exist.
+    pub named_temps: bool,
 }
 
 impl std::str::FromStr for Fault {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Fault, String> {
-        let (kind, n) = s.split_once('=').ok_or_else(|| {
-            format!("DTCAST_FAULT `{s}`: expected nospace-after=N or stall-after=N")
-        })?;
-        let n: u64 = n
-            .parse()
-            .map_err(|_| format!("DTCAST_FAULT `{s}`: `{n}` is not a byte count"))?;
-        match kind {
-            "nospace-after" => Ok(Fault::NoSpaceAfter(n)),
-            "stall-after" => Ok(Fault::StallAfter(n)),
-            _ => Err(format!(
-                "DTCAST_FAULT `{s}`: expected nospace-after=N or stall-after=N"
-            )),
+        let bad = |part: &str| {
+            format!(
+                "DTCAST_FAULT `{part}`: expected nospace-after=N, pause-after=N or named-temps, separated by commas"
+            )
+        };
+        let mut fault = Fault::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "named-temps" {
+                fault.named_temps = true;
+                continue;
+            }
+            let (kind, n) = part.split_once('=').ok_or_else(|| bad(part))?;
+            let n: u64 = n.parse().map_err(|_| bad(part))?;
+            match kind {
+                "nospace-after" => fault.no_space_after = Some(n),
+                "pause-after" => fault.pause_after = Some(n),
+                _ => return Err(bad(part)),
+            }
         }
+        Ok(fault)
     }
 }
 
 static FAULT: OnceLock<Fault> = OnceLock::new();
 static WRITTEN: AtomicU64 = AtomicU64::new(0);
+static PAUSED: AtomicBool = AtomicBool::new(false);
 
 /// Injects `fault` for the rest of the process (the first call wins).
 #[doc(hidden)]
 pub fn inject(fault: Fault) {
     let _ = FAULT.set(fault);
+}
+
+/// Whether named temporary files are forced.
+pub(crate) fn named_temps() -> bool {
+    FAULT.get().is_some_and(|f| f.named_temps)
 }
 
 /// Accounts for `len` bytes about to be written; returns how many of them may be written (all of
@@ -54,23 +72,17 @@ pub(crate) fn admit(len: usize) -> io::Result<usize> {
         return Ok(len);
     };
     let before = WRITTEN.fetch_add(len as u64, Ordering::Relaxed);
-    match *fault {
-        Fault::NoSpaceAfter(limit) => {
-            if before >= limit {
-                Err(no_space())
-            } else {
-                Ok(len.min((limit - before) as usize))
-            }
+    if let Some(limit) = fault.pause_after {
+        if before + len as u64 >= limit && !PAUSED.swap(true, Ordering::Relaxed) {
+            eprintln!("dtcast-fault: paused");
+            let mut line = String::new();
+            let _ = io::stdin().lock().read_line(&mut line);
         }
-        Fault::StallAfter(limit) => {
-            if before + len as u64 >= limit {
-                eprintln!("dtcast-fault: stalled");
-                loop {
-                    std::thread::park();
-                }
-            }
-            Ok(len)
-        }
+    }
+    match fault.no_space_after {
+        Some(limit) if before >= limit => Err(no_space()),
+        Some(limit) => Ok(len.min((limit - before) as usize)),
+        None => Ok(len),
     }
 }
 

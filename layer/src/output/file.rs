@@ -78,7 +78,12 @@ impl AtomicFile {
             source,
         };
         litter::remove_stale(dir);
-        let (file, temp) = match sys::open_anonymous(dir).map_err(io)? {
+        let anonymous = if fault::named_temps() {
+            None
+        } else {
+            sys::open_anonymous(dir).map_err(io)?
+        };
+        let (file, temp) = match anonymous {
             Some(file) => {
                 sys::lock(&file, false).map_err(io)?;
                 (file, Temp::Anonymous)

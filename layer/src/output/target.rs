@@ -68,7 +68,14 @@ impl Target {
                     resolved = parent_dir(&resolved).join(link);
                 }
                 Ok(m) => break Some(m),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break None,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    break None
+                }
                 Err(source) => {
                     return Err(LayerError::Io {
                         path: requested.to_owned(),
