@@ -148,3 +148,30 @@ pub fn write_sharded(dir: &std::path::Path, shards: &[Vec<(&str, Vec<f32>)>]) ->
     std::fs::write(&index, json.to_string()).expect("index written");
     index
 }
+
+/// What an in-process `dtcast` run printed and returned.
+#[derive(Debug)]
+pub struct CliOutput {
+    /// The exit status.
+    pub code: u8,
+    /// Everything written to stdout.
+    pub stdout: String,
+    /// Everything written to stderr.
+    pub stderr: String,
+}
+
+/// Runs `dtcast ARGS` in-process (`dtcast::cli::run`) with `stdin` as its input.
+///
+/// # Panics
+/// If the tool writes text that is not UTF-8.
+pub fn dtcast_cli(args: &[&str], stdin: &str) -> CliOutput {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("dtcast").chain(args.iter().copied());
+    let code = dtcast::cli::run(argv, &mut stdin.as_bytes(), &mut out, &mut err);
+    CliOutput {
+        code,
+        stdout: String::from_utf8(out).expect("utf-8"),
+        stderr: String::from_utf8(err).expect("utf-8"),
+    }
+}

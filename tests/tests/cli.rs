@@ -1,24 +1,6 @@
 //! The `dtcast` command line, run in-process through `dtcast::cli::run`.
 
-use dtcast_tests::{expected_dtype, rows, Expected};
-
-struct Output {
-    code: u8,
-    stdout: String,
-    stderr: String,
-}
-
-fn dtcast(args: &[&str], stdin: &str) -> Output {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("dtcast").chain(args.iter().copied());
-    let code = dtcast::cli::run(argv, &mut stdin.as_bytes(), &mut out, &mut err);
-    Output {
-        code,
-        stdout: String::from_utf8(out).expect("utf-8"),
-        stderr: String::from_utf8(err).expect("utf-8"),
-    }
-}
+use dtcast_tests::{dtcast_cli as dtcast, expected_dtype, rows, Expected};
 
 #[test]
 fn promote_prints_the_result_dtype() {

@@ -4,24 +4,10 @@
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use dtcast_tests::{snapshot, write_f32_checkpoint};
+use dtcast_tests::{dtcast_cli, snapshot, write_f32_checkpoint, CliOutput};
 
-struct Output {
-    code: u8,
-    stdout: String,
-    stderr: String,
-}
-
-fn dtcast(args: &[&str]) -> Output {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("dtcast").chain(args.iter().copied());
-    let code = dtcast::cli::run(argv, &mut &b""[..], &mut out, &mut err);
-    Output {
-        code,
-        stdout: String::from_utf8(out).unwrap(),
-        stderr: String::from_utf8(err).unwrap(),
-    }
+fn dtcast(args: &[&str]) -> CliOutput {
+    dtcast_cli(args, "")
 }
 
 fn s(p: &Path) -> &str {
@@ -29,7 +15,7 @@ fn s(p: &Path) -> &str {
 }
 
 /// `convert IN -o OUT` and `cast IN -o OUT` with extra flags: both must answer alike.
-fn both(input_ckpt: &Path, input_raw: &Path, out: &Path, extra: &[&str]) -> [Output; 2] {
+fn both(input_ckpt: &Path, input_raw: &Path, out: &Path, extra: &[&str]) -> [CliOutput; 2] {
     let mut convert = vec!["convert", s(input_ckpt), "-o", s(out), "--dtype", "bf16"];
     convert.extend(extra);
     let mut cast = vec![
