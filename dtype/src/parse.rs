@@ -50,9 +50,26 @@ impl ParseDTypeError {
     }
 }
 
+/// The most characters of a rejected name (escaped) that a message quotes.
+const QUOTED: usize = 40;
+
 impl fmt::Display for ParseDTypeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown dtype `{}`", self.input)?;
+        // Quoted short and escaped, so that the message stays one short line whatever came in.
+        f.write_str("unknown dtype `")?;
+        let mut written = 0;
+        for c in self.input.chars() {
+            let escaped = c.escape_default();
+            written += escaped.len();
+            if written > QUOTED {
+                write!(f, "…` ({} characters)", self.input.chars().count())?;
+                break;
+            }
+            write!(f, "{escaped}")?;
+        }
+        if written <= QUOTED {
+            f.write_str("`")?;
+        }
         match self.suggestions.as_slice() {
             [] => Ok(()),
             [one] => write!(f, "; did you mean `{one}`?"),
@@ -139,6 +156,10 @@ const MAX_SUGGESTIONS: usize = 6;
 /// starts with it (`float8` → the float8 formats), else those at the smallest edit distance if it
 /// is at most a third of the name's length.
 fn suggest(name: &str) -> Vec<DType> {
+    // No name is near one this long (and edit distances over it would be slow).
+    if name.len() > QUOTED {
+        return Vec::new();
+    }
     let lower = name.to_ascii_lowercase();
     let lower = lower.as_str();
     let first = |keep: &dyn Fn(DType) -> bool| -> Vec<DType> {
@@ -262,12 +283,30 @@ mod tests {
 
     #[test]
     fn messages_are_one_line() {
-        for bad in ["float8", "float65", "", "zzzzzzzz", "int", "BF17"] {
+        let long = "x".repeat(100_000);
+        for bad in [
+            "float8",
+            "float65",
+            "",
+            "zzzzzzzz",
+            "int",
+            "BF17",
+            "a\nb",
+            long.as_str(),
+        ] {
             if let Err(e) = bad.parse::<DType>() {
                 let m = e.to_string();
                 assert!(!m.contains('\n') && m.len() < 200, "{m}");
             }
         }
+        assert_eq!(
+            "a\nb".parse::<DType>().unwrap_err().to_string(),
+            "unknown dtype `a\\nb`"
+        );
+        assert_eq!(
+            long.parse::<DType>().unwrap_err().to_string(),
+            format!("unknown dtype `{}…` (100000 characters)", "x".repeat(40))
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use dtcast_dtype::DType;
 use dtcast_layer::output::{check_not_input, write_file, FileMode, Target};
 
 use super::args::CastArgs;
-use super::CmdError;
+use super::{quote, CmdError};
 
 pub(crate) fn run(
     args: &CastArgs,
@@ -65,7 +65,7 @@ fn parse_hex(text: &[u8], dtype: DType) -> Result<Vec<u8>, CmdError> {
         if token.len() != width || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!(
                 "--hex token {i} (`{}`) is not one {dtype} element: expected {width} hex digits (its little-endian bytes)",
-                shorten(token)
+                quote(token)
             )
             .into());
         }
@@ -74,21 +74,6 @@ fn parse_hex(text: &[u8], dtype: DType) -> Result<Vec<u8>, CmdError> {
         }
     }
     Ok(bytes)
-}
-
-/// A token as an error quotes it: at most 40 characters, control characters escaped.
-fn shorten(token: &str) -> String {
-    const MAX: usize = 40;
-    let mut s: String = token
-        .chars()
-        .take(MAX)
-        .flat_map(char::escape_default)
-        .collect();
-    let n = token.chars().count();
-    if n > MAX {
-        s.push_str(&format!("… ({n} characters)"));
-    }
-    s
 }
 
 fn to_hex(bytes: &[u8], dtype: DType) -> String {

@@ -138,6 +138,22 @@ fn install_signal_handlers() {
 #[cfg(not(unix))]
 fn install_signal_handlers() {}
 
+/// Input as an error message quotes it: control characters escaped, cut after about 40
+/// characters of output, so that a message stays one short line whatever came in.
+pub(crate) fn quote(text: &str) -> String {
+    const MAX: usize = 40;
+    let mut s = String::new();
+    for c in text.chars() {
+        let escaped = c.escape_default().to_string();
+        if s.len() + escaped.len() > MAX {
+            s.push_str(&format!("… ({} characters)", text.chars().count()));
+            break;
+        }
+        s.push_str(&escaped);
+    }
+    s
+}
+
 fn device(s: &str, out: &mut dyn Write) -> Result<(), CmdError> {
     let d: dtcast_device::Device = s.parse()?;
     writeln!(out, "{d}")?;

@@ -3,6 +3,8 @@
 use dtcast_dtype::DType;
 use dtcast_promote::{Operand, ScalarKind};
 
+use super::quote;
+
 /// Parses one operand: `int8[2]` / `float32[2,3]` / `int8[0]` (a tensor with dimensions),
 /// `int8[]` (a 0-dim tensor), `True`/`False`, an integer (`3`, `-7`), a float (`2.5`, `1e3`,
 /// `inf`, `nan`) or a complex literal (`(1+2j)`, `2j`, `(-1.5e3-0.5j)`).
@@ -29,8 +31,9 @@ pub fn parse_operand(s: &str) -> Result<Operand, String> {
     };
     kind.map(Operand::WrappedScalar).ok_or_else(|| {
         format!(
-            "invalid operand `{s}`: expected a tensor (`int8[2]`, `float32[2,3]`), a 0-dim tensor (`int8[]`), \
-             True/False, an integer (`3`), a float (`2.5`, `1e3`, `inf`, `nan`) or a complex literal (`(1+2j)`, `2j`)"
+            "invalid operand `{}`: expected a tensor (`int8[2]`, `float32[2,3]`), a 0-dim tensor (`int8[]`), \
+             True/False, an integer (`3`), a float (`2.5`, `1e3`, `inf`, `nan`) or a complex literal (`(1+2j)`, `2j`)",
+            quote(s)
         )
     })
 }
@@ -39,11 +42,15 @@ fn parse_tensor(s: &str, open: usize) -> Result<Operand, String> {
     let name = &s[..open];
     let dtype: DType = name
         .parse()
-        .map_err(|e| format!("invalid operand `{s}`: {e}"))?;
+        .map_err(|e| format!("invalid operand `{}`: {e}", quote(s)))?;
     let dims = s[open + 1..]
         .strip_suffix(']')
         .ok_or_else(|| {
-            format!("invalid operand `{s}`: a tensor's shape must end with `]`, as in `{name}[2]`")
+            format!(
+                "invalid operand `{}`: a tensor's shape must end with `]`, as in `{}[2]`",
+                quote(s),
+                quote(name)
+            )
         })?
         .trim();
     if dims.is_empty() {
@@ -51,7 +58,12 @@ fn parse_tensor(s: &str, open: usize) -> Result<Operand, String> {
     }
     for d in dims.split(',') {
         d.trim().parse::<usize>().map_err(|_| {
-            format!("invalid operand `{s}`: `{}` is not a dimension (expected non-negative integers, as in `{name}[2,3]`)", d.trim())
+            format!(
+                "invalid operand `{}`: `{}` is not a dimension (expected non-negative integers, as in `{}[2,3]`)",
+                quote(s),
+                quote(d.trim()),
+                quote(name)
+            )
         })?;
     }
     Ok(Operand::Tensor(dtype))

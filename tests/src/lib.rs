@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+pub mod fuzz;
+
 use dtcast::DType;
 use serde_json::Value;
 

@@ -496,7 +496,11 @@ fn the_reader_refuses_each_class_of_header_other_loaders_got_wrong() {
         ),
         (
             file_with(d, "not-object", "[1, 2]", &[]),
-            "not a JSON object",
+            "does not start with `{`",
+        ),
+        (
+            file_with(d, "leading-space", " {}", &[]),
+            "does not start with `{`",
         ),
         (
             file_with(
@@ -717,6 +721,28 @@ fn a_sharded_output_directory_is_replaced_only_when_nothing_is_lost() {
     assert!(
         e.to_string()
             .contains("it is a regular file; a sharded checkpoint is written as a directory"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_checkpoint_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.safetensors");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // Opening a FIFO for reading would wait for a writer forever; it is refused first.
+    let e = Checkpoint::open(&fifo).unwrap_err().to_string();
+    assert!(
+        e.ends_with("it is a FIFO (named pipe), not a regular file"),
+        "{e}"
+    );
+    let e = Checkpoint::open("/dev/null").unwrap_err().to_string();
+    assert!(
+        e.ends_with("it is a character device, not a regular file"),
         "{e}"
     );
 }

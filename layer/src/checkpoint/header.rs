@@ -77,6 +77,10 @@ impl Header {
         let data_len = file_len
             .checked_sub(data_start as u64)
             .ok_or("the header runs past the end of the file")?;
+        // As the safetensors crate requires: the JSON starts at once (no leading whitespace).
+        if json.first() != Some(&b'{') {
+            return Err("the header does not start with `{`".to_owned());
+        }
         let text = std::str::from_utf8(json).map_err(|e| {
             format!(
                 "the header is not valid UTF-8 (byte {} of the header)",

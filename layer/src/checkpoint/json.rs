@@ -83,15 +83,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
-/// A name as it goes into a message: at most 60 characters, control characters escaped.
+/// A name as it goes into a message: control characters escaped, cut after about 60 characters
+/// of output.
 pub(crate) fn quote(name: &str) -> String {
-    let mut s: String = name
-        .chars()
-        .take(60)
-        .flat_map(char::escape_default)
-        .collect();
-    if name.chars().count() > 60 {
-        s.push('…');
+    const MAX: usize = 60;
+    let mut s = String::new();
+    for c in name.chars() {
+        let escaped = c.escape_default().to_string();
+        if s.len() + escaped.len() > MAX {
+            s.push('…');
+            break;
+        }
+        s.push_str(&escaped);
     }
     s
 }

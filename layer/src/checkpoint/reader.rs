@@ -66,6 +66,7 @@ impl Checkpoint {
             path: path.to_owned(),
             reason,
         };
+        // Checked before opening: opening a FIFO would wait for a writer.
         let meta = std::fs::metadata(path).map_err(io)?;
         if meta.is_dir() {
             return Err(bad(
@@ -73,11 +74,14 @@ impl Checkpoint {
                     .to_owned(),
             ));
         }
+        if !meta.is_file() {
+            return Err(bad(format!(
+                "it is {}, not a regular file",
+                crate::output::describe(meta.file_type())
+            )));
+        }
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
-        if !meta.is_file() {
-            return Err(bad("it is not a regular file".to_owned()));
-        }
         let version = Version::of(&meta);
         let file_len = meta.len();
         let mut first8 = [0u8; 8];

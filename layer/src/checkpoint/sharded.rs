@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::convert::{data_bytes, write_converted, ConvertOptions, Summary};
+use super::header::MAX_HEADER_LEN;
 use super::json::{self, quote};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -103,10 +104,18 @@ impl ShardedCheckpoint {
             path: path.to_owned(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|source| LayerError::Io {
+        let io = |source| LayerError::Io {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        // The same cap as for a header, checked before reading: an index is small.
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_HEADER_LEN {
+            return Err(bad(format!(
+                "the index is {len} bytes, more than the limit of {MAX_HEADER_LEN}"
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
         let index = Index::parse(&bytes).map_err(bad)?;
         let dir = crate::output::parent_dir(path);
         let shards = index

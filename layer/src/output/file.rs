@@ -38,13 +38,15 @@ enum Temp {
     Anonymous,
     /// A named temporary file (registered for removal on a signal, locked against stale-removal).
     Named(PathBuf),
+    /// Published under its final name: nothing to remove.
+    Published,
 }
 
 /// Start write-back every this many bytes (Linux), so the closing fsync has little left to do.
 const WRITEBACK_STEP: u64 = 16 << 20;
 
 /// A file being written in a directory, invisible (or under a hidden temporary name) until
-/// [`commit`](AtomicFile::commit) or [`persist_in`](AtomicFile::persist_in) gives it its name.
+/// [`commit`](AtomicFile::commit) (or [`StagedDir::add`](super::StagedDir::add)) gives it its name.
 /// Dropped before that, it leaves nothing behind.
 ///
 /// ```
@@ -134,11 +136,9 @@ impl AtomicFile {
         target.recheck(Want::File)?;
         let name = self.name_in_dir().map_err(io)?;
         let temp = self.dir.join(&name);
-        litter::publish(&temp, || std::fs::rename(&temp, target.resolved())).map_err(|e| {
-            let _ = std::fs::remove_file(&temp);
-            io(e)
-        })?;
-        self.temp = Temp::Anonymous; // nothing left to remove on drop
+        // On failure the temporary name is still registered; dropping `self` removes it.
+        litter::publish(&temp, || std::fs::rename(&temp, target.resolved())).map_err(io)?;
+        self.temp = Temp::Published;
         sys::sync_dir(&self.dir).map_err(io)
     }
 
@@ -147,13 +147,12 @@ impl AtomicFile {
     pub(crate) fn persist_in(mut self, dir: &Path, name: &OsStr) -> io::Result<()> {
         self.sync()?;
         match &self.temp {
-            Temp::Anonymous => sys::link_anonymous(&self.file, dir, name),
-            Temp::Named(path) => {
-                litter::publish(path, || std::fs::rename(path, dir.join(name)))?;
-                self.temp = Temp::Anonymous;
-                Ok(())
-            }
+            Temp::Anonymous => sys::link_anonymous(&self.file, dir, name)?,
+            Temp::Named(path) => litter::publish(path, || std::fs::rename(path, dir.join(name)))?,
+            Temp::Published => {}
         }
+        self.temp = Temp::Published;
+        Ok(())
     }
 
     /// Links an anonymous file under a temporary name (a rename needs a name); a named temporary
@@ -161,6 +160,7 @@ impl AtomicFile {
     fn name_in_dir(&mut self) -> io::Result<std::ffi::OsString> {
         match &self.temp {
             Temp::Named(path) => Ok(path.file_name().unwrap_or_default().to_owned()),
+            Temp::Published => Err(io::Error::other("the file was already published")),
             Temp::Anonymous => loop {
                 let name = litter::temp_name(TempKind::File);
                 let path = self.dir.join(&name);

@@ -76,11 +76,16 @@ pub(crate) fn deregister(path: &Path) {
 }
 
 /// Runs `f` — a rename that ends the life of the temporary name `temp` — so that
-/// [`remove_pending`] cannot run in the middle of it, and forgets `temp` afterwards.
-pub(crate) fn publish<T>(temp: &Path, f: impl FnOnce() -> T) -> T {
+/// [`remove_pending`] cannot run in the middle of it, and forgets `temp` if it succeeds.
+pub(crate) fn publish<T>(
+    temp: &Path,
+    f: impl FnOnce() -> std::io::Result<T>,
+) -> std::io::Result<T> {
     let mut set = pending();
     let result = f();
-    set.remove(temp);
+    if result.is_ok() {
+        set.remove(temp);
+    }
     result
 }
 

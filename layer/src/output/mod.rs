@@ -42,6 +42,7 @@ pub use fault::{inject, Fault};
 pub use file::{AtomicFile, FileMode};
 pub use litter::{remove_pending, remove_stale};
 pub use staged::StagedDir;
+pub(crate) use sys::describe_special as describe;
 pub use target::{check_not_input, Target};
 pub(crate) use target::{parent_dir, Want};
 

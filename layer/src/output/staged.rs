@@ -82,23 +82,30 @@ impl StagedDir {
         target.recheck(Want::Dir)?;
         let dest = target.resolved();
         let staging = self.path.clone();
-        if std::fs::symlink_metadata(dest).is_err() {
-            litter::publish(&staging, || std::fs::rename(&staging, dest)).map_err(io)?;
-        } else if litter::publish(&staging, || sys::exchange(&staging, dest)).map_err(io)? {
-            // `staging` now holds the previous output: register it for removal.
-            litter::register(&staging);
-            let _ = std::fs::remove_dir_all(&staging);
-            litter::deregister(&staging);
-        } else {
-            // No atomic exchange here: move the old one aside first.
-            let old = target.dir().join(litter::temp_name(TempKind::Staging));
-            litter::register(&old);
-            std::fs::rename(dest, &old).map_err(io)?;
-            if let Err(e) = litter::publish(&staging, || std::fs::rename(&staging, dest)) {
-                let _ = std::fs::rename(&old, dest);
-                litter::deregister(&old);
-                return Err(io(e));
+        // The registry stays held across the renames, so a signal cannot remove anything
+        // between them.
+        let previous = litter::publish(&staging, || -> io::Result<Option<PathBuf>> {
+            if std::fs::symlink_metadata(dest).is_err() {
+                std::fs::rename(&staging, dest)?;
+                return Ok(None);
             }
+            if sys::exchange(&staging, dest)? {
+                // `staging` now holds the previous output.
+                return Ok(Some(staging.clone()));
+            }
+            // No atomic exchange here: the old one aside, the new one in (the old one back on
+            // failure).
+            let old = target.dir().join(litter::temp_name(TempKind::Staging));
+            std::fs::rename(dest, &old)?;
+            if let Err(e) = std::fs::rename(&staging, dest) {
+                let _ = std::fs::rename(&old, dest);
+                return Err(e);
+            }
+            Ok(Some(old))
+        })
+        .map_err(io)?;
+        if let Some(old) = previous {
+            litter::register(&old);
             let _ = std::fs::remove_dir_all(&old);
             litter::deregister(&old);
         }
