@@ -17,6 +17,12 @@ pub(crate) const DEFAULT_CREATE_MODE: u32 = 0o666;
 #[cfg(target_os = "linux")]
 pub(crate) fn open_anonymous(dir: &Path) -> io::Result<Option<File>> {
     use std::os::unix::fs::OpenOptionsExt;
+    // Linking the file in later goes through /proc (see `link_anonymous`); without /proc, named
+    // temporary files are the safe choice.
+    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return Ok(None);
+    }
     let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
