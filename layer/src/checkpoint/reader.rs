@@ -84,18 +84,21 @@ impl Checkpoint {
         let meta = file.metadata().map_err(io)?;
         let version = Version::of(&meta);
         let file_len = meta.len();
-        let mut first8 = [0u8; 8];
-        let got = read_at_most(&file, &mut first8, 0).map_err(io)?;
-        let n = header_len(&first8[..got], file_len).map_err(bad)?;
-        // `n` is at most MAX_HEADER_LEN and within the file: safe to allocate.
-        let mut json = vec![0u8; n as usize];
-        read_exact_at(&file, &mut json, 8).map_err(|e| {
+        let short_read = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 changed(path)
             } else {
                 io(e)
             }
-        })?;
+        };
+        // A file shorter than 8 bytes gives `header_len` fewer bytes, and its error.
+        let mut first8 = [0u8; 8];
+        let first8 = &mut first8[..file_len.min(8) as usize];
+        read_exact_at(&file, first8, 0).map_err(short_read)?;
+        let n = header_len(first8, file_len).map_err(bad)?;
+        // `n` is at most MAX_HEADER_LEN and within the file: safe to allocate.
+        let mut json = vec![0u8; n as usize];
+        read_exact_at(&file, &mut json, 8).map_err(short_read)?;
         let header = Header::parse(&json, file_len).map_err(bad)?;
         Ok(Checkpoint {
             path: path.to_owned(),
@@ -220,20 +223,4 @@ fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::R
         }
     }
     Ok(())
-}
-
-/// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end of file).
-fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    match read_exact_at(file, buf, offset) {
-        Ok(()) => Ok(buf.len()),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            // Short file: find out how much there is, byte by byte (at most 8 bytes here).
-            let mut n = 0;
-            while n < buf.len() && read_exact_at(file, &mut buf[n..=n], offset + n as u64).is_ok() {
-                n += 1;
-            }
-            Ok(n)
-        }
-        Err(e) => Err(e),
-    }
 }

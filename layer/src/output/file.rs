@@ -107,16 +107,6 @@ impl AtomicFile {
         })
     }
 
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        self.written
-    }
-
-    /// Whether nothing has been written.
-    pub fn is_empty(&self) -> bool {
-        self.written == 0
-    }
-
     /// Flushes the contents to disk.
     fn sync(&mut self) -> io::Result<()> {
         self.file.flush()?;
