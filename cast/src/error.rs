@@ -48,6 +48,38 @@ pub enum CastError {
     },
 }
 
+impl CastError {
+    /// The error of a cast of part of a buffer, as the error of the whole: a `Value` error's
+    /// element index moved on by `first`, the index of the part's first element.
+    ///
+    /// ```
+    /// use dtcast_cast::{cast_to_vec, CastError, CastMode};
+    /// use dtcast_dtype::DType;
+    /// let part = f32::NAN.to_le_bytes();
+    /// let e = cast_to_vec(&part, DType::Float32, DType::Int32, CastMode::Checked).unwrap_err();
+    /// assert!(matches!(e.offset_by(1000), CastError::Value { index: 1000, .. }));
+    /// ```
+    #[must_use]
+    pub fn offset_by(self, first: usize) -> CastError {
+        match self {
+            CastError::Value {
+                index,
+                value,
+                from,
+                to,
+                kind,
+            } => CastError::Value {
+                index: index + first,
+                value,
+                from,
+                to,
+                kind,
+            },
+            other => other,
+        }
+    }
+}
+
 /// What is wrong with an element.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]

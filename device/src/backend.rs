@@ -46,6 +46,24 @@ pub trait Backend: Send + Sync + core::fmt::Debug {
         self.upload(host)
     }
 
+    /// A new storage holding `host` (elements of `from`) cast to `to`: how a tensor moves to this
+    /// device as a narrower dtype. The default casts on the host, then uploads; a backend may cast
+    /// on the way (CUDA casts into its page-locked staging buffers).
+    fn upload_cast(
+        &self,
+        host: &[u8],
+        from: DType,
+        to: DType,
+        mode: CastMode,
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        if from == to {
+            return self.upload_with(host, non_blocking);
+        }
+        let cast = dtcast_cast::cast_to_vec(host, from, to, mode)?;
+        self.upload_with(&cast, non_blocking)
+    }
+
     /// Copies `storage` (of this backend) into `host` (of the same length).
     fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError>;
 

@@ -131,4 +131,14 @@ impl Backend for Cpu {
     fn synchronize(&self) -> Result<(), TensorError> {
         Ok(())
     }
+
+    /// Straight from this storage's bytes (no intermediate copy).
+    fn copy_to(
+        &self,
+        src: &dyn Storage,
+        target: &dyn Backend,
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        target.upload_with(host_bytes(src)?, non_blocking)
+    }
 }

@@ -298,7 +298,11 @@ impl Tensor {
             src.cast(self.storage.as_ref(), from_dt, to_dt, options.mode)?
         } else {
             let dst = backend_for(to_dev)?;
-            if to_dt.itemsize() < from_dt.itemsize() {
+            if to_dt.itemsize() < from_dt.itemsize() && from_dev == Device::Cpu {
+                // The target backend casts the host bytes on their way over.
+                let host = crate::cpu::host_bytes(self.storage.as_ref())?;
+                dst.upload_cast(host, from_dt, to_dt, options.mode, options.non_blocking)?
+            } else if to_dt.itemsize() < from_dt.itemsize() {
                 let narrowed = src.cast(self.storage.as_ref(), from_dt, to_dt, options.mode)?;
                 src.copy_to(narrowed.as_ref(), dst.as_ref(), options.non_blocking)?
             } else {

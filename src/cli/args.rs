@@ -143,6 +143,17 @@ pub(crate) struct BenchArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Where the casts run: cpu, or cuda:N (the cast kernel beside a device-to-device copy of the
+    /// same bytes, and the whole `Tensor::to` on the device).
+    #[arg(long, default_value = "cpu")]
+    pub(crate) device: dtcast_device::Device,
+    /// With a CUDA device: also time host <-> device transfers (pinned against pageable) and
+    /// moving a float32 tensor to the device as bfloat16 (cast before the bus against after it).
+    #[arg(long)]
+    pub(crate) transfers: bool,
+    /// Bytes per transfer for --transfers.
+    #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(1 << 16..=1 << 36))]
+    pub(crate) transfer_bytes: u64,
 }
 
 /// `float32:bfloat16` → the pair.

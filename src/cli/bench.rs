@@ -36,6 +36,18 @@ impl Figures {
 }
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    if let dtcast_device::Device::Cuda(ordinal) = args.device {
+        if args.backend.is_some() || args.threads.is_some() {
+            return Err(
+                "--backend and --threads choose CPU kernels; leave them out with a CUDA --device"
+                    .into(),
+            );
+        }
+        return super::bench_cuda::run(args, ordinal, out);
+    }
+    if args.transfers {
+        return Err("--transfers measures host <-> device copies; it needs --device cuda:N".into());
+    }
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(t) = args.threads {
         builder = builder.num_threads(usize::from(t));
@@ -153,7 +165,7 @@ fn measure(
 }
 
 /// The median of some timings.
-fn median(mut times: Vec<Duration>) -> Duration {
+pub(super) fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
 }
@@ -162,7 +174,12 @@ fn median(mut times: Vec<Duration>) -> Duration {
 /// an error, cast from f64 as a user's data would be: a spread of values in [0.5, 99.5) (which
 /// every dtype holds after rounding), or for Exact runs powers of two from 1 to 64 (which every
 /// dtype but bool holds exactly; 1 for bool).
-fn sample(from: DType, to: DType, mode: CastMode, n: usize) -> Result<Vec<u8>, CmdError> {
+pub(super) fn sample(
+    from: DType,
+    to: DType,
+    mode: CastMode,
+    n: usize,
+) -> Result<Vec<u8>, CmdError> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let bool_side = from == DType::Bool || to == DType::Bool;
     let values: Vec<u8> = (0..n)

@@ -16,6 +16,7 @@ use clap::Parser;
 
 mod args;
 mod bench;
+mod bench_cuda;
 mod bitcast;
 mod cast;
 mod checkpoint;

@@ -10,10 +10,11 @@
 
 template <class S, class D>
 static void run(const std::vector<u8>& src, std::vector<u8>& dst, u64 n, bool saturate, Quirks q) {
+    // Two tiles at a time, as the GPU threads take them (the last, partial tile included).
     dst.assign(n * D::SIZE, 0);
-    for (u64 i = 0; i < n; ++i) {
-        if (saturate) convert_one<S, D, 1>(src.data(), dst.data(), i, q);
-        else convert_one<S, D, 0>(src.data(), dst.data(), i, q);
+    for (u64 t = 0; t < tiles<S, D>(n); t += 2) {
+        if (saturate) convert_tile_pair<S, D, 1>(src.data(), dst.data(), t, t + 1, n, q);
+        else convert_tile_pair<S, D, 0>(src.data(), dst.data(), t, t + 1, n, q);
     }
 }
 

@@ -335,6 +335,61 @@ fn cast_writes_files_whole_or_not_at_all() {
 }
 
 #[test]
+fn bench_on_a_cuda_device_reports_the_cpu_bench_keys_or_says_why_it_cannot() {
+    let o = dtcast(
+        &[
+            "bench",
+            "--device",
+            "cuda:0",
+            "--elements",
+            "4096",
+            "--repeat",
+            "1",
+            "--pairs",
+            "f32:bf16,u8:f32",
+            "--json",
+        ],
+        "",
+    );
+    if !dtcast::Device::cuda_available() {
+        assert_eq!(o.code, 1);
+        assert!(
+            o.stderr.starts_with("error: CUDA is not available: "),
+            "{}",
+            o.stderr
+        );
+    } else {
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let lines: Vec<&str> = o.stdout.lines().collect();
+        assert_eq!(lines.len(), 2);
+        for line in lines {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["device"], "cuda:0");
+            assert_eq!(v["elements"], 4096);
+            for key in ["gelem_per_s", "cast_gbps", "memcpy_gbps", "to_gbps"] {
+                assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {line}");
+            }
+        }
+    }
+    // CPU-only options with a CUDA device, and transfers without one, are refused up front.
+    let o = dtcast(&["bench", "--device", "cuda:0", "--threads", "2"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("--backend and --threads choose CPU kernels"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["bench", "--transfers"], "");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("it needs --device cuda:N"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn bench_reports_json_lines_for_the_requested_pairs() {
     let o = dtcast(
         &[

@@ -144,60 +144,379 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
     );
 }
 
+/// `false` (after a SKIPPED note) where there is no GPU to run on.
+fn gpu() -> bool {
+    if Device::cuda_available() {
+        return true;
+    }
+    eprintln!("SKIPPED: CUDA is not available on this machine (no driver library or no GPU)");
+    false
+}
+
+/// Runs `job` for every source dtype, each on its own thread (so that the kernels of different
+/// pairs compile at the same time), and gathers the failures it reports.
+fn per_source(job: impl Fn(DType) -> Vec<String> + Sync) -> Vec<String> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = DType::ALL
+            .iter()
+            .map(|&from| {
+                let job = &job;
+                scope.spawn(move || job(from))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a GPU test thread panicked"))
+            .collect()
+    })
+}
+
+fn assert_none(failures: Vec<String>, what: &str) {
+    assert!(
+        failures.is_empty(),
+        "{} {what} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A cast's bytes, or its error's text.
+fn outcome(t: &Tensor, to: DType, mode: CastMode) -> Result<Vec<u8>, String> {
+    t.to_with(
+        to,
+        ToOptions {
+            mode,
+            ..Default::default()
+        },
+    )
+    .and_then(|r| r.to_bytes())
+    .map_err(|e| e.to_string())
+}
+
 #[test]
-fn cuda_casts_give_the_cpu_bytes_on_a_gpu() {
-    if !Device::cuda_available() {
-        eprintln!("SKIPPED: CUDA is not available on this machine (no driver library or no GPU)");
+fn cuda_casts_give_the_cpu_bytes_and_errors_on_a_gpu() {
+    // Every pair in every mode, on the fixture values and random bits, and on short lengths (the
+    // last, partial tile of a thread): the GPU's bytes are the CPU's, and where the CPU refuses a
+    // Checked / Exact cast the GPU refuses it with the same message (element index and value).
+    if !gpu() {
         return;
     }
-    let gpu = Device::Cuda(0);
-    for from in DType::ALL {
+    let failures = per_source(|from| {
+        let mut failures = Vec::new();
         let src = values(from);
         let n = src.len() / from.itemsize();
         let t = Tensor::from_bytes(&src, from, &[n]).unwrap();
-        let on_gpu = t.to(gpu).unwrap();
-        assert_eq!(
-            on_gpu.to_bytes().unwrap(),
-            src,
-            "{from} round trip through the GPU"
-        );
+        let on_gpu = match t.to(Device::Cuda(0)) {
+            Ok(g) => g,
+            Err(e) => return vec![format!("{from} to the GPU: {e}")],
+        };
+        if on_gpu.to_bytes().ok().as_ref() != Some(&src) {
+            failures.push(format!(
+                "{from}: round trip through the GPU changed the bytes"
+            ));
+        }
         for to in DType::ALL {
-            for mode in [CastMode::Torch, CastMode::Saturate] {
-                let cpu = t
-                    .to_with(
-                        to,
-                        ToOptions {
-                            mode,
-                            ..Default::default()
-                        },
-                    )
-                    .unwrap()
-                    .to_bytes()
-                    .unwrap();
-                let gpu_cast = on_gpu
-                    .to_with(
-                        to,
-                        ToOptions {
-                            mode,
-                            ..Default::default()
-                        },
-                    )
-                    .unwrap();
-                assert_eq!(gpu_cast.device(), gpu);
-                assert_eq!(
-                    gpu_cast.to_bytes().unwrap(),
-                    cpu,
-                    "{from} -> {to} ({mode}) on the GPU"
-                );
+            for mode in CastMode::ALL {
+                let cpu = outcome(&t, to, mode);
+                let gpu = outcome(&on_gpu, to, mode);
+                if gpu != cpu {
+                    failures.push(format!(
+                        "{from} -> {to} ({mode}), {n} elements: gpu {}, cpu {}",
+                        describe(&gpu, to),
+                        describe(&cpu, to)
+                    ));
+                    continue;
+                }
+                if !matches!(mode, CastMode::Torch | CastMode::Saturate) {
+                    continue;
+                }
+                for len in [0, 1, 15, 17, 33].into_iter().filter(|&l| l < n) {
+                    let k = from.itemsize();
+                    let short = Tensor::from_bytes(&src[..len * k], from, &[len]).unwrap();
+                    let short_gpu = short.to(Device::Cuda(0)).unwrap();
+                    let (g, c) = (outcome(&short_gpu, to, mode), outcome(&short, to, mode));
+                    if g != c {
+                        failures.push(format!(
+                            "{from} -> {to} ({mode}), {len} elements: gpu {}, cpu {}",
+                            describe(&g, to),
+                            describe(&c, to)
+                        ));
+                    }
+                }
             }
         }
+        failures
+    });
+    assert_none(failures, "pair-modes");
+}
+
+/// The first differing element of two outcomes, or the error.
+fn describe(r: &Result<Vec<u8>, String>, to: DType) -> String {
+    match r {
+        Ok(b) => format!(
+            "{} bytes, first {:02x?}",
+            b.len(),
+            &b[..b.len().min(2 * to.itemsize())]
+        ),
+        Err(e) => format!("error `{e}`"),
     }
 }
 
 #[test]
+fn cuda_every_8_and_16_bit_pattern_casts_as_on_the_cpu_on_a_gpu() {
+    // Exhaustive over the small dtypes (every float16, bfloat16, float8, (u)int8/16 bit pattern;
+    // NaN payloads and subnormals included) into every dtype in every mode: the GPU's conversion
+    // instructions (float16 <-> float32) must agree with the rules everywhere, not only on samples.
+    if !gpu() {
+        return;
+    }
+    let failures = per_source(|from| {
+        let bits = from.itemsize() * 8;
+        if bits > 16 || from.is_complex() {
+            return Vec::new();
+        }
+        let src: Vec<u8> = (0..1u32 << bits)
+            .flat_map(|p| p.to_le_bytes()[..from.itemsize()].to_vec())
+            .collect();
+        let n = src.len() / from.itemsize();
+        let t = Tensor::from_bytes(&src, from, &[n]).unwrap();
+        let g = t.to(Device::Cuda(0)).unwrap();
+        let mut failures = Vec::new();
+        for to in DType::ALL {
+            for mode in CastMode::ALL {
+                let (c, d) = (outcome(&t, to, mode), outcome(&g, to, mode));
+                if c != d {
+                    failures.push(format!(
+                        "{from} -> {to} ({mode}), all {n} patterns: gpu {}, cpu {}",
+                        first_difference(&d, &c, from, to),
+                        describe(&c, to)
+                    ));
+                }
+            }
+        }
+        failures
+    });
+    assert_none(failures, "pair-modes");
+}
+
+#[test]
+fn cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu() {
+    // Every one of the 2^32 float32 bit patterns into the narrow floating dtypes (which on sm_89
+    // and later round with the GPU's conversion instructions) and int32 (converted in float32
+    // arithmetic), in 2^28-value slices.
+    if !gpu() {
+        return;
+    }
+    let slice = 1u64 << 28;
+    let targets = [
+        DType::Float16,
+        DType::BFloat16,
+        DType::Float8E4M3Fn,
+        DType::Float8E5M2,
+        DType::Int32,
+    ];
+    let mut failures = Vec::new();
+    for start in (0..1u64 << 32).step_by(slice as usize) {
+        let src: Vec<u32> = (start..start + slice).map(|b| b as u32).collect();
+        let t = Tensor::from_vec(src, &[slice as usize])
+            .unwrap()
+            .bitcast(DType::Float32, &dtcast::bitcast::View)
+            .unwrap();
+        let g = t.to(Device::Cuda(0)).unwrap();
+        for to in targets {
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                let (c, d) = (outcome(&t, to, mode), outcome(&g, to, mode));
+                if c != d {
+                    failures.push(format!(
+                        "float32 patterns {start:#x}.. -> {to} ({mode}): gpu {}",
+                        first_difference(&d, &c, DType::Float32, to),
+                    ));
+                }
+            }
+        }
+    }
+    assert_none(failures, "slices");
+}
+
+/// Where two outcomes first differ: the element's index and both results.
+fn first_difference(
+    gpu: &Result<Vec<u8>, String>,
+    cpu: &Result<Vec<u8>, String>,
+    from: DType,
+    to: DType,
+) -> String {
+    match (gpu, cpu) {
+        (Ok(g), Ok(c)) => {
+            let k = to.itemsize();
+            let i = g
+                .chunks(k)
+                .zip(c.chunks(k))
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            let diffs = g.chunks(k).zip(c.chunks(k)).filter(|(a, b)| a != b).count();
+            format!(
+                "{diffs} elements differ; first: element {i} of the {from} source: gpu {:02x?}, cpu {:02x?}",
+                &g[i * k..(i + 1) * k],
+                &c[i * k..(i + 1) * k]
+            )
+        }
+        (g, _) => describe(g, to),
+    }
+}
+
+#[test]
+fn cuda_checked_errors_name_the_first_bad_element_of_a_large_tensor_on_a_gpu() {
+    // Many threads find bad elements at once; the one reported is the first, as on the CPU.
+    if !gpu() {
+        return;
+    }
+    let n = 8 << 20;
+    let mut v = vec![1.5f32; n];
+    for (i, x) in [
+        (7_000_000, f32::NAN),
+        (5_000_003, 3e9),
+        (6_000_000, f32::INFINITY),
+    ] {
+        v[i] = x;
+    }
+    let t = Tensor::from_vec(v, &[n]).unwrap();
+    let g = t.to(Device::Cuda(0)).unwrap();
+    for (to, mode) in [
+        (DType::Int32, CastMode::Checked),
+        (DType::Float16, CastMode::Checked),
+        (DType::BFloat16, CastMode::Exact),
+    ] {
+        let (c, d) = (outcome(&t, to, mode), outcome(&g, to, mode));
+        assert!(c.is_err(), "{to} {mode}: the CPU accepted");
+        assert_eq!(d, c, "{to} {mode}");
+    }
+    let e = outcome(&g, DType::Int32, CastMode::Checked).unwrap_err();
+    assert!(e.contains("element 5000003"), "{e}");
+}
+
+#[test]
+fn cuda_every_dtype_round_trips_blocking_and_non_blocking_on_a_gpu() {
+    if !gpu() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for dt in DType::ALL {
+        // Large enough for the non-blocking path's pinned staging buffers (64 KiB and more).
+        let bytes: Vec<u8> = values(dt)
+            .into_iter()
+            .cycle()
+            .take(dt.itemsize() * 40_000)
+            .collect();
+        let n = bytes.len() / dt.itemsize();
+        let t = Tensor::from_bytes(&bytes, dt, &[n]).unwrap();
+        for non_blocking in [false, true] {
+            let opts = ToOptions {
+                non_blocking,
+                ..Default::default()
+            };
+            let back = t
+                .to_with(Device::Cuda(0), opts)
+                .and_then(|g| g.to_with(Device::Cpu, opts))
+                .and_then(|c| c.to_bytes());
+            if back.as_ref().ok() != Some(&bytes) {
+                failures.push(format!(
+                    "{dt} (non_blocking {non_blocking}): {:?}",
+                    back.err()
+                ));
+            }
+        }
+    }
+    assert_none(failures, "round trips");
+}
+
+#[test]
+fn cuda_large_transfers_through_the_staging_buffers_are_intact_on_a_gpu() {
+    // Above 1 MiB, transfers cycle through the backend's page-locked buffers (16 MiB chunks, the
+    // host filling one while the bus empties another), and a CPU tensor moved to the GPU as a
+    // narrower dtype is cast on its way into them. 13,000,001 float32 values: four chunks and a
+    // partial one, an odd element count, both directions, blocking and not.
+    if !gpu() {
+        return;
+    }
+    let n = 13_000_001;
+    let mut state = 0x1234_5678_9ABC_DEF1u64;
+    let v: Vec<f32> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            f32::from_bits((state >> 32) as u32)
+        })
+        .collect();
+    let t = Tensor::from_vec(v, &[n]).unwrap();
+    let bytes = t.to_bytes().unwrap();
+    for non_blocking in [false, true] {
+        let opts = ToOptions {
+            non_blocking,
+            ..Default::default()
+        };
+        let g = t.to_with(Device::Cuda(0), opts).unwrap();
+        let back = g.to_with(Device::Cpu, opts).unwrap();
+        assert!(
+            back.to_bytes().unwrap() == bytes,
+            "round trip (non_blocking {non_blocking})"
+        );
+        for to in [
+            DType::BFloat16,
+            DType::Float16,
+            DType::UInt8,
+            DType::Float8E4M3Fn,
+        ] {
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                let o = ToOptions { mode, ..opts };
+                let cpu = t.to_with(to, o).unwrap().to_bytes().unwrap();
+                let moved = t.to_with((Device::Cuda(0), to), o).unwrap();
+                assert!(
+                    moved.to_bytes().unwrap() == cpu,
+                    "float32 cpu -> (cuda, {to}) {mode}"
+                );
+            }
+        }
+    }
+    // A Checked cast on the way over fails on the element the CPU names, in a later chunk.
+    let mut v = vec![0.5f32; n];
+    v[9_000_017] = f32::NAN;
+    v[12_000_000] = f32::INFINITY;
+    let t = Tensor::from_vec(v, &[n]).unwrap();
+    let o = ToOptions {
+        mode: CastMode::Checked,
+        ..Default::default()
+    };
+    let cpu = t.to_with(DType::Int16, o).unwrap_err().to_string();
+    let gpu = t
+        .to_with((Device::Cuda(0), DType::Int16), o)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(gpu, cpu);
+    assert!(cpu.contains("element 9000017"), "{cpu}");
+}
+
+#[test]
+fn cuda_out_of_memory_is_a_clean_error_and_the_device_stays_usable() {
+    if !gpu() {
+        return;
+    }
+    // Far more than any card has, with plain (not managed) allocations.
+    let e = Tensor::zeros(&[1 << 44], DType::UInt8, Device::Cuda(0)).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("OUT_OF_MEMORY"), "{text}");
+    let t = Tensor::from_vec(vec![1.0f32, 2.5], &[2]).unwrap();
+    let back = t
+        .to((Device::Cuda(0), DType::BFloat16))
+        .and_then(|g| g.to(DType::Float32))
+        .and_then(|g| g.to_vec::<f32>())
+        .unwrap();
+    assert_eq!(back, [1.0, 2.5]);
+}
+
+#[test]
 fn cuda_transfers_round_trip_and_non_blocking_reads_wait_on_a_gpu() {
-    if !Device::cuda_available() {
-        eprintln!("SKIPPED: CUDA is not available on this machine (no driver library or no GPU)");
+    if !gpu() {
         return;
     }
     let t = Tensor::from_vec(
@@ -239,9 +558,8 @@ fn without_cuda_every_cuda_call_is_a_clear_error() {
 #[test]
 fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
     // NVRTC needs no GPU, only libnvrtc: where it is present, every pair and mode must compile.
-    if let Err(e) =
-        dtcast::device::cuda::compile_kernel(DType::Float32, DType::BFloat16, CastMode::Torch)
-    {
+    use dtcast::device::cuda::compile_kernel;
+    if let Err(e) = compile_kernel(DType::Float32, DType::BFloat16, CastMode::Torch, None) {
         if matches!(e, dtcast::TensorError::CudaUnavailable(_)) {
             eprintln!("SKIPPED: {e}");
             return;
@@ -251,11 +569,57 @@ fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
     for from in DType::ALL {
         for to in DType::ALL {
             for mode in CastMode::ALL {
-                if let Err(e) = dtcast::device::cuda::compile_kernel(from, to, mode) {
+                if let Err(e) = compile_kernel(from, to, mode, None) {
                     panic!("{e}");
                 }
             }
         }
+    }
+    // On sm_89 and later the float16 and float8 casts use the GPU's conversion instructions
+    // (inline PTX that only an architecture that has them assembles): compile those for Hopper.
+    let hardware = [DType::Float16, DType::Float8E4M3Fn, DType::Float8E5M2];
+    for from in DType::ALL {
+        for to in DType::ALL {
+            if hardware.contains(&from) || hardware.contains(&to) {
+                if let Err(e) = compile_kernel(from, to, CastMode::Torch, Some("compute_90")) {
+                    panic!("{e}");
+                }
+            }
+        }
+    }
+}
+
+/// Runs `tests/cuda_host/float32_paths.cpp` with `args`; its report, or `None` without a compiler.
+fn float32_paths(args: &[&str]) -> Option<(bool, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("float32_paths");
+    compile_cpp(&root.join("tests/cuda_host/float32_paths.cpp"), &exe)?;
+    let out = Command::new(&exe).args(args).output().unwrap();
+    Some((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
+}
+
+#[test]
+fn cuda_float32_fast_paths_equal_the_double_rules_when_run_on_the_host() {
+    // The kernels round float32 values in float32 and integer arithmetic (`encode_f32`) and decode
+    // narrow formats in float32 (`decode_f32`); the double-precision rules they replace are the
+    // line-by-line port of the CPU's. Both must give the same code for every format and overflow
+    // rule: here on every top-16-bit pattern at the rounding points, and a stride through the rest.
+    if let Some((ok, report)) = float32_paths(&[]) {
+        assert!(ok, "{report}");
+    }
+}
+
+#[test]
+#[ignore = "2^32 float32 values x 6 formats x 3 overflow rules; about 20 minutes on 2 cores"]
+fn cuda_float32_fast_paths_equal_the_double_rules_for_every_float32() {
+    if let Some((ok, report)) = float32_paths(&["all"]) {
+        assert!(ok, "{report}");
     }
 }
 
@@ -268,8 +632,10 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     let mut src = String::from(
         "#include \"kernels.cu\"\n#include <cstdio>\n#include <vector>\n\
          #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...) \
-         static void run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8}; Limits l = {__VA_ARGS__}; \
-         for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(src, i, q, l) ? 1 : 0; }\n",
+         static u64 run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8}; Limits l = {__VA_ARGS__}; \
+         for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(src, i, q, l) ? 1 : 0; \
+         for (u64 t = 0; t < tiles<S, D>(n); ++t) { u64 bad = check_tile<S, D, EXACT>(src, t, n, q, l); \
+         out[n + t] = bad < n ? (u8)(bad - t * Tile<S, D>::ELEMS) : 0xFF; } return n + tiles<S, D>(n); }\n",
     );
     let mut jobs = Vec::new();
     for from in DType::ALL {
@@ -284,16 +650,16 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
             }
         }
     }
-    src.push_str("typedef void (*Run)(const u8*, u64, u8*);\nstatic const Run TABLE[] = {");
+    src.push_str("typedef u64 (*Run)(const u8*, u64, u8*);\nstatic const Run TABLE[] = {");
     for k in 0..jobs.len() {
         src.push_str(&format!("c{k}::run,"));
     }
     src.push_str(
         "};\nint main() { std::vector<u8> in, out; for (;;) { unsigned char h[6]; if (fread(h, 1, 6, stdin) != 6) return 0; \
          unsigned k = h[0] | (h[1] << 8); u64 n = (u64)h[2] | ((u64)h[3] << 8) | ((u64)h[4] << 16) | ((u64)h[5] << 24); \
-         out.resize(n); \
+         out.resize(n + n); \
          u64 bytes; if (fread(&bytes, 8, 1, stdin) != 1) return 3; in.resize(bytes); if (bytes && fread(in.data(), 1, bytes, stdin) != bytes) return 4; \
-         TABLE[k](in.data(), n, out.data()); fwrite(out.data(), 1, n, stdout); } }\n",
+         u64 len = TABLE[k](in.data(), n, out.data()); fwrite(out.data(), 1, len, stdout); } }\n",
     );
     let cpp = dir.path().join("checks.cpp");
     std::fs::write(&cpp, src).unwrap();
@@ -316,14 +682,22 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
         } else {
             CastMode::Checked
         };
-        expected.push(
-            v.chunks(from.itemsize())
-                .map(|e| {
-                    let mut out = vec![0u8; to.itemsize()];
-                    u8::from(cast_reference(e, *from, &mut out, *to, mode).is_ok())
-                })
-                .collect::<Vec<u8>>(),
-        );
+        let mut verdicts: Vec<u8> = v
+            .chunks(from.itemsize())
+            .map(|e| {
+                let mut out = vec![0u8; to.itemsize()];
+                u8::from(cast_reference(e, *from, &mut out, *to, mode).is_ok())
+            })
+            .collect();
+        // Then per tile (as the GPU threads take them: 16 bytes on the wider side): the offset of
+        // its first refused element, 0xFF when none.
+        let tile = 16 / from.itemsize().max(to.itemsize());
+        let firsts: Vec<u8> = verdicts
+            .chunks(tile)
+            .map(|c| c.iter().position(|&ok| ok == 0).map_or(0xFF, |i| i as u8))
+            .collect();
+        verdicts.extend(firsts);
+        expected.push(verdicts);
     }
     let stdout = run_harness(&exe, input);
     let mut at = 0;
@@ -331,11 +705,21 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     for ((from, to, exact), want) in jobs.iter().zip(&expected) {
         let got = &stdout[at..at + want.len()];
         at += want.len();
+        let n = values[from.index()].len() / from.itemsize();
         if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
-            failures.push(format!(
-                "{from} -> {to} (exact {exact}) element {i}: cuda says ok={}, cpu ok={}",
-                got[i], want[i]
-            ));
+            failures.push(if i < n {
+                format!(
+                    "{from} -> {to} (exact {exact}) element {i}: cuda says ok={}, cpu ok={}",
+                    got[i], want[i]
+                )
+            } else {
+                format!(
+                    "{from} -> {to} (exact {exact}) tile {}: cuda's first refused offset {:#x}, cpu's {:#x}",
+                    i - n,
+                    got[i],
+                    want[i]
+                )
+            });
         }
     }
     assert!(

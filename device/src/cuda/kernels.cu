@@ -8,7 +8,8 @@
 //
 // The host appends one line naming the pair, its mode and torch's path quirks, e.g.
 //   DTCAST_KERNEL(F32Lane, BF16Lane, 0, false, true, false)
-// which defines  extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n).
+// which defines  extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n), one tile of
+// elements per thread (see `convert_tile`).
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define DEV __device__ __forceinline__
@@ -37,6 +38,7 @@ DEV float u2f(u32 x) { return __uint_as_float(x); }
 DEV u64 d2u(double x) { return (u64)__double_as_longlong(x); }
 DEV double u2d(u64 x) { return __longlong_as_double((i64)x); }
 DEV double rint_even(double x) { return rint(x); }
+DEV float rint_even_f(float x) { return rintf(x); }
 DEV double trunc_(double x) { return trunc(x); }
 #else
 DEV u32 f2u(float x) { u32 u; memcpy(&u, &x, 4); return u; }
@@ -44,6 +46,7 @@ DEV float u2f(u32 x) { float f; memcpy(&f, &x, 4); return f; }
 DEV u64 d2u(double x) { u64 u; memcpy(&u, &x, 8); return u; }
 DEV double u2d(u64 x) { double d; memcpy(&d, &x, 8); return d; }
 DEV double rint_even(double x) { return std::nearbyint(x); }
+DEV float rint_even_f(float x) { return std::nearbyint(x); }
 DEV double trunc_(double x) { return std::trunc(x); }
 #endif
 
@@ -101,6 +104,35 @@ DEV u32 encode(const Narrow& f, double x, int overflow, int inf) {
     if (mag == 0 && !f.neg_zero) return 0;
     return (u32)mag | (negative ? sign_bit(f) : 0);
 }
+// `encode` for a float32 value, in float32 and integer arithmetic (double-precision work is the
+// bottleneck of a memory-speed kernel): the same code for every non-NaN x, as the host test that
+// compares the two over the float32 patterns checks. Every narrow format's emin is >= -126, so a
+// float32 that is normal in the target is a normal float32, rounded here on its bits (nearest,
+// ties to even, the carry running into the exponent); one below the target's emin is scaled by a
+// power of two (exact) and rounded to an integer count of the target's subnormal quantum.
+DEV u32 encode_f32(const Narrow& f, float x, int overflow, int inf) {
+    u32 b = f2u(x);
+    bool negative = (b >> 31) != 0;
+    u32 a = b & 0x7FFFFFFFu;
+    if (a == 0x7F800000u) return special(f, inf, negative);
+    int emin = 1 - f.bias;
+    u32 mag;
+    if ((int)(a >> 23) - 127 >= emin) {
+        u32 shift = 23 - f.man_bits;
+        u32 rounded = a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1);
+        mag = (rounded >> shift) - ((u32)(127 - f.bias) << f.man_bits);
+    } else {
+        // |x| * 2^(man_bits - emin) < 2^man_bits: exact, in steps that stay within float32.
+        float scaled = u2f(a);
+        int k = (int)f.man_bits - emin;
+        for (; k > 60; k -= 60) scaled *= 1152921504606846976.0f;  // 2^60
+        scaled *= u2f((u32)(k + 127) << 23);
+        mag = (u32)rint_even_f(scaled);
+    }
+    if (mag > f.max_mag) return special(f, overflow, negative);
+    if (mag == 0 && !f.neg_zero) return 0;
+    return mag | (negative ? sign_bit(f) : 0);
+}
 DEV bool is_nan_code(const Narrow& f, u32 code) {
     u32 mag = code & (sign_bit(f) - 1);
     if (f.inf_mag >= 0) return mag > (u32)f.inf_mag;
@@ -109,6 +141,23 @@ DEV bool is_nan_code(const Narrow& f, u32 code) {
 }
 DEV bool is_inf_code(const Narrow& f, u32 code) {
     return f.inf_mag >= 0 && (code & (sign_bit(f) - 1)) == (u32)f.inf_mag;
+}
+// `decode` in float32 (every narrow format's values are float32 values): for codes that are not NaN.
+DEV float decode_f32(const Narrow& f, u32 code) {
+    u32 mag = code & (sign_bit(f) - 1);
+    u32 sign = (code & sign_bit(f)) ? 0x80000000u : 0;
+    if (is_inf_code(f, code)) return u2f(sign | 0x7F800000u);
+    u32 e = mag >> f.man_bits, m = mag & ((1u << f.man_bits) - 1);
+    if (e == 0) {
+        // m * 2^k, k = 1 - bias - man_bits, in steps of normal powers of two (bfloat16's k is
+        // -133; its subnormals are float32 subnormals, reached exactly by the last step).
+        float v = (float)m;
+        int k = 1 - f.bias - (int)f.man_bits;
+        for (; k < -100; k += 100) v *= 7.888609052210118e-31f;  // 2^-100
+        v *= u2f((u32)(k + 127) << 23);
+        return u2f(f2u(v) | sign);
+    }
+    return u2f(sign | ((e - (u32)f.bias + 127) << 23) | (m << (23 - f.man_bits)));
 }
 DEV double decode(const Narrow& f, u32 code) {
     u32 mag = code & (sign_bit(f) - 1);
@@ -138,17 +187,46 @@ DEV float f64_to_f32(double x) {
     }
     return (float)x;
 }
+// ---- the GPU's conversion instructions, where they give the rules' bytes
+//
+// For inputs that are not NaN (NaNs keep dtcast's rules: payloads and signs), cvt between float32
+// and float16 is IEEE's exact widening and round-to-nearest-even narrowing with overflow to
+// infinity (no flush to zero), and from sm_89 cvt.rn.satfinite to float8 e4m3 / e5m2 rounds to
+// nearest-even and saturates at the largest finite value: one instruction each instead of the
+// rounding written out, which is what keeps these casts at memory speed. The host build (and so
+// the host harness) runs the written-out rules; the GPU tests compare the two over every float16
+// and every float32 bit pattern.
+#if defined(__CUDA_ARCH__)
+#define DTCAST_HW_F16 1
+DEV u16 hw_f32_to_f16(float x) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
+DEV float hw_f16_to_f32(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+#if __CUDA_ARCH__ >= 890
+#define DTCAST_HW_F8 1
+// Both halves of the pair get x, so the byte taken is x's whichever half is which.
+DEV u8 hw_f32_to_e4m3_sat(float x) { u16 r; asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(r) : "f"(x)); return (u8)r; }
+DEV u8 hw_f32_to_e5m2_sat(float x) { u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %1;" : "=h"(r) : "f"(x)); return (u8)r; }
+#endif
+#endif
+
 DEV float f16_to_f32(u16 h) {
     u32 c = h;
     if (is_nan_code(F16F(), c)) return u2f(((c >> 15) << 31) | 0x7FC00000u | ((c & 0x3FF) << 13));
-    return (float)decode(F16F(), c);
+#if defined(DTCAST_HW_F16)
+    return hw_f16_to_f32(h);
+#else
+    return decode_f32(F16F(), c);
+#endif
 }
 DEV u16 f32_to_f16(float x) {
     if (isnan_f(x)) {
         u32 b = f2u(x);
         return (u16)(((b >> 31) << 15) | 0x7E00 | ((b >> 13) & 0x3FF));
     }
-    return (u16)encode(F16F(), (double)x, OUT_INF, OUT_INF);
+#if defined(DTCAST_HW_F16)
+    return hw_f32_to_f16(x);
+#else
+    return (u16)encode_f32(F16F(), x, OUT_INF, OUT_INF);
+#endif
 }
 DEV u16 f64_to_f16_once(double x) {
     if (isnan_d(x)) return f32_to_f16(f64_to_f32(x));
@@ -257,6 +335,12 @@ DEV i32 cvtt32(double x) {
     if (x > -2147483649.0 && x < 2147483648.0) return (i32)x;
     return (i32)0x80000000u;
 }
+// cvtt32 for a float32 value, compared in float32: -2147483649.0 < x holds for a float32 exactly
+// when x >= -2^31 (the float32 below -2^31 is -2^31 - 256), NaN failing both tests as there.
+DEV i32 cvtt32_f(float x) {
+    if (x >= -2147483648.0f && x < 2147483648.0f) return (i32)x;
+    return (i32)0x80000000u;
+}
 DEV i64 cvtt64(double x) {
     if (x >= -9223372036854775808.0 && x < 9223372036854775808.0) return (i64)x;
     return (i64)0x8000000000000000ull;
@@ -321,8 +405,15 @@ DEV u8 f8_torch(int which, Val v) {
     float x = to_f32(v, false);
     Narrow f = f8_format(which);
     if (isnan_f(x)) return (u8)nan_code(f, (f2u(x) >> 31) != 0);
+#if defined(DTCAST_HW_F8)
+    // e4m3fn: overflow and infinity give the largest finite value, as satfinite does. e5m2:
+    // they give infinity; from 61440 = 0x47700000 (halfway between the largest finite value,
+    // 57344, and 2^16) round-to-nearest-even goes to 2^16, which is past the format: infinity.
+    if (which == 0) return hw_f32_to_e4m3_sat(x);
+    if (which == 1) return (f2u(x) & 0x7FFFFFFFu) >= 0x47700000u ? (u8)((f2u(x) >> 24 & 0x80) | 0x7C) : hw_f32_to_e5m2_sat(x);
+#endif
     int o = f8_torch_overflow(which);
-    return (u8)encode(f, (double)x, o, o);
+    return (u8)encode_f32(f, x, o, o);
 }
 DEV u8 f8_saturate(int which, Val v) {
     double x = to_f64_for_rounding(v);
@@ -338,7 +429,7 @@ DEV float f8_decode(int which, u8 code) {
         if (which == 0) return u2f(((c >> 7) << 31) | 0x7FF00000u);
         return u2f(0x7F800001u);
     }
-    return (float)decode(f, c);
+    return decode_f32(f, c);
 }
 
 // ---- quirks and lanes (lanes.rs)
@@ -347,7 +438,13 @@ struct Quirks {
     bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero;
 };
 
-#define LOAD(T, p) load_le<T>(p)
+// Element loads and stores. On the GPU (little-endian, every element at a multiple of its size
+// from a 256-byte aligned allocation, tiles in 16-byte aligned registers) one typed access; on the
+// host, bytes, so the harness is independent of the host's alignment rules.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+template <class T> DEV T load_le(const u8* p) { return *(const T*)p; }
+template <class T> DEV void store_le(u8* p, T x) { *(T*)p = x; }
+#else
 template <class T> DEV T load_le(const u8* p) {
     T x = 0;
     for (int k = 0; k < (int)sizeof(T); ++k) x |= (T)((T)p[k] << (8 * k));
@@ -356,9 +453,11 @@ template <class T> DEV T load_le(const u8* p) {
 template <class T> DEV void store_le(u8* p, T x) {
     for (int k = 0; k < (int)sizeof(T); ++k) p[k] = (u8)(x >> (8 * k));
 }
+#endif
 
-// Integer lanes: `TorchRule` is how torch's scalar path turns a float into this type.
-#define INT_LANE(NAME, T, UT, ID, IS_U64, TORCH_FLOAT, SAT_FLOAT)                                   \
+// Integer lanes: TORCH_FLOAT is how torch's scalar path turns a double into this type,
+// TORCH_F32 the same for a float32 value (which may skip the double).
+#define INT_LANE(NAME, T, UT, ID, IS_U64, TORCH_FLOAT, TORCH_F32, SAT_FLOAT)                        \
     struct NAME {                                                                                  \
         static const int SIZE = sizeof(T);                                                         \
         static const int DT = ID;                                                                  \
@@ -367,6 +466,7 @@ template <class T> DEV void store_le(u8* p, T x) {
             return IS_U64 ? v_uint((u64)x) : v_int((i64)x);                                        \
         }                                                                                          \
         MEM static T from_float(double x) { return TORCH_FLOAT; }                                 \
+        MEM static T from_f32(float x) { return TORCH_F32; }                                      \
         MEM static T sat_float(double x) { return SAT_FLOAT; }                                    \
         MEM static void torch(Val v, Quirks q, u8* p) {                                            \
             v = real(v);                                                                           \
@@ -374,7 +474,7 @@ template <class T> DEV void store_le(u8* p, T x) {
             switch (v.kind) {                                                                      \
                 case K_BOOL: case K_INT: r = (T)v.i; break;                                        \
                 case K_UINT: r = (T)v.u; break;                                                    \
-                case K_FLOAT: r = (q.float8_nan_to_int_zero && isnan_f(v.f)) ? (T)0 : from_float((double)v.f); break; \
+                case K_FLOAT: r = (q.float8_nan_to_int_zero && isnan_f(v.f)) ? (T)0 : from_f32(v.f); break; \
                 default: r = from_float(v.d); break;                                               \
             }                                                                                      \
             store_le<UT>(p, (UT)r);                                                                \
@@ -391,14 +491,14 @@ template <class T> DEV void store_le(u8* p, T x) {
     };
 
 // DTypes are numbered as dtcast_dtype::DType::index().
-INT_LANE(U8Lane, u8, u8, 1, false, (u8)cvtt64(x), (u8)sat_u(x, 256.0, 255))
-INT_LANE(I8Lane, i8, u8, 2, false, (i8)cvtt32(x), (i8)sat_i(x, -128.0, 128.0, -128, 127))
-INT_LANE(I16Lane, i16, u16, 3, false, (i16)cvtt32(x), (i16)sat_i(x, -32768.0, 32768.0, -32768, 32767))
-INT_LANE(I32Lane, i32, u32, 4, false, cvtt32(x), (i32)sat_i(x, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647))
-INT_LANE(I64Lane, i64, u64, 5, false, cvtt64(x), sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll))
-INT_LANE(U16Lane, u16, u16, 6, false, (u16)cvtt32(x), (u16)sat_u(x, 65536.0, 65535))
-INT_LANE(U32Lane, u32, u32, 7, false, (u32)cvtt64(x), (u32)sat_u(x, 4294967296.0, 4294967295u))
-INT_LANE(U64Lane, u64, u64, 8, true, cvtt_u64(x), sat_u(x, 18446744073709551616.0, 0xFFFFFFFFFFFFFFFFull))
+INT_LANE(U8Lane, u8, u8, 1, false, (u8)cvtt64(x), (u8)cvtt64((double)x), (u8)sat_u(x, 256.0, 255))
+INT_LANE(I8Lane, i8, u8, 2, false, (i8)cvtt32(x), (i8)cvtt32_f(x), (i8)sat_i(x, -128.0, 128.0, -128, 127))
+INT_LANE(I16Lane, i16, u16, 3, false, (i16)cvtt32(x), (i16)cvtt32_f(x), (i16)sat_i(x, -32768.0, 32768.0, -32768, 32767))
+INT_LANE(I32Lane, i32, u32, 4, false, cvtt32(x), cvtt32_f(x), (i32)sat_i(x, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647))
+INT_LANE(I64Lane, i64, u64, 5, false, cvtt64(x), cvtt64((double)x), sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll))
+INT_LANE(U16Lane, u16, u16, 6, false, (u16)cvtt32(x), (u16)cvtt32_f(x), (u16)sat_u(x, 65536.0, 65535))
+INT_LANE(U32Lane, u32, u32, 7, false, (u32)cvtt64(x), (u32)cvtt64((double)x), (u32)sat_u(x, 4294967296.0, 4294967295u))
+INT_LANE(U64Lane, u64, u64, 8, true, cvtt_u64(x), cvtt_u64((double)x), sat_u(x, 18446744073709551616.0, 0xFFFFFFFFFFFFFFFFull))
 
 struct BoolLane {
     static const int SIZE = 1;
@@ -479,6 +579,79 @@ DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
     if (SATURATE) D::saturate(v, dst + i * D::SIZE);
     else D::torch(v, q, dst + i * D::SIZE);
 }
+
+// ---- tiles: what one GPU thread does per step
+//
+// A tile is the run of elements whose source and destination both fit in 16 bytes
+// (16 / max(S::SIZE, D::SIZE) elements; every lane size divides 16). It is read with one load and
+// written with one store, each as wide as its bytes (16 on the wider side), so a warp moves up to
+// 512 contiguous bytes per instruction: enough bytes in flight to run at memory speed. The last tile of a tensor whose length is not a
+// multiple of the tile takes the element path. The host harness runs these same functions.
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define ALIGN16 __align__(16)
+struct __align__(16) Chunk16 { u64 a, b; };
+template <int N> DEV void copy_bytes(u8* to, const u8* from) {
+    // N is a power of two times the widest access both ends are aligned to (see store widths).
+    if (N % 16 == 0) {
+        for (int k = 0; k < N; k += 16) *(Chunk16*)(to + k) = *(const Chunk16*)(from + k);
+    } else if (N % 8 == 0) {
+        for (int k = 0; k < N; k += 8) *(u64*)(to + k) = *(const u64*)(from + k);
+    } else if (N % 4 == 0) {
+        for (int k = 0; k < N; k += 4) *(u32*)(to + k) = *(const u32*)(from + k);
+    } else if (N % 2 == 0) {
+        for (int k = 0; k < N; k += 2) *(u16*)(to + k) = *(const u16*)(from + k);
+    } else {
+        for (int k = 0; k < N; ++k) to[k] = from[k];
+    }
+}
+#else
+#define ALIGN16 alignas(16)
+template <int N> DEV void copy_bytes(u8* to, const u8* from) { memcpy(to, from, N); }
+#endif
+
+template <class S, class D> struct Tile {
+    static const int ELEMS = 16 / (S::SIZE > D::SIZE ? S::SIZE : D::SIZE);
+};
+
+// Tile `t` of an `n`-element cast.
+template <class S, class D, int SATURATE>
+DEV void convert_tile(const u8* src, u8* dst, u64 t, u64 n, Quirks q) {
+    const int E = Tile<S, D>::ELEMS;
+    u64 first = t * E;
+    if (first + E <= n) {
+        ALIGN16 u8 in[16];
+        ALIGN16 u8 out[16];
+        copy_bytes<E * S::SIZE>(in, src + first * S::SIZE);
+        for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in, out, k, q);
+        copy_bytes<E * D::SIZE>(dst + first * D::SIZE, out);
+    } else {
+        for (u64 i = first; i < n; ++i) convert_one<S, D, SATURATE>(src, dst, i, q);
+    }
+}
+// Tiles `a` and `b > a` of an `n`-element cast, both loads issued before either tile is
+// converted: twice the bytes in flight per thread, which memory-bound casts need to keep up with
+// the memory.
+template <class S, class D, int SATURATE>
+DEV void convert_tile_pair(const u8* src, u8* dst, u64 a, u64 b, u64 n, Quirks q) {
+    const int E = Tile<S, D>::ELEMS;
+    if ((b + 1) * E <= n) {
+        ALIGN16 u8 in_a[16];
+        ALIGN16 u8 in_b[16];
+        ALIGN16 u8 out_a[16];
+        ALIGN16 u8 out_b[16];
+        copy_bytes<E * S::SIZE>(in_a, src + a * E * S::SIZE);
+        copy_bytes<E * S::SIZE>(in_b, src + b * E * S::SIZE);
+        for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in_a, out_a, k, q);
+        for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in_b, out_b, k, q);
+        copy_bytes<E * D::SIZE>(dst + a * E * D::SIZE, out_a);
+        copy_bytes<E * D::SIZE>(dst + b * E * D::SIZE, out_b);
+    } else {
+        if (a * E < n) convert_tile<S, D, SATURATE>(src, dst, a, n, q);
+        if (b * E < n) convert_tile<S, D, SATURATE>(src, dst, b, n, q);
+    }
+}
+template <class S, class D> DEV u64 tiles(u64 n) { return (n + Tile<S, D>::ELEMS - 1) / Tile<S, D>::ELEMS; }
 
 // ---- Checked and Exact (cast/src/check.rs)
 
@@ -561,25 +734,50 @@ template <class S, class D, int EXACT>
 DEV bool check_one(const u8* src, u64 i, Quirks q, const Limits& l) {
     Val v = S::load(src + i * S::SIZE);
     if (!EXACT) return checked_ok(v, l);
-    u8 out[16];
+    ALIGN16 u8 out[16];
     D::torch(v, q, out);
     return same_value(v, D::load(out));
 }
 
+// The first element of tile `t` that the destination cannot take, or `n` when there is none.
+template <class S, class D, int EXACT>
+DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
+    const int E = Tile<S, D>::ELEMS;
+    u64 first = t * E;
+    if (first + E <= n) {
+        ALIGN16 u8 in[16];
+        copy_bytes<E * S::SIZE>(in, src + first * S::SIZE);
+        for (int k = 0; k < E; ++k)
+            if (!check_one<S, D, EXACT>(in, k, q, l)) return first + k;
+    } else {
+        for (u64 i = first; i < n; ++i)
+            if (!check_one<S, D, EXACT>(src, i, q, l)) return i;
+    }
+    return n;
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// Both kernels run grid-stride loops over tiles<S, D>(n) tiles.
+//
 // extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad): the index of the
 // first element the destination cannot take (as *first_bad starts at n, it stays n when none).
 #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...)                                             \
     extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad) {              \
         Quirks q = {Q16, QBF, QF8};                                                                \
         Limits l = {__VA_ARGS__};                                                                  \
-        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) \
-            if (!check_one<S, D, EXACT>(src, i, q, l)) atomicMin(first_bad, i);                   \
+        u64 count = tiles<S, D>(n);                                                                \
+        for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x) { \
+            u64 bad = check_tile<S, D, EXACT>(src, t, n, q, l);                                   \
+            if (bad < n) atomicMin(first_bad, bad);                                                \
+        }                                                                                          \
     }
+// The cast kernel: each block takes 2 * blockDim tiles per step, each thread two of them a block
+// apart (so each load instruction of a warp still reads contiguous memory).
 #define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8)                                              \
     extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n) {                      \
         Quirks q = {Q16, QBF, QF8};                                                                \
-        for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) \
-            convert_one<S, D, SATURATE>(src, dst, i, q);                                          \
+        u64 count = tiles<S, D>(n);                                                                \
+        for (u64 t = (u64)blockIdx.x * blockDim.x * 2 + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x * 2) \
+            convert_tile_pair<S, D, SATURATE>(src, dst, t, t + blockDim.x, n, q);                 \
     }
 #endif

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use dtcast_cast::{cast_to_vec, CastError, CastMode};
 use dtcast_dtype::DType;
@@ -19,6 +19,10 @@ use dtcast_dtype::DType;
 use crate::backend::{Backend, Storage};
 use crate::error::TensorError;
 use crate::Device;
+
+mod staging;
+mod timing;
+pub use timing::{time_cast, time_transfers, CastTiming, TransferTiming};
 
 /// The kernel source; the host appends one `DTCAST_KERNEL(...)` line per compiled pair.
 pub const KERNELS_CU: &str = include_str!("kernels.cu");
@@ -45,7 +49,9 @@ fn nvrtc_library() -> Result<(), TensorError> {
         Ok(())
     } else {
         Err(TensorError::CudaUnavailable(
-            "the NVRTC library (libnvrtc.so), needed to compile cast kernels, was not found"
+            "the NVRTC library, needed to compile cast kernels, was not found as libnvrtc.so or \
+             libnvrtc.so.12 on the library path (a CUDA toolkit has libnvrtc.so in its lib64 \
+             directory; add that to LD_LIBRARY_PATH)"
                 .to_owned(),
         ))
     }
@@ -96,6 +102,10 @@ fn cuda_error(e: impl std::fmt::Debug) -> TensorError {
 
 /// The backend of CUDA device `ordinal`, created on first use.
 pub(crate) fn backend(ordinal: u8) -> Result<Arc<dyn Backend>, TensorError> {
+    backend_of(ordinal).map(|cuda| cuda as Arc<dyn Backend>)
+}
+
+fn backend_of(ordinal: u8) -> Result<Arc<Cuda>, TensorError> {
     static BACKENDS: OnceLock<Mutex<HashMap<u8, Arc<Cuda>>>> = OnceLock::new();
     driver_library()?;
     let count = device_count();
@@ -111,18 +121,61 @@ pub(crate) fn backend(ordinal: u8) -> Result<Arc<dyn Backend>, TensorError> {
         .lock()
         .map_err(|_| TensorError::Cuda("backend registry poisoned".to_owned()))?;
     if let Some(b) = map.get(&ordinal) {
-        return Ok(Arc::clone(b) as Arc<dyn Backend>);
+        return Ok(Arc::clone(b));
     }
     let ctx = CudaContext::new(usize::from(ordinal)).map_err(cuda_error)?;
     let stream = ctx.default_stream();
+    let pool = ctx
+        .has_async_alloc()
+        .then(|| keep_freed_memory(&ctx))
+        .flatten();
+    let arch = ctx
+        .compute_capability()
+        .ok()
+        .map(|(major, minor)| format!("compute_{major}{minor}"));
     let cuda = Arc::new(Cuda {
         ordinal,
         ctx,
         stream,
         kernels: Mutex::new(HashMap::new()),
+        pool,
+        staging: Mutex::new(Vec::new()),
+        arch,
     });
     map.insert(ordinal, Arc::clone(&cuda));
-    Ok(cuda as Arc<dyn Backend>)
+    Ok(cuda)
+}
+
+/// The device's default memory pool, which allocations come from (stream-ordered).
+#[derive(Clone, Copy)]
+struct Pool(cudarc::driver::sys::CUmemoryPool);
+// SAFETY: a memory pool handle is a process-wide driver object, usable from any thread.
+unsafe impl Send for Pool {}
+// SAFETY: as above.
+unsafe impl Sync for Pool {}
+
+/// Lets the default memory pool keep what is freed for the next allocation (as torch's caching
+/// allocator does) instead of handing it back to the driver at every synchronisation, which made
+/// each new tensor pay for mapping fresh memory. `None` if the pool cannot be had.
+fn keep_freed_memory(ctx: &Arc<CudaContext>) -> Option<Pool> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread().ok()?;
+    let mut pool = std::ptr::null_mut();
+    let mut keep = u64::MAX;
+    // SAFETY: `pool` receives the device's default pool; the attribute takes a u64.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+            .result()
+            .ok()?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut keep as *mut u64).cast(),
+        )
+        .result()
+        .ok()?;
+    }
+    Some(Pool(pool))
 }
 
 /// A CUDA device's backend.
@@ -131,6 +184,12 @@ pub struct Cuda {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Mutex<HashMap<(DType, DType, CastMode), CudaFunction>>,
+    /// The memory pool that keeps freed memory, trimmed when an allocation runs out.
+    pool: Option<Pool>,
+    /// Page-locked buffers for transfers (see `staging.rs`), kept for reuse.
+    staging: Mutex<Vec<staging::Buffer>>,
+    /// NVRTC's name of this device's architecture (`compute_90`).
+    arch: Option<String>,
 }
 
 impl std::fmt::Debug for Cuda {
@@ -144,12 +203,25 @@ pub struct CudaStorage {
     buf: CudaSlice<u8>,
     len: usize,
     ordinal: u8,
-    /// The pinned buffer a non-blocking upload copies from; dropping it waits for the copy.
-    _staging: Option<PinnedHostSlice<u8>>,
 }
 
-/// Transfers from this size on go through pinned staging buffers when non-blocking.
-const STAGING_BYTES: usize = 1 << 16;
+/// Threads per block of the cast and check kernels.
+const BLOCK_THREADS: u32 = 256;
+
+/// The launch of a kernel over `n` elements cast from `from` to `to`: a thread per two tiles (a
+/// tile: the elements in 16 bytes on the wider side, `Tile` in `kernels.cu`), the kernels'
+/// grid-stride loops covering any rest.
+fn launch_config(n: usize, from: DType, to: DType) -> LaunchConfig {
+    let tiles = n.div_ceil(16 / from.itemsize().max(to.itemsize()));
+    // The cast kernel's threads take two tiles per step; the check kernel's grid-stride loop
+    // covers the rest of its tiles with the same grid.
+    let blocks = tiles.div_ceil(2 * BLOCK_THREADS as usize).clamp(1, 1 << 20);
+    LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (BLOCK_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
 
 impl std::fmt::Debug for CudaStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -193,7 +265,11 @@ fn lane(dtype: DType) -> &'static str {
         DType::Float8E5M2 => "E5M2Lane",
         DType::Float8E4M3Fnuz => "E4M3FnuzLane",
         DType::Float8E5M2Fnuz => "E5M2FnuzLane",
-        _ => "E8M0Lane",
+        DType::Float8E8M0Fnu => "E8M0Lane",
+        // `DType` is non-exhaustive: a dtype added without a lane names a type kernels.cu lacks,
+        // so its kernels fail to compile (in the host and NVRTC tests) instead of running as
+        // some other dtype.
+        _ => "NoLaneForThisDType",
     }
 }
 
@@ -277,9 +353,16 @@ pub fn check_line(from: DType, to: DType, exact: bool) -> String {
 }
 
 /// Compiles the kernel of one pair and mode to PTX with NVRTC, without a GPU (NVRTC needs only its
-/// library). Used by the test suite to check `kernels.cu` where NVRTC is installed.
-pub fn compile_kernel(from: DType, to: DType, mode: CastMode) -> Result<(), TensorError> {
-    ptx(from, to, mode).map(|_| ())
+/// library), for NVRTC's default architecture or for `arch` (e.g. `compute_90`, where the
+/// float8 conversion instructions are used). Used by the test suite to check `kernels.cu` where
+/// NVRTC is installed.
+pub fn compile_kernel(
+    from: DType,
+    to: DType,
+    mode: CastMode,
+    arch: Option<&str>,
+) -> Result<(), TensorError> {
+    ptx(from, to, mode, arch).map(|_| ())
 }
 
 /// The kernel source line for a pair and mode: the cast kernel for Torch and Saturate, the check
@@ -292,12 +375,26 @@ fn source_line(from: DType, to: DType, mode: CastMode) -> String {
     }
 }
 
-fn ptx(from: DType, to: DType, mode: CastMode) -> Result<cudarc::nvrtc::Ptx, TensorError> {
+fn ptx(
+    from: DType,
+    to: DType,
+    mode: CastMode,
+    arch: Option<&str>,
+) -> Result<cudarc::nvrtc::Ptx, TensorError> {
     nvrtc_library()?;
     let src = format!("{KERNELS_CU}\n{}", source_line(from, to, mode));
-    cudarc::nvrtc::compile_ptx(src).map_err(|e| {
+    let options = cudarc::nvrtc::CompileOptions {
+        // No contraction of a multiply and an add into one rounding: the rules round each step.
+        fmad: Some(false),
+        options: arch
+            .map(|a| vec![format!("--gpu-architecture={a}")])
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(src, options).map_err(|e| {
         TensorError::Cuda(format!(
-            "compiling the {from} -> {to} ({mode}) kernel: {e:?}"
+            "compiling the {from} -> {to} ({mode}) kernel{}: {e:?}",
+            arch.map(|a| format!(" for {a}")).unwrap_or_default()
         ))
     })
 }
@@ -316,32 +413,37 @@ impl Cuda {
     /// The compiled kernel for a pair and mode: `dtcast_cast` (Torch, Saturate) or `dtcast_check`
     /// (Checked, Exact), cached for this context.
     fn kernel(&self, from: DType, to: DType, mode: CastMode) -> Result<CudaFunction, TensorError> {
-        let mut cache = self
-            .kernels
-            .lock()
-            .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))?;
-        if let Some(f) = cache.get(&(from, to, mode)) {
+        let cache = || {
+            self.kernels
+                .lock()
+                .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))
+        };
+        if let Some(f) = cache()?.get(&(from, to, mode)) {
             return Ok(f.clone());
         }
-        let module = self
-            .ctx
-            .load_module(ptx(from, to, mode)?)
-            .map_err(cuda_error)?;
+        // Compiled without holding the cache, so threads casting other pairs compile at the same
+        // time; two threads compiling the same pair both succeed and one result is kept.
+        // For this device's architecture (its conversion instructions), else — an NVRTC older
+        // than the device — NVRTC's default, which the driver compiles on for the device.
+        let code = match ptx(from, to, mode, self.arch.as_deref()) {
+            Err(_) if self.arch.is_some() => ptx(from, to, mode, None)?,
+            other => other?,
+        };
+        let module = self.ctx.load_module(code).map_err(cuda_error)?;
         let name = if matches!(mode, CastMode::Checked | CastMode::Exact) {
             "dtcast_check"
         } else {
             "dtcast_cast"
         };
         let f = module.load_function(name).map_err(cuda_error)?;
-        cache.insert((from, to, mode), f.clone());
-        Ok(f)
+        Ok(cache()?.entry((from, to, mode)).or_insert(f).clone())
     }
 
     /// Checked / Exact on the device: the check kernel finds the first element `to` cannot take;
     /// that one element is then read back and the CPU rules word the error (same text as on the CPU).
     fn check(
         &self,
-        s: &CudaStorage,
+        src: &CudaSlice<u8>,
         n: usize,
         from: DType,
         to: DType,
@@ -350,12 +452,11 @@ impl Cuda {
         let f = self.kernel(from, to, mode)?;
         let count = n as u64;
         let mut first_bad = self.stream.clone_htod(&[count]).map_err(cuda_error)?;
-        let cfg = LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX).min(1 << 24));
         let mut launch = self.stream.launch_builder(&f);
-        launch.arg(&s.buf).arg(&count).arg(&mut first_bad);
+        launch.arg(src).arg(&count).arg(&mut first_bad);
         // SAFETY: `dtcast_check(const u8* src, u64 n, u64* first_bad)` reads n elements of `from`
         // (the storage holds n * itemsize bytes) and writes one u64.
-        unsafe { launch.launch(cfg) }.map_err(cuda_error)?;
+        unsafe { launch.launch(launch_config(n, from, to)) }.map_err(cuda_error)?;
         let found = self.stream.clone_dtoh(&first_bad).map_err(cuda_error)?;
         self.stream.synchronize().map_err(cuda_error)?;
         let Some(&index) = found.first().filter(|&&i| i < count) else {
@@ -364,7 +465,7 @@ impl Cuda {
         let (i, k) = (index as usize, from.itemsize());
         let mut element = vec![0u8; k];
         self.stream
-            .memcpy_dtoh(&s.buf.slice(i * k..(i + 1) * k), &mut element)
+            .memcpy_dtoh(&src.slice(i * k..(i + 1) * k), &mut element)
             .map_err(cuda_error)?;
         self.stream.synchronize().map_err(cuda_error)?;
         match cast_to_vec(&element, from, to, mode) {
@@ -374,10 +475,75 @@ impl Cuda {
         }
     }
 
-    fn alloc(&self, len: usize) -> Result<CudaSlice<u8>, TensorError> {
-        self.stream
-            .alloc_zeros::<u8>(len.max(1))
+    /// Casts the `n` elements of `src` into `out` (which holds `n * to.itemsize()` bytes): the
+    /// check kernel first in Checked and Exact modes, then the cast kernel, queued on the stream.
+    fn cast_into(
+        &self,
+        src: &CudaSlice<u8>,
+        out: &mut CudaSlice<u8>,
+        n: usize,
+        from: DType,
+        to: DType,
+        mode: CastMode,
+    ) -> Result<(), TensorError> {
+        if n == 0 {
+            return Ok(());
+        }
+        if from == to {
+            let len = n * to.itemsize();
+            return self
+                .stream
+                .memcpy_dtod(&src.slice(0..len), &mut out.slice_mut(0..len))
+                .map_err(cuda_error);
+        }
+        if matches!(mode, CastMode::Checked | CastMode::Exact) {
+            self.check(src, n, from, to, mode)?;
+        }
+        let kernel_mode = if mode == CastMode::Saturate {
+            CastMode::Saturate
+        } else {
+            CastMode::Torch
+        };
+        let f = self.kernel(from, to, kernel_mode)?;
+        let count = n as u64;
+        let mut launch = self.stream.launch_builder(&f);
+        launch.arg(src).arg(out).arg(&count);
+        // SAFETY: `dtcast_cast(const u8* src, u8* dst, u64 n)` reads n source elements and writes
+        // n destination elements; the caller's `src` holds n * itemsize(from) bytes and `out`
+        // n * itemsize(to) bytes, both from allocations (aligned to 256 bytes, as the kernels'
+        // 16-byte tile accesses need).
+        unsafe { launch.launch(launch_config(n, from, to)) }
+            .map(|_| ())
             .map_err(cuda_error)
+    }
+
+    /// `len` bytes (at least one) of device memory, zeroed.
+    fn alloc_zeroed(&self, len: usize) -> Result<CudaSlice<u8>, TensorError> {
+        let mut buf = self.alloc_for_writing(len)?;
+        self.stream.memset_zeros(&mut buf).map_err(cuda_error)?;
+        Ok(buf)
+    }
+
+    /// `len` bytes (at least one) of device memory that the caller fills whole before anything
+    /// reads it (a cast's output, an upload's destination): no zeroing pass. When the device is
+    /// out of memory, what the pool keeps from freed tensors is released and the allocation tried
+    /// once more.
+    fn alloc_for_writing(&self, len: usize) -> Result<CudaSlice<u8>, TensorError> {
+        use cudarc::driver::sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY;
+        // SAFETY: every caller writes all `len` bytes (a cast kernel or a copy) before the storage
+        // can be read; the extra byte of an empty storage is never read.
+        let alloc = || unsafe { self.stream.alloc::<u8>(len.max(1)) };
+        match (alloc(), self.pool) {
+            (Err(e), Some(pool)) if e.0 == CUDA_ERROR_OUT_OF_MEMORY => {
+                self.stream.synchronize().map_err(cuda_error)?;
+                // SAFETY: trimming releases only memory no allocation holds.
+                unsafe { cudarc::driver::sys::cuMemPoolTrimTo(pool.0, 0) }
+                    .result()
+                    .map_err(cuda_error)?;
+                alloc().map_err(cuda_error)
+            }
+            (result, _) => result.map_err(cuda_error),
+        }
     }
 }
 
@@ -388,61 +554,80 @@ impl Backend for Cuda {
 
     fn allocate(&self, bytes: usize) -> Result<Arc<dyn Storage>, TensorError> {
         Ok(Arc::new(CudaStorage {
-            buf: self.alloc(bytes)?,
+            buf: self.alloc_zeroed(bytes)?,
             len: bytes,
             ordinal: self.ordinal,
-            _staging: None,
         }))
     }
 
+    /// Large uploads go through the backend's page-locked staging buffers (see `staging.rs`);
+    /// this waits for the last chunk, so the result is on the device when it returns.
     fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError> {
-        let mut buf = self.alloc(host.len())?;
-        if !host.is_empty() {
-            let mut view = buf.slice_mut(0..host.len());
-            self.stream
-                .memcpy_htod(host, &mut view)
-                .map_err(cuda_error)?;
-        }
-        Ok(Arc::new(CudaStorage {
-            buf,
-            len: host.len(),
-            ordinal: self.ordinal,
-            _staging: None,
-        }))
+        let storage = self.upload_with(host, false)?;
+        self.stream.synchronize().map_err(cuda_error)?;
+        Ok(storage)
     }
 
-    /// Non-blocking uploads of 64 KiB and more copy `host` into a pinned (write-combined: the CPU
-    /// only writes it) buffer and queue the transfer on the stream; the storage keeps the buffer
-    /// until the transfer is done. Everything later on the stream runs after it.
+    /// Non-blocking, the last chunk may still be on its way when this returns; everything later
+    /// on the stream (casts, downloads) runs after it. `host` may be reused at once either way.
     fn upload_with(
         &self,
         host: &[u8],
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
-        if !non_blocking || host.len() < STAGING_BYTES {
-            return self.upload(host);
+        self.upload_cast(
+            host,
+            DType::UInt8,
+            DType::UInt8,
+            CastMode::Torch,
+            non_blocking,
+        )
+    }
+
+    /// The cast runs on the host threads straight into the staging buffers, chunk by chunk, while
+    /// the bus moves the previous chunk: the narrower dtype is what crosses, and the cast output
+    /// is never written to pageable memory.
+    fn upload_cast(
+        &self,
+        host: &[u8],
+        from: DType,
+        to: DType,
+        mode: CastMode,
+        non_blocking: bool,
+    ) -> Result<Arc<dyn Storage>, TensorError> {
+        let n = host.len() / from.itemsize();
+        let buf = if host.len().max(n * to.itemsize()) >= staging::STAGED_BYTES {
+            self.upload_staged(host, from, to, mode)?
+        } else {
+            let cast_on_host;
+            let bytes = if from == to {
+                host
+            } else {
+                cast_on_host = cast_to_vec(host, from, to, mode)?;
+                &cast_on_host[..]
+            };
+            let mut buf = self.alloc_for_writing(bytes.len())?;
+            if !bytes.is_empty() {
+                let mut view = buf.slice_mut(0..bytes.len());
+                // From pageable memory the driver copies `bytes` out before this returns.
+                self.stream
+                    .memcpy_htod(bytes, &mut view)
+                    .map_err(cuda_error)?;
+            }
+            buf
+        };
+        if !non_blocking {
+            self.stream.synchronize().map_err(cuda_error)?;
         }
-        // SAFETY: the pinned buffer is written whole (below) before the transfer reads it.
-        let mut staging = unsafe { self.ctx.alloc_pinned::<u8>(host.len()) }.map_err(cuda_error)?;
-        staging
-            .as_mut_slice()
-            .map_err(cuda_error)?
-            .copy_from_slice(host);
-        let mut buf = self.alloc(host.len())?;
-        let mut view = buf.slice_mut(0..host.len());
-        self.stream
-            .memcpy_htod(&staging, &mut view)
-            .map_err(cuda_error)?;
         Ok(Arc::new(CudaStorage {
             buf,
-            len: host.len(),
+            len: n * to.itemsize(),
             ordinal: self.ordinal,
-            _staging: Some(staging),
         }))
     }
 
-    /// Non-blocking copies of 64 KiB and more download through a pinned buffer that is *not*
-    /// write-combined (the CPU reads it back), then hand the bytes to `target`.
+    /// To the CPU: straight into the new CPU storage (through the staging buffers when large);
+    /// to another device: through host memory.
     fn copy_to(
         &self,
         src: &dyn Storage,
@@ -450,18 +635,13 @@ impl Backend for Cuda {
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
         let s = self.storage(src)?;
-        if !non_blocking || s.len < STAGING_BYTES {
-            let host = self.download_vec(src)?;
-            return target.upload_with(&host, non_blocking);
+        if target.device() == Device::Cpu {
+            let mut host = crate::cpu::CpuStorage::try_zeroed(s.len)?;
+            self.download(src, host.bytes_mut())?;
+            return Ok(Arc::new(host));
         }
-        // SAFETY: the transfer below writes every byte before `as_slice` (which waits for it) reads.
-        let mut staging =
-            unsafe { self.ctx.alloc_pinned_with_flags::<u8>(s.len, 0) }.map_err(cuda_error)?;
-        self.stream
-            .memcpy_dtoh(&s.buf.slice(0..s.len), &mut staging)
-            .map_err(cuda_error)?;
-        let host = staging.as_slice().map_err(cuda_error)?;
-        target.upload_with(host, non_blocking)
+        let host = self.download_vec(src)?;
+        target.upload_with(&host, non_blocking)
     }
 
     fn download(&self, storage: &dyn Storage, host: &mut [u8]) -> Result<(), TensorError> {
@@ -472,6 +652,9 @@ impl Backend for Cuda {
                 needed: Some(host.len()),
                 given: s.len,
             });
+        }
+        if host.len() >= staging::STAGED_BYTES {
+            return self.download_staged(&s.buf, host);
         }
         if !host.is_empty() {
             self.stream
@@ -491,36 +674,12 @@ impl Backend for Cuda {
         let s = self.storage(src)?;
         let n = s.len / from.itemsize();
         let len = n * to.itemsize();
-        let mut out = self.alloc(len)?;
-        if n > 0 && from == to {
-            self.stream
-                .memcpy_dtod(&s.buf.slice(0..s.len), &mut out.slice_mut(0..len))
-                .map_err(cuda_error)?;
-        } else if n > 0 {
-            if matches!(mode, CastMode::Checked | CastMode::Exact) {
-                self.check(s, n, from, to, mode)?;
-            }
-            let kernel_mode = if mode == CastMode::Saturate {
-                CastMode::Saturate
-            } else {
-                CastMode::Torch
-            };
-            let f = self.kernel(from, to, kernel_mode)?;
-            let cfg =
-                LaunchConfig::for_num_elems(u32::try_from(n).unwrap_or(u32::MAX).min(1 << 24));
-            let count = n as u64;
-            let mut launch = self.stream.launch_builder(&f);
-            launch.arg(&s.buf).arg(&mut out).arg(&count);
-            // SAFETY: `dtcast_cast(const u8* src, u8* dst, u64 n)` reads n source elements and
-            // writes n destination elements; `src` holds n * itemsize(from) bytes and `out` was
-            // allocated with n * itemsize(to) bytes.
-            unsafe { launch.launch(cfg) }.map_err(cuda_error)?;
-        }
+        let mut out = self.alloc_for_writing(len)?;
+        self.cast_into(&s.buf, &mut out, n, from, to, mode)?;
         Ok(Arc::new(CudaStorage {
             buf: out,
             len,
             ordinal: self.ordinal,
-            _staging: None,
         }))
     }
 

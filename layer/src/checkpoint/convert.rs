@@ -328,22 +328,7 @@ fn cast_chunk(
     c: &Chunk,
     options: &ConvertOptions,
 ) -> Result<(), TensorError> {
-    let shift = |e: CastError| match e {
-        CastError::Value {
-            index,
-            value,
-            from,
-            to,
-            kind,
-        } => CastError::Value {
-            index: index + c.first,
-            value,
-            from,
-            to,
-            kind,
-        },
-        other => other,
-    };
+    let shift = |e: CastError| e.offset_by(c.first);
     match options.device {
         Device::Cpu => cast(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into()),
         device => {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the CUDA checks and benchmarks on a machine with an NVIDIA GPU, from binaries that
+# scripts/gpu_pack.sh built into .gpu/ (no Rust toolchain needed there). Logs go to $OUT (or
+# gpu-logs/). Steps: env, tests (the CUDA test suite and the other suites that touch devices),
+# convert (scripts/cuda_convert_check.sh), bench (dtcast bench --device cuda:0 and torch's .to()).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-logs}
+mkdir -p "$out"
+steps=${*:-env tests convert bench}
+elements=${ELEMENTS:-134217728}
+# The test executables read fixtures (and run dtcast-child) at the paths they were built at.
+root=$(cat .gpu/ROOT)
+if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"; fi
+mkdir -p target/release && cp .gpu/dtcast .gpu/dtcast-child target/release/
+# cudarc (built for CUDA 12.8 names) looks for libnvrtc.so, libnvrtc.so.12, ...; a CUDA 13
+# machine may have libnvrtc.so.13 alone: point a libnvrtc.so at the newest one found.
+if ! ldconfig -p | grep -q 'libnvrtc\.so \|libnvrtc\.so\.12 '; then
+  lib=$(find / -xdev -name 'libnvrtc.so.1[0-9]*' -not -path '*/proc/*' 2>/dev/null | sort -V | tail -1)
+  if [ -n "$lib" ]; then
+    mkdir -p /tmp/nvrtc-link && ln -sf "$lib" /tmp/nvrtc-link/libnvrtc.so
+    export LD_LIBRARY_PATH=/tmp/nvrtc-link:$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "NVRTC: using $lib"
+  fi
+fi
+for step in $steps; do
+  echo "=== $step"
+  case $step in
+    env)
+      { nvidia-smi; nvcc --version 2>&1 | tail -2; ldconfig -p | grep -E 'libcuda\.so|libnvrtc'; nproc; free -g
+        python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))'
+        .gpu/dtcast devices; } 2>&1 | tee "$out/env.log" ;;
+    tests)
+      # NVRTC compiling every kernel is checked in CI without a GPU; here the GPU tests compile
+      # and run every kernel anyway.
+      echo "--- test-cuda" | tee -a "$out/tests.log"
+      timeout 300 .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles 2>&1 | tail -n 80 | tee -a "$out/tests.log"
+      for t in device layer cli checkpoint; do
+        echo "--- test-$t" | tee -a "$out/tests.log"
+        timeout 120 ".gpu/test-$t" --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
+      done ;;
+    convert)
+      timeout 300 scripts/cuda_convert_check.sh .gpu/dtcast 2>&1 | tee "$out/convert.log" ;;
+    bench)
+      timeout 200 .gpu/dtcast bench --device cuda:0 --elements "$elements" --transfers 2>&1 | tee "$out/bench.log"
+      timeout 200 python3 scripts/torch_cuda_bench.py --elements "$elements" --transfers 2>&1 | tee "$out/torch.log"
+      timeout 200 .gpu/dtcast bench --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/bench.json" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
