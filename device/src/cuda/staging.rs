@@ -62,12 +62,18 @@ impl Cuda {
     }
 
     /// Gives buffers back for the next transfer (a concurrent transfer that took none meanwhile
-    /// allocated its own; the extra ones are freed).
+    /// allocated its own; the extra ones are freed, once their last transfer is done).
     fn keep_staging(&self, buffers: Vec<Buffer>) {
-        if let Ok(mut kept) = self.staging.lock() {
-            if kept.is_empty() {
+        let extra = match self.staging.lock() {
+            Ok(mut kept) if kept.is_empty() => {
                 *kept = buffers;
+                return;
             }
+            _ => buffers,
+        };
+        for b in extra {
+            // A transfer may still read or fill it: page-locked memory is freed only after.
+            let _ = b.free.synchronize();
         }
     }
 
