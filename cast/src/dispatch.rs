@@ -32,6 +32,15 @@ pub(crate) struct PairFns {
 #[inline(always)]
 pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
     let q = Quirks::of(S::DTYPE, D::DTYPE);
+    if !SATURATE && q.part_bits {
+        // The real part's bytes as they are; a complex destination's imaginary part is +0.
+        let part = S::SIZE.min(D::SIZE);
+        for (s, d) in src.chunks_exact(S::SIZE).zip(dst.chunks_exact_mut(D::SIZE)) {
+            d[..part].copy_from_slice(&s[..part]);
+            d[part..].fill(0);
+        }
+        return;
+    }
     for (s, d) in src.chunks_exact(S::SIZE).zip(dst.chunks_exact_mut(D::SIZE)) {
         let v = S::read(s).val();
         let out = if SATURATE {

@@ -8,15 +8,29 @@ use dtcast_dtype::DType;
 use crate::formats;
 use crate::rules::{self, Float8, Val};
 
-/// Path-dependent NaN bits of torch 2.15 that one pair of dtypes shows and others do not.
+/// Path-dependent bits of torch 2.15 that one pair of dtypes shows and others do not: data, read
+/// by the CPU kernels here and written into the CUDA kernels' source by `dtcast-device`.
+///
+/// ```
+/// use dtcast_cast::Quirks;
+/// use dtcast_dtype::DType;
+/// assert!(Quirks::of(DType::Complex32, DType::Float16).part_bits);
+/// assert!(!Quirks::of(DType::Float16, DType::Complex32).part_bits); // torch goes through complex64
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Quirks {
+pub struct Quirks {
     /// float16 → float32 writes `0x7FFFFFFF` for every NaN.
-    f16_to_f32_nan: bool,
+    pub f16_to_f32_nan: bool,
     /// float32 → bfloat16 writes `0xFFFF` for every NaN (ATen's AVX-512 conversion).
-    f32_to_bf16_nan: bool,
+    pub f32_to_bf16_nan: bool,
     /// The NaN of the fnuz and e8m0 formats becomes integer 0 (not x86's "integer indefinite").
-    float8_nan_to_int_zero: bool,
+    pub float8_nan_to_int_zero: bool,
+    /// The real part's bits are copied unchanged, NaN payloads and signalling NaNs included:
+    /// a complex dtype to its own part type (`c10::convert` takes `.real()`, a no-op cast), and a
+    /// part type to its complex dtype (the imaginary part +0) — except float16 → complex32, which
+    /// torch routes through complex64. dtcast's values carry float16 and bfloat16 as float32,
+    /// which quiets or canonicalises a NaN on the way back, so these pairs copy bytes.
+    pub part_bits: bool,
 }
 
 impl Quirks {
@@ -24,11 +38,13 @@ impl Quirks {
         f16_to_f32_nan: false,
         f32_to_bf16_nan: false,
         float8_nan_to_int_zero: false,
+        part_bits: false,
     };
 
-    /// The quirks of the pair `from` → `to` (recorded in `torch_cast.json`).
+    /// The quirks of the pair `from` → `to` (recorded in `torch_cast.json`, and read from
+    /// `c10/util/TypeCast.h` for `part_bits`).
     #[inline(always)]
-    pub(crate) fn of(from: DType, to: DType) -> Quirks {
+    pub fn of(from: DType, to: DType) -> Quirks {
         Quirks {
             f16_to_f32_nan: from == DType::Float16 && to == DType::Float32,
             f32_to_bf16_nan: from == DType::Float32 && to == DType::BFloat16,
@@ -36,6 +52,8 @@ impl Quirks {
                 from,
                 DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz | DType::Float8E8M0Fnu
             ),
+            part_bits: (from.is_complex() && to == from.to_real())
+                || (to.is_complex() && from == to.to_real() && from != DType::Float16),
         }
     }
 }

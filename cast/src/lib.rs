@@ -54,6 +54,7 @@ use rayon::prelude::*;
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
 pub use kernels::{backend, backends, Backend};
+pub use lanes::Quirks;
 pub use mode::{CastMode, ParseCastModeError};
 
 /// The pairs that model conversion and checkpoint work lean on, which have SIMD kernels where the

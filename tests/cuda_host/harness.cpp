@@ -1,8 +1,9 @@
 // Runs dtcast's CUDA cast kernels (device/src/cuda/kernels.cu) on the host, so the test suite can
 // compare them byte for byte with the Rust CPU kernels on machines without a GPU.
 //
-// Protocol on stdin, repeated until EOF: from (u8), to (u8), saturate (u8), n (u32 LE), then
-// n * itemsize(from) bytes. For each job, stdout gets n * itemsize(to) bytes.
+// Protocol on stdin, repeated until EOF: from (u8), to (u8), saturate (u8), the pair's quirks
+// (u8: dtcast_cast::Quirks's fields as bits 0..3, in order), n (u32 LE), then n * itemsize(from)
+// bytes. For each job, stdout gets n * itemsize(to) bytes.
 #include "kernels.cu"
 
 #include <cstdio>
@@ -36,8 +37,8 @@ static void run_to(int to, const std::vector<u8>& src, std::vector<u8>& dst, u64
     LANES(TO_CASE)
 }
 
-static void dispatch(int from, int to, const std::vector<u8>& src, std::vector<u8>& dst, u64 n, bool sat) {
-    Quirks q = {from == 9 && to == 11, from == 11 && to == 10, from == 19 || from == 20 || from == 21};
+static void dispatch(int from, int to, const std::vector<u8>& src, std::vector<u8>& dst, u64 n, bool sat, int quirks) {
+    Quirks q = {(quirks & 1) != 0, (quirks & 2) != 0, (quirks & 4) != 0, (quirks & 8) != 0};
 #define FROM_CASE(I, L) if (from == I) { run_to<L>(to, src, dst, n, sat, q); return; }
     LANES(FROM_CASE)
 }
@@ -45,16 +46,16 @@ static void dispatch(int from, int to, const std::vector<u8>& src, std::vector<u
 int main() {
     std::vector<u8> src, dst;
     for (;;) {
-        unsigned char head[7];
-        if (fread(head, 1, 7, stdin) != 7) return 0;
-        int from = head[0], to = head[1];
+        unsigned char head[8];
+        if (fread(head, 1, 8, stdin) != 8) return 0;
+        int from = head[0], to = head[1], quirks = head[3];
         bool sat = head[2] != 0;
-        u64 n = (u64)head[3] | ((u64)head[4] << 8) | ((u64)head[5] << 16) | ((u64)head[6] << 24);
+        u64 n = (u64)head[4] | ((u64)head[5] << 8) | ((u64)head[6] << 16) | ((u64)head[7] << 24);
         int s = size_of(from), d = size_of(to);
         if (s < 0 || d < 0) return 2;
         src.assign(n * s, 0);
         if (n && fread(src.data(), 1, n * s, stdin) != n * s) return 3;
-        dispatch(from, to, src, dst, n, sat);
+        dispatch(from, to, src, dst, n, sat, quirks);
         fwrite(dst.data(), 1, dst.size(), stdout);
     }
 }

@@ -377,3 +377,123 @@ fn bad_buffers_are_errors_not_panics() {
         1.0f64.to_le_bytes()
     );
 }
+
+/// NaN patterns of a floating part type: every one for float16 and bfloat16 (both signs, quiet and
+/// signalling, every payload), a spread of them for float32 and float64.
+fn nan_patterns(part: DType) -> Vec<Vec<u8>> {
+    match part {
+        DType::Float16 => (0x7C01u16..=0x7FFF)
+            .chain(0xFC01..=0xFFFF)
+            .map(|b| b.to_le_bytes().to_vec())
+            .collect(),
+        DType::BFloat16 => (0x7F81u16..=0x7FFF)
+            .chain(0xFF81..=0xFFFF)
+            .map(|b| b.to_le_bytes().to_vec())
+            .collect(),
+        DType::Float32 => [
+            0x7F80_0001u32,
+            0x7FA0_0000,
+            0x7FBF_FFFF,
+            0x7FC0_0000,
+            0x7FC0_1234,
+            0x7FFF_FFFF,
+        ]
+        .iter()
+        .flat_map(|&b| [b, b | 0x8000_0000])
+        .map(|b| b.to_le_bytes().to_vec())
+        .collect(),
+        DType::Float64 => [
+            0x7FF0_0000_0000_0001u64,
+            0x7FF4_0000_0000_0000,
+            0x7FF8_0000_0000_0000,
+            0x7FF8_0000_DEAD_BEEF,
+            0x7FFF_FFFF_FFFF_FFFF,
+        ]
+        .iter()
+        .flat_map(|&b| [b, b | 0x8000_0000_0000_0000])
+        .map(|b| b.to_le_bytes().to_vec())
+        .collect(),
+        other => panic!("{other} is not a complex part type"),
+    }
+}
+
+#[test]
+fn nan_payloads_through_every_pair_with_a_complex_type() {
+    // torch's c10::convert (c10/util/TypeCast.h) takes `.real()` of a complex source and casts it
+    // to the destination: to the part's own type that is a no-op, every NaN bit kept. Into a
+    // complex type it builds the complex from the value (imaginary +0), again keeping the bits —
+    // except float16 -> complex32, which a specialisation routes through complex64. So for these
+    // seven pairs the real part's bits must come through unchanged (dtcast once changed them for
+    // complex32 -> float16, bcomplex32 -> bfloat16 and bfloat16 -> bcomplex32); for every other
+    // pair with a complex side, a NaN must stay a NaN in a floating destination.
+    use DType::*;
+    let keeps_bits = [
+        (Complex32, Float16),
+        (Complex64, Float32),
+        (Complex128, Float64),
+        (BComplex32, BFloat16),
+        (BFloat16, BComplex32),
+        (Float32, Complex64),
+        (Float64, Complex128),
+    ];
+    let mut failures = Vec::new();
+    for from in DType::ALL {
+        for to in DType::ALL {
+            if !(from.is_complex() || to.is_complex()) || from == to {
+                continue;
+            }
+            // Sources: the complex types, and the part types of complex types.
+            let part = from.to_real();
+            if !matches!(part, Float16 | BFloat16 | Float32 | Float64) {
+                continue;
+            }
+            let expected_bits = keeps_bits.contains(&(from, to));
+            assert_eq!(
+                dtcast::cast::Quirks::of(from, to).part_bits,
+                expected_bits,
+                "{from} -> {to}"
+            );
+            for nan in nan_patterns(part) {
+                // A complex source gets the NaN as its real part, with +0 and with the NaN itself
+                // as imaginary part.
+                let sources: Vec<Vec<u8>> = if from.is_complex() {
+                    let zero = vec![0u8; nan.len()];
+                    vec![
+                        [nan.clone(), zero].concat(),
+                        [nan.clone(), nan.clone()].concat(),
+                    ]
+                } else {
+                    vec![nan.clone()]
+                };
+                for src in sources {
+                    let out = cast_to_vec(&src, from, to, CastMode::Torch).unwrap();
+                    let re = &out[..to.to_real().itemsize()];
+                    if expected_bits {
+                        let mut want = nan.clone();
+                        want.resize(to.itemsize(), 0);
+                        if out != want {
+                            failures.push(format!(
+                                "{from} -> {to}: {} gave {}",
+                                to_hex(&src),
+                                to_hex(&out)
+                            ));
+                        }
+                    } else if to.to_real().is_floating_point() {
+                        let as_f64 =
+                            cast_to_vec(re, to.to_real(), Float64, CastMode::Torch).unwrap();
+                        let x = f64::from_le_bytes(as_f64.try_into().unwrap());
+                        if !x.is_nan() {
+                            failures.push(format!("{from} -> {to}: NaN {} gave {x}", to_hex(&src)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}

@@ -106,7 +106,22 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
         let n = src.len() / from.itemsize();
         for to in DType::ALL {
             for saturate in [false, true] {
-                jobs.extend([from.index() as u8, to.index() as u8, u8::from(saturate)]);
+                let q = dtcast::cast::Quirks::of(from, to);
+                let quirks = [
+                    q.f16_to_f32_nan,
+                    q.f32_to_bf16_nan,
+                    q.float8_nan_to_int_zero,
+                    q.part_bits,
+                ]
+                .iter()
+                .enumerate()
+                .fold(0u8, |bits, (i, &on)| bits | (u8::from(on) << i));
+                jobs.extend([
+                    from.index() as u8,
+                    to.index() as u8,
+                    u8::from(saturate),
+                    quirks,
+                ]);
                 jobs.extend((n as u32).to_le_bytes());
                 jobs.extend(&src);
                 let want = reference(&src, from, to, saturate);
@@ -631,8 +646,8 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     let dir = tempfile::tempdir().unwrap();
     let mut src = String::from(
         "#include \"kernels.cu\"\n#include <cstdio>\n#include <vector>\n\
-         #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...) \
-         static u64 run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8}; Limits l = {__VA_ARGS__}; \
+         #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, ...) \
+         static u64 run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8, QPB}; Limits l = {__VA_ARGS__}; \
          for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(src, i, q, l) ? 1 : 0; \
          for (u64 t = 0; t < tiles<S, D>(n); ++t) { u64 bad = check_tile<S, D, EXACT>(src, t, n, q, l); \
          out[n + t] = bad < n ? (u8)(bad - t * Tile<S, D>::ELEMS) : 0xFF; } return n + tiles<S, D>(n); }\n",

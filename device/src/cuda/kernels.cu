@@ -7,7 +7,7 @@
 // and compare it with the Rust kernels byte for byte.
 //
 // The host appends one line naming the pair, its mode and torch's path quirks, e.g.
-//   DTCAST_KERNEL(F32Lane, BF16Lane, 0, false, true, false)
+//   DTCAST_KERNEL(F32Lane, BF16Lane, 0, false, true, false, false)
 // which defines  extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n), one tile of
 // elements per thread (see `convert_tile`).
 
@@ -434,8 +434,9 @@ DEV float f8_decode(int which, u8 code) {
 
 // ---- quirks and lanes (lanes.rs)
 
+// dtcast_cast::Quirks, field for field (the host writes them into each kernel's line).
 struct Quirks {
-    bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero;
+    bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero, part_bits;
 };
 
 // Element loads and stores. On the GPU (little-endian, every element at a multiple of its size
@@ -484,7 +485,7 @@ template <class T> DEV void store_le(u8* p, T x) {
             if (v.kind == K_FLOAT || v.kind == K_DOUBLE) {                                         \
                 store_le<UT>(p, (UT)sat_float(v.kind == K_FLOAT ? (double)v.f : v.d));              \
             } else {                                                                               \
-                Quirks none = {false, false, false};                                              \
+                Quirks none = {false, false, false, false};                                              \
                 torch(v, none, p);                                                                 \
             }                                                                                      \
         }                                                                                          \
@@ -557,7 +558,7 @@ template <class Part, int KIND> struct ComplexLane {
         return v_cfloat(re.f, im.f);
     }
     MEM static void torch(Val v, Quirks, u8* p) {
-        Quirks none = {false, false, false};
+        Quirks none = {false, false, false, false};
         Part::torch(real(v), none, p);
         Part::torch(imag(v), none, p + Part::SIZE);
     }
@@ -575,6 +576,12 @@ typedef ComplexLane<BF16Lane, K_CFLOAT> BC32Lane;
 
 template <class S, class D, int SATURATE>
 DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
+    if (!SATURATE && q.part_bits) {
+        // The real part's bytes as they are; a complex destination's imaginary part is +0.
+        const int part = S::SIZE < D::SIZE ? S::SIZE : D::SIZE;
+        for (int k = 0; k < D::SIZE; ++k) dst[i * D::SIZE + k] = k < part ? src[i * S::SIZE + k] : 0;
+        return;
+    }
     Val v = S::load(src + i * S::SIZE);
     if (SATURATE) D::saturate(v, dst + i * D::SIZE);
     else D::torch(v, q, dst + i * D::SIZE);
@@ -761,9 +768,9 @@ DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
 //
 // extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad): the index of the
 // first element the destination cannot take (as *first_bad starts at n, it stays n when none).
-#define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, ...)                                             \
+#define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, ...)                                        \
     extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad) {              \
-        Quirks q = {Q16, QBF, QF8};                                                                \
+        Quirks q = {Q16, QBF, QF8, QPB};                                                              \
         Limits l = {__VA_ARGS__};                                                                  \
         u64 count = tiles<S, D>(n);                                                                \
         for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x) { \
@@ -773,9 +780,9 @@ DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
     }
 // The cast kernel: each block takes 2 * blockDim tiles per step, each thread two of them a block
 // apart (so each load instruction of a warp still reads contiguous memory).
-#define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8)                                              \
+#define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8, QPB)                                         \
     extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n) {                      \
-        Quirks q = {Q16, QBF, QF8};                                                                \
+        Quirks q = {Q16, QBF, QF8, QPB};                                                              \
         u64 count = tiles<S, D>(n);                                                                \
         for (u64 t = (u64)blockIdx.x * blockDim.x * 2 + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x * 2) \
             convert_tile_pair<S, D, SATURATE>(src, dst, t, t + blockDim.x, n, q);                 \

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use dtcast_cast::{cast_to_vec, CastError, CastMode};
+use dtcast_cast::{cast_to_vec, CastError, CastMode, Quirks};
 use dtcast_dtype::DType;
 
 use crate::backend::{Backend, Storage};
@@ -273,34 +273,31 @@ fn lane(dtype: DType) -> &'static str {
     }
 }
 
-/// torch's path quirks of a pair, as `lanes.rs` has them: float16 → float32 NaN, float32 →
-/// bfloat16 NaN, fnuz / e8m0 NaN → integer 0.
-fn quirks(from: DType, to: DType) -> (bool, bool, bool) {
-    (
-        from == DType::Float16 && to == DType::Float32,
-        from == DType::Float32 && to == DType::BFloat16,
-        matches!(
-            from,
-            DType::Float8E4M3Fnuz | DType::Float8E5M2Fnuz | DType::Float8E8M0Fnu
-        ),
+/// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks.
+pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
+    format!(
+        "DTCAST_KERNEL({}, {}, {}, {})\n",
+        lane(from),
+        lane(to),
+        u8::from(saturate),
+        quirk_args(from, to)
     )
 }
 
-/// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks.
-pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
-    let (q16, qbf, qf8) = quirks(from, to);
-    format!(
-        "DTCAST_KERNEL({}, {}, {}, {q16}, {qbf}, {qf8})\n",
-        lane(from),
-        lane(to),
-        u8::from(saturate)
-    )
+/// The pair's `dtcast_cast::Quirks`, as the arguments of `kernels.cu`'s `Quirks` (same order).
+fn quirk_args(from: DType, to: DType) -> String {
+    let Quirks {
+        f16_to_f32_nan,
+        f32_to_bf16_nan,
+        float8_nan_to_int_zero,
+        part_bits,
+    } = Quirks::of(from, to);
+    format!("{f16_to_f32_nan}, {f32_to_bf16_nan}, {float8_nan_to_int_zero}, {part_bits}")
 }
 
 /// The `DTCAST_CHECK` line for a pair: lanes, Exact or Checked, quirks, and what `to` can hold
 /// (`Limits` in `kernels.cu`, the numbers of dtcast-cast's Checked rules).
 pub fn check_line(from: DType, to: DType, exact: bool) -> String {
-    let (q16, qbf, qf8) = quirks(from, to);
     let part = to.to_real();
     let hex_f = |x: f64| format!("u2d({:#x}ull)", x.to_bits());
     let hex_i = |x: i64| format!("(i64){:#x}ull", x as u64);
@@ -339,10 +336,11 @@ pub fn check_line(from: DType, to: DType, exact: bool) -> String {
     let has_inf = format.is_some_and(|f| f.has_inf);
     let fsigned = format.is_none_or(|f| f.signed);
     format!(
-        "DTCAST_CHECK({}, {}, {}, {q16}, {qbf}, {qf8}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {fsigned})\n",
+        "DTCAST_CHECK({}, {}, {}, {}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {fsigned})\n",
         lane(from),
         lane(to),
         u8::from(exact),
+        quirk_args(from, to),
         to.is_complex(),
         hex_i(lo_i),
         hex_i(hi_i),
