@@ -561,9 +561,7 @@ impl Backend for Cuda {
     /// Large uploads go through the backend's page-locked staging buffers (see `staging.rs`);
     /// this waits for the last chunk, so the result is on the device when it returns.
     fn upload(&self, host: &[u8]) -> Result<Arc<dyn Storage>, TensorError> {
-        let storage = self.upload_with(host, false)?;
-        self.stream.synchronize().map_err(cuda_error)?;
-        Ok(storage)
+        self.upload_with(host, false)
     }
 
     /// Non-blocking, the last chunk may still be on its way when this returns; everything later

@@ -126,41 +126,39 @@ pub fn time_transfers(
     let mut pinned_down =
         unsafe { cuda.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_error)?;
     let on_device = cuda.upload(&host)?;
+    // One transfer, until the device is idle again.
+    let timed = |transfer: &mut dyn FnMut() -> Result<(), TensorError>| {
+        let t = Instant::now();
+        transfer()?;
+        cuda.synchronize()?;
+        Ok::<_, TensorError>(t.elapsed())
+    };
     let mut times = [const { Vec::new() }; 6];
     for round in 0..=repeat.max(1) {
-        let mut lap = [Duration::ZERO; 6];
-        let t = Instant::now();
-        cuda.stream
-            .memcpy_htod(&host, &mut device)
-            .map_err(cuda_error)?;
-        cuda.synchronize()?;
-        lap[0] = t.elapsed();
-        let t = Instant::now();
-        cuda.stream
-            .memcpy_htod(&pinned_up, &mut device)
-            .map_err(cuda_error)?;
-        cuda.synchronize()?;
-        lap[1] = t.elapsed();
-        let t = Instant::now();
-        let staged = cuda.upload_with(&host, true)?;
-        cuda.synchronize()?;
-        lap[2] = t.elapsed();
-        drop(staged);
-        let t = Instant::now();
-        cuda.stream
-            .memcpy_dtoh(&device, &mut back)
-            .map_err(cuda_error)?;
-        cuda.synchronize()?;
-        lap[3] = t.elapsed();
-        let t = Instant::now();
-        cuda.stream
-            .memcpy_dtoh(&device, &mut pinned_down)
-            .map_err(cuda_error)?;
-        cuda.synchronize()?;
-        lap[4] = t.elapsed();
-        let t = Instant::now();
-        cuda.download(on_device.as_ref(), &mut back)?;
-        lap[5] = t.elapsed();
+        let lap = [
+            timed(&mut || {
+                cuda.stream
+                    .memcpy_htod(&host, &mut device)
+                    .map_err(cuda_error)
+            })?,
+            timed(&mut || {
+                cuda.stream
+                    .memcpy_htod(&pinned_up, &mut device)
+                    .map_err(cuda_error)
+            })?,
+            timed(&mut || cuda.upload_with(&host, true).map(drop))?,
+            timed(&mut || {
+                cuda.stream
+                    .memcpy_dtoh(&device, &mut back)
+                    .map_err(cuda_error)
+            })?,
+            timed(&mut || {
+                cuda.stream
+                    .memcpy_dtoh(&device, &mut pinned_down)
+                    .map_err(cuda_error)
+            })?,
+            timed(&mut || cuda.download(on_device.as_ref(), &mut back))?,
+        ];
         // Round 0 warms up (first touches of the buffers, the driver's own staging).
         if round > 0 {
             for (all, one) in times.iter_mut().zip(lap) {
