@@ -166,12 +166,6 @@ impl fmt::Display for Device {
 }
 
 impl Device {
-    /// `true` if this machine has a usable CUDA device 0 (driver library present and at least one
-    /// GPU). Always `false` without the `cuda` feature.
-    pub fn cuda_available() -> bool {
-        crate::registry::cuda_device_count() > 0
-    }
-
     /// `true` for CUDA devices.
     pub fn is_cuda(self) -> bool {
         matches!(self, Device::Cuda(_))

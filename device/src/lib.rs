@@ -33,7 +33,7 @@ pub use cpu::{Cpu, CpuStorage};
 pub use device::{Device, ParseDeviceError, MAX_ORDINAL};
 pub use error::TensorError;
 pub use promote_ops::{promote_operands, Arg};
-pub use registry::{backend_for, cuda_device_count, describe_backends};
+pub use registry::{backend_for, cuda_available, cuda_device_count, describe_backends};
 pub use tensor::{IntoTarget, Target, Tensor, ToOptions};
 
 pub use dtcast_cast::CastMode;

@@ -50,6 +50,17 @@ pub fn cuda_device_count() -> usize {
     }
 }
 
+/// `true` if this machine has a usable CUDA device 0 (driver library present and at least one
+/// GPU). Always `false` without the `cuda` feature.
+///
+/// ```
+/// use dtcast_device::{cuda_available, cuda_device_count};
+/// assert_eq!(cuda_available(), cuda_device_count() > 0);
+/// ```
+pub fn cuda_available() -> bool {
+    cuda_device_count() > 0
+}
+
 /// One line per backend: `cpu`, and `cuda:N (name, memory)` for each GPU — or, where CUDA cannot
 /// be used, `cuda: not available (why)`.
 pub fn describe_backends() -> Vec<String> {

@@ -15,7 +15,7 @@ use crate::Device;
 /// clones and no-op conversions share them.
 ///
 /// ```
-/// use dtcast_device::{Device, Tensor, ToOptions};
+/// use dtcast_device::{cuda_available, Device, Tensor, ToOptions};
 /// use dtcast_dtype::DType;
 /// let t = Tensor::from_vec(vec![1.0f32, 2.5, -3.0, 300.0], &[2, 2])?;
 /// assert!(t.to(DType::Float32)?.shares_storage(&t));
@@ -28,7 +28,7 @@ use crate::Device;
 /// assert_eq!(like.dtype(), DType::Int32);
 /// let s = t.to("float64")?;
 /// assert_eq!(s.dtype(), DType::Float64);
-/// assert!(t.to("cuda:0").is_err() || Device::cuda_available());
+/// assert!(t.to("cuda:0").is_err() || cuda_available());
 /// # Ok::<(), dtcast_device::TensorError>(())
 /// ```
 #[derive(Clone, Debug)]

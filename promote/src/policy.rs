@@ -28,6 +28,20 @@ pub trait Policy: Send + Sync + core::fmt::Debug {
     /// The dtype that Python float scalars and integer-to-float operations produce.
     fn default_dtype(&self) -> DType;
 
+    /// The dtype that Python complex scalars produce (torch's default complex dtype). By default
+    /// the complex type of [`default_dtype`](Policy::default_dtype), or complex64 where it has none.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_promote::{Policy, Torch};
+    /// assert_eq!(Torch::new(DType::Float64)?.default_complex_dtype(), DType::Complex128);
+    /// assert_eq!(Torch::new(DType::BFloat16)?.default_complex_dtype(), DType::Complex64);
+    /// # Ok::<(), dtcast_promote::PromoteError>(())
+    /// ```
+    fn default_complex_dtype(&self) -> DType {
+        self.default_dtype().to_complex().unwrap_or(DType::Complex64)
+    }
+
     /// `result_type` for operations that always produce a floating result from integers — `div`,
     /// `true_divide`, `sqrt`, ... (ATen's `promote_integer_inputs_to_float`): an integral or bool
     /// result becomes the default dtype.

@@ -48,15 +48,6 @@ impl Torch {
             other => Err(PromoteError::InvalidDefaultDType(other)),
         }
     }
-
-    /// The default complex dtype that goes with the default dtype.
-    pub fn default_complex_dtype(&self) -> DType {
-        match self.default_dtype {
-            DType::Float16 => DType::Complex32,
-            DType::Float64 => DType::Complex128,
-            _ => DType::Complex64,
-        }
-    }
 }
 
 /// The types of `promoteTypes`' lookup table, in its row order.
@@ -165,11 +156,57 @@ impl Policy for Torch {
     fn default_dtype(&self) -> DType {
         self.default_dtype
     }
+
+    /// `c10::get_default_complex_dtype`: complex32 for a float16 default, complex128 for float64,
+    /// complex64 otherwise (bfloat16 included).
+    fn default_complex_dtype(&self) -> DType {
+        match self.default_dtype {
+            DType::Float16 => DType::Complex32,
+            DType::Float64 => DType::Complex128,
+            _ => DType::Complex64,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operand::ScalarKind;
+
+    fn rt(ops: &[Operand]) -> DType {
+        Torch::default().result_type(ops).unwrap()
+    }
+
+    #[test]
+    fn result_type_examples_from_the_reference() {
+        // torch-semantics.md §3, observed with torch 2.15 (default float32).
+        use DType::*;
+        use Operand::{Tensor as T, WrappedScalar as W, ZeroDim as Z};
+        use ScalarKind::{Complex, Float, Int};
+        assert_eq!(rt(&[T(Int32), W(Int)]), Int32);
+        assert_eq!(rt(&[T(Int32), W(Float)]), Float32);
+        assert_eq!(rt(&[T(Int32), W(Complex)]), Complex64);
+        assert_eq!(rt(&[T(Bool), W(Int)]), Int64);
+        assert_eq!(rt(&[T(UInt8), Z(Float64)]), Float64);
+        assert_eq!(rt(&[T(Float16), W(Complex)]), Complex32);
+        assert_eq!(rt(&[T(BFloat16), W(Complex)]), BComplex32);
+        assert_eq!(rt(&[T(Float32), Z(Complex128)]), Complex64);
+        assert_eq!(rt(&[T(Complex32), Z(Float64)]), Complex32);
+        assert_eq!(rt(&[Z(Int32), Z(Float16)]), Float16);
+        assert_eq!(rt(&[W(Int), W(Float)]), Float32);
+        assert_eq!(rt(&[W(ScalarKind::Bool), W(Int)]), Int64);
+        assert_eq!(rt(&[T(UInt16), W(Complex)]), Complex64);
+        assert_eq!(rt(&[T(UInt64), Z(Int64)]), UInt64);
+        assert_eq!(rt(&[T(Float8E4M3Fn), W(Float)]), Float8E4M3Fn);
+    }
+
+    #[test]
+    fn empty_operands_are_an_error() {
+        assert_eq!(
+            Torch::default().result_type(&[]),
+            Err(PromoteError::NoOperands)
+        );
+    }
 
     #[test]
     fn table_is_symmetric_and_bool_is_its_identity() {

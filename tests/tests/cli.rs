@@ -351,7 +351,7 @@ fn bench_on_a_cuda_device_reports_the_cpu_bench_keys_or_says_why_it_cannot() {
         ],
         "",
     );
-    if !dtcast::Device::cuda_available() {
+    if !dtcast::device::cuda_available() {
         assert_eq!(o.code, 1);
         assert!(
             o.stderr.starts_with("error: CUDA is not available: "),
@@ -540,7 +540,7 @@ fn inspect_and_convert_the_example_checkpoint() {
         ],
         "",
     );
-    if !dtcast::Device::cuda_available() {
+    if !dtcast::device::cuda_available() {
         assert_eq!(o.code, 1);
         assert!(o.stderr.contains("CUDA is not available"), "{}", o.stderr);
     }

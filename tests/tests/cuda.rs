@@ -11,6 +11,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use dtcast::cast::{cast_reference, CastMode};
+use dtcast::device::cuda_available;
 use dtcast::{DType, Device, Tensor, ToOptions};
 use dtcast_tests::fixture;
 
@@ -161,7 +162,7 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
 
 /// `false` (after a SKIPPED note) where there is no GPU to run on.
 fn gpu() -> bool {
-    if Device::cuda_available() {
+    if cuda_available() {
         return true;
     }
     eprintln!("SKIPPED: CUDA is not available on this machine (no driver library or no GPU)");
@@ -555,7 +556,7 @@ fn cuda_transfers_round_trip_and_non_blocking_reads_wait_on_a_gpu() {
 
 #[test]
 fn without_cuda_every_cuda_call_is_a_clear_error() {
-    if Device::cuda_available() {
+    if cuda_available() {
         eprintln!("SKIPPED: this machine has CUDA; the no-CUDA errors are checked elsewhere");
         return;
     }

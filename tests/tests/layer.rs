@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use dtcast::device::cuda_available;
 use dtcast::layer::{Linear, Sequential};
 use dtcast::{CastMode, DType, Device, Layer, LayerError, Tensor};
 
@@ -264,7 +265,7 @@ fn to_moves_and_converts_like_module_to() -> Result<(), LayerError> {
         net.to(DType::Int64),
         Err(LayerError::NotFloating(_))
     ));
-    if !Device::cuda_available() {
+    if !cuda_available() {
         let before = dtypes(&net);
         let e = net.to(Device::Cuda(0)).unwrap_err();
         assert!(e.to_string().contains("CUDA is not available"), "{e}");
