@@ -7,18 +7,19 @@ use crate::error::{CastError, ValueErrorKind};
 use crate::lanes::{
     Bool, E4M3Fn, E4M3Fnuz, E5M2Fnuz, Lane, Quirks, BC32, BF16, C128, C32, C64, E5M2, E8M0, F16,
 };
+use crate::mode::{Rounding, Verify};
 use crate::rules::Val;
 
 /// Converts whole elements of `src` into `dst` (same element count, checked by the caller).
 pub(crate) type Kernel = fn(src: &[u8], dst: &mut [u8]);
 
 /// Finds the first element that the destination cannot take; `base` is the index of `src[0]`
-/// in the whole buffer, `exact` picks Exact over Checked.
-pub(crate) type Checker = fn(src: &[u8], exact: bool, base: usize) -> Result<(), CastError>;
+/// in the whole buffer.
+pub(crate) type Checker = fn(src: &[u8], verify: Verify, base: usize) -> Result<(), CastError>;
 
-/// For a source of at most 16 bits: whether each possible source element passes Checked (or
-/// Exact) mode, indexed by the element's bits.
-pub(crate) type AcceptTable = fn(exact: bool) -> Option<Vec<bool>>;
+/// For a source of at most 16 bits: whether each possible source element passes the
+/// verification, indexed by the element's bits.
+pub(crate) type AcceptTable = fn(verify: Verify) -> Option<Vec<bool>>;
 
 /// The compiled functions for one pair.
 #[derive(Clone, Copy)]
@@ -27,6 +28,16 @@ pub(crate) struct PairFns {
     pub(crate) saturate: Kernel,
     pub(crate) check: Checker,
     pub(crate) accept_table: AcceptTable,
+}
+
+impl PairFns {
+    /// The scalar kernel of a rounding.
+    pub(crate) fn scalar(&self, rounding: Rounding) -> Kernel {
+        match rounding {
+            Rounding::Torch => self.torch,
+            Rounding::Saturate => self.saturate,
+        }
+    }
 }
 
 #[inline(always)]
@@ -54,12 +65,13 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
 
 /// Whether `D` takes `v` in Checked (or Exact) mode; the problem if not. Allocates nothing.
 #[inline(always)]
-fn problem<D: Lane>(v: Val, exact: bool, q: Quirks, limits: &check::Limits) -> Option<Problem> {
-    if exact {
-        let result = D::torch(v, q).val();
-        (!check::same_value(v, result)).then_some(Problem::Changes(result))
-    } else {
-        check::checked_problem(v, limits).map(Problem::Kind)
+fn problem<D: Lane>(v: Val, verify: Verify, q: Quirks, limits: &check::Limits) -> Option<Problem> {
+    match verify {
+        Verify::Exact => {
+            let result = D::torch(v, q).val();
+            (!check::same_value(v, result)).then_some(Problem::Changes(result))
+        }
+        Verify::Checked => check::checked_problem(v, limits).map(Problem::Kind),
     }
 }
 
@@ -69,12 +81,12 @@ enum Problem {
     Changes(Val),
 }
 
-fn check_pair<S: Lane, D: Lane>(src: &[u8], exact: bool, base: usize) -> Result<(), CastError> {
+fn check_pair<S: Lane, D: Lane>(src: &[u8], verify: Verify, base: usize) -> Result<(), CastError> {
     let q = Quirks::of(S::DTYPE, D::DTYPE);
     let limits = check::Limits::of(D::DTYPE);
     for (i, s) in src.chunks_exact(S::SIZE).enumerate() {
         let v = S::read(s).val();
-        if let Some(p) = problem::<D>(v, exact, q, &limits) {
+        if let Some(p) = problem::<D>(v, verify, q, &limits) {
             let kind = match p {
                 Problem::Kind(kind) => kind,
                 Problem::Changes(result) => ValueErrorKind::Inexact {
@@ -93,7 +105,7 @@ fn check_pair<S: Lane, D: Lane>(src: &[u8], exact: bool, base: usize) -> Result<
     Ok(())
 }
 
-fn accept_table<S: Lane, D: Lane>(exact: bool) -> Option<Vec<bool>> {
+fn accept_table<S: Lane, D: Lane>(verify: Verify) -> Option<Vec<bool>> {
     if S::SIZE > 2 {
         return None;
     }
@@ -102,7 +114,7 @@ fn accept_table<S: Lane, D: Lane>(exact: bool) -> Option<Vec<bool>> {
     let table = (0..codes)
         .map(|code| {
             let bytes = (code as u16).to_le_bytes();
-            problem::<D>(S::read(&bytes[..S::SIZE]).val(), exact, q, &limits).is_none()
+            problem::<D>(S::read(&bytes[..S::SIZE]).val(), verify, q, &limits).is_none()
         })
         .collect();
     Some(table)

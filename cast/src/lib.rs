@@ -33,18 +33,22 @@
 //!
 //! Large buffers are split across rayon's thread pool (run inside `ThreadPool::install` to choose
 //! the pool); small ones are converted on the calling thread. The hot pairs ([`hot_pairs`]) have
-//! SIMD kernels chosen at run time by CPU features ([`backend`]); they give the same bytes as the
-//! scalar rules for every input. Build with `RUSTFLAGS='--cfg dtcast_backend="scalar"'` to force
-//! the scalar kernels everywhere.
+//! SIMD kernels, each algorithm written once and built for every instruction set ([`Isa`]): AVX-512
+//! and AVX2 on x86-64, and portable Rust that LLVM vectorises for any CPU. The best set this
+//! machine runs is chosen once at run time ([`isa`]); every set gives the same bytes as the scalar
+//! rules for every input. Build with `RUSTFLAGS='--cfg dtcast_isa="portable"'` to leave the x86
+//! sets out (what other CPUs run).
 #![deny(missing_docs)]
 
 mod check;
 mod dispatch;
 mod error;
 mod formats;
+mod isa;
 mod kernels;
 mod lanes;
 mod mode;
+mod plan;
 mod rules;
 mod screen;
 
@@ -53,34 +57,14 @@ use rayon::prelude::*;
 
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
-pub use kernels::{backend, backends, Backend};
+pub use isa::{isa, isas, Isa, ParseIsaError};
 pub use lanes::Quirks;
 pub use mode::{CastMode, ParseCastModeError};
 
 /// The pairs that model conversion and checkpoint work lean on, which have SIMD kernels where the
 /// CPU allows: `dtcast bench` and the criterion benches measure these by default.
 pub fn hot_pairs() -> &'static [(DType, DType)] {
-    use DType::*;
-    &[
-        (Float32, BFloat16),
-        (BFloat16, Float32),
-        (Float32, Float16),
-        (Float16, Float32),
-        (Float64, Float32),
-        (Float32, Float64),
-        (Float64, BFloat16),
-        (Float32, Int32),
-        (Int32, Float32),
-        (Int64, Int32),
-        (UInt8, Float32),
-        (Float32, UInt8),
-        (Float32, Float8E4M3Fn),
-        (Float32, Float8E5M2),
-        (Bool, Float32),
-        (Int32, Int64),
-        (Float16, BFloat16),
-        (BFloat16, Float16),
-    ]
+    &kernels::FAST_PAIRS
 }
 
 /// Elements below which a cast stays on the calling thread.
@@ -110,58 +94,53 @@ pub fn cast(
     to: DType,
     mode: CastMode,
 ) -> Result<(), CastError> {
-    cast_with_backend(src, from, dst, to, mode, backend())
+    cast_with_isa(src, from, dst, to, mode, isa())
 }
 
-/// [`cast`] with the fast kernels of a chosen backend (for comparing backends, or pinning one);
-/// a backend this machine lacks, or a pair it has no kernel for, uses the scalar kernels.
+/// [`cast`] with the kernels of a chosen instruction set (for comparing sets, or pinning one),
+/// screens included; a set this machine lacks, or a pair it has no kernel for, uses the scalar
+/// kernels.
 ///
 /// ```
-/// use dtcast_cast::{backends, cast_with_backend, CastMode};
+/// use dtcast_cast::{cast_with_isa, isas, CastMode};
 /// use dtcast_dtype::DType;
 /// let src = [0u8, 0, 0x80, 0x3F];
-/// for b in backends() {
+/// for isa in isas() {
 ///     let mut dst = [0u8; 2];
-///     cast_with_backend(&src, DType::Float32, &mut dst, DType::BFloat16, CastMode::Torch, b)?;
+///     cast_with_isa(&src, DType::Float32, &mut dst, DType::BFloat16, CastMode::Torch, isa)?;
 ///     assert_eq!(dst, [0x80, 0x3F]);
 /// }
 /// # Ok::<(), dtcast_cast::CastError>(())
 /// ```
-pub fn cast_with_backend(
+pub fn cast_with_isa(
     src: &[u8],
     from: DType,
     dst: &mut [u8],
     to: DType,
     mode: CastMode,
-    backend: Backend,
+    isa: Isa,
 ) -> Result<(), CastError> {
     let fns = prepare(src.len(), from, dst.len(), to)?;
-    if needs_check(mode, from, to) {
-        let exact = mode == CastMode::Exact;
-        let n = src.len() / from.itemsize();
-        match screen::plan(from, to, exact, n, fns.accept_table) {
-            screen::Plan::Nothing => {}
-            screen::Plan::Screen(s) => check_all(src, from, fns.check, exact, Some(s))?,
-            screen::Plan::Elements => check_all(src, from, fns.check, exact, None)?,
+    let n = src.len() / from.itemsize();
+    let plan = plan::plan(from, to, mode, n, isa, &fns);
+    if let Some((verify, check)) = plan.check {
+        match check {
+            screen::Check::Nothing => {}
+            screen::Check::Screen(s) => check_all(src, from, fns.check, verify, Some((s, isa)))?,
+            screen::Check::Elements => check_all(src, from, fns.check, verify, None)?,
         }
     }
-    let saturate = mode == CastMode::Saturate;
-    let kernel = kernels::select(backend, from, to, saturate).unwrap_or(if saturate {
-        fns.saturate
-    } else {
-        fns.torch
-    });
     if from == to {
         dst.copy_from_slice(src);
     } else {
-        run_parallel(src, from, dst, to, kernel);
+        run_parallel(src, from, dst, to, plan.kernel);
     }
     Ok(())
 }
 
-/// [`cast`] by the scalar rules alone: single-threaded, no SIMD. This is the reference the fast
-/// kernels are tested against (they must give the same bytes); it is also what
-/// `--cfg dtcast_backend="scalar"` makes [`cast`] use.
+/// [`cast`] by the scalar rules alone: single-threaded, no SIMD, every element verified by the
+/// rules (no screens). This is the reference the fast kernels are tested against (they must give
+/// the same bytes).
 ///
 /// ```
 /// use dtcast_cast::{cast, cast_reference, CastMode};
@@ -181,14 +160,11 @@ pub fn cast_reference(
     mode: CastMode,
 ) -> Result<(), CastError> {
     let fns = prepare(src.len(), from, dst.len(), to)?;
-    if needs_check(mode, from, to) {
-        (fns.check)(src, mode == CastMode::Exact, 0)?;
+    let plan = plan::plan(from, to, mode, 0, Isa::Scalar, &fns);
+    if let Some((verify, _)) = plan.check {
+        (fns.check)(src, verify, 0)?;
     }
-    if mode == CastMode::Saturate {
-        (fns.saturate)(src, dst);
-    } else {
-        (fns.torch)(src, dst);
-    }
+    (plan.kernel)(src, dst);
     Ok(())
 }
 
@@ -258,11 +234,6 @@ fn prepare(
     dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })
 }
 
-/// Whether `mode` must look at the values before converting them.
-fn needs_check(mode: CastMode, from: DType, to: DType) -> bool {
-    matches!(mode, CastMode::Checked | CastMode::Exact) && !check::lossless(from, to)
-}
-
 fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
     let size = dtype.itemsize();
     if len.is_multiple_of(size) {
@@ -295,22 +266,22 @@ fn check_all(
     src: &[u8],
     from: DType,
     check: dispatch::Checker,
-    exact: bool,
-    screen: Option<screen::Screen>,
+    verify: mode::Verify,
+    screen: Option<(screen::Screen, Isa)>,
 ) -> Result<(), CastError> {
     const BLOCK: usize = 1024;
     let chunk = |s: &[u8], base: usize| -> Result<(), CastError> {
-        let Some(screen) = screen else {
-            return check(s, exact, base);
+        let Some((screen, isa)) = screen else {
+            return check(s, verify, base);
         };
         let mut scratch = Vec::new();
         s.chunks(BLOCK * from.itemsize())
             .enumerate()
             .try_for_each(|(j, b)| {
-                if screen.passes(b, from, &mut scratch) {
+                if screen.passes(b, from, &mut scratch, isa) {
                     Ok(())
                 } else {
-                    check(b, exact, base + j * BLOCK)
+                    check(b, verify, base + j * BLOCK)
                 }
             })
     };

@@ -71,6 +71,43 @@ impl CastMode {
     }
 }
 
+/// How a mode rounds: what the conversion kernels need to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rounding {
+    /// Torch's rules (Torch, Checked and Exact modes).
+    Torch,
+    /// One correct rounding, saturating (Saturate mode).
+    Saturate,
+}
+
+/// What a mode verifies before anything is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verify {
+    /// Every value the destination can represent, rounding allowed.
+    Checked,
+    /// Every value unchanged.
+    Exact,
+}
+
+impl CastMode {
+    /// The rounding the kernels apply.
+    pub(crate) fn rounding(self) -> Rounding {
+        match self {
+            CastMode::Saturate => Rounding::Saturate,
+            CastMode::Torch | CastMode::Checked | CastMode::Exact => Rounding::Torch,
+        }
+    }
+
+    /// What is verified before writing, if anything.
+    pub(crate) fn verify(self) -> Option<Verify> {
+        match self {
+            CastMode::Torch | CastMode::Saturate => None,
+            CastMode::Checked => Some(Verify::Checked),
+            CastMode::Exact => Some(Verify::Exact),
+        }
+    }
+}
+
 impl fmt::Display for CastMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(self.name())

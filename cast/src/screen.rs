@@ -1,6 +1,7 @@
-//! How Checked and Exact casts look at the source before writing anything: a [`Plan`] per pair
-//! and mode, and [`Screen`]s — cheap vectorised tests that clear whole blocks of elements, so
-//! that the exact per-element rules only see the blocks a screen cannot clear.
+//! How Checked and Exact casts look at the source before writing anything: a [`Check`] per pair
+//! and verification (chosen by `plan.rs`), and [`Screen`]s — cheap vectorised tests that clear
+//! whole blocks of elements, so that the exact per-element rules only see the blocks a screen
+//! cannot clear.
 
 use std::sync::OnceLock;
 
@@ -8,11 +9,13 @@ use dtcast_dtype::{Category, DType};
 
 use crate::check::{int_range, lossless};
 use crate::dispatch::{pair_fns, AcceptTable, Kernel};
-use crate::kernels::{backend, select};
+use crate::isa::Isa;
+use crate::kernels::{select, with_avx512, Task};
+use crate::mode::{Rounding, Verify};
 
 /// What checking one pair in one mode takes.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Plan {
+pub(crate) enum Check {
     /// No element of the source can fail (Checked int32 → float32 rounds but never fails; so does
     /// float16 → bfloat16): nothing to check, and the cast runs at Torch-mode speed.
     Nothing,
@@ -44,6 +47,8 @@ pub(crate) enum Screen {
         back: Kernel,
         to_size: usize,
         within: Option<(Key, u64, u64)>,
+        /// The kernels' instruction set, for the Run screen of `within`.
+        isa: Isa,
     },
 }
 
@@ -59,22 +64,30 @@ pub(crate) enum Key {
     Float,
 }
 
-/// The plan for checking `n` elements from `from` to `to` (Exact mode if `exact`, else Checked).
+/// How to verify `n` elements from `from` to `to`, with `isa`'s kernels where a screen uses any.
 /// One- and two-byte sources are decided bit pattern by bit pattern, once per process: one-byte
 /// sources always, two-byte ones once a buffer is at least as long as the table (65,536).
-pub(crate) fn plan(from: DType, to: DType, exact: bool, n: usize, table: AcceptTable) -> Plan {
+pub(crate) fn check(
+    from: DType,
+    to: DType,
+    verify: Verify,
+    n: usize,
+    isa: Isa,
+    table: AcceptTable,
+) -> Check {
     let small = from.itemsize() <= 2;
-    if small && (from.itemsize() == 1 || n >= 1 << 16 || has_table_plan(from, to, exact)) {
-        table_plan(from, to, exact, table)
-    } else if exact {
-        exact_plan(from, to)
+    if small && (from.itemsize() == 1 || n >= 1 << 16 || has_table_plan(from, to, verify)) {
+        table_plan(from, to, verify, table)
     } else {
-        checked_plan(from, to)
+        match verify {
+            Verify::Exact => exact_plan(from, to, isa),
+            Verify::Checked => checked_plan(from, to),
+        }
     }
 }
 
 /// The Exact-mode plan for sources without a table.
-fn exact_plan(from: DType, to: DType) -> Plan {
+fn exact_plan(from: DType, to: DType, isa: Isa) -> Check {
     let real = to.to_real();
     // Integers up to 2^precision (and within the largest finite value) are exact in a signed
     // float format.
@@ -84,37 +97,38 @@ fn exact_plan(from: DType, to: DType) -> Plan {
                 let bound = (1i128 << (f.mantissa_bits + 1)).min(f.max_finite.floor() as i128);
                 int_source_plan(from, -bound, bound)
             }
-            _ => Plan::Elements,
+            _ => Check::Elements,
         };
     }
     let within = if lossless(to, from) {
         None
     } else if from.is_floating_point() && !from.is_complex() && to.is_integral(false) {
         match checked_plan(from, to) {
-            Plan::Screen(Screen::Run { key, lo, len }) => Some((key, lo, len)),
-            _ => return Plan::Elements,
+            Check::Screen(Screen::Run { key, lo, len }) => Some((key, lo, len)),
+            _ => return Check::Elements,
         }
     } else {
-        return Plan::Elements;
+        return Check::Elements;
     };
     let (Some(forward), Some(backward)) = (pair_fns(from, to), pair_fns(to, from)) else {
-        return Plan::Elements;
+        return Check::Elements;
     };
-    Plan::Screen(Screen::RoundTrip {
-        there: select(backend(), from, to, false).unwrap_or(forward.torch),
-        back: select(backend(), to, from, false).unwrap_or(backward.torch),
+    Check::Screen(Screen::RoundTrip {
+        there: select(isa, from, to, Rounding::Torch).unwrap_or(forward.torch),
+        back: select(isa, to, from, Rounding::Torch).unwrap_or(backward.torch),
         to_size: to.itemsize(),
         within,
+        isa,
     })
 }
 
 /// The plan for an integer source whose accepted values are `[lo, hi]`.
-fn int_source_plan(from: DType, lo: i128, hi: i128) -> Plan {
+fn int_source_plan(from: DType, lo: i128, hi: i128) -> Check {
     let width = from.bits() as u32;
     let (flo, fhi) = int_range(from);
     let (lo, hi) = (lo.max(flo), hi.min(fhi));
     if lo > hi {
-        return Plan::Elements;
+        return Check::Elements;
     }
     let (key, offset) = if from.is_signed() {
         (Key::Signed, 1i128 << (width - 1))
@@ -125,31 +139,31 @@ fn int_source_plan(from: DType, lo: i128, hi: i128) -> Plan {
 }
 
 /// Plans from the verdict on every bit pattern, per (source, destination, mode).
-static TABLE_PLANS: [OnceLock<Plan>; DType::COUNT * DType::COUNT * 2] =
+static TABLE_PLANS: [OnceLock<Check>; DType::COUNT * DType::COUNT * 2] =
     [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
 
-fn table_slot(from: DType, to: DType, exact: bool) -> usize {
-    (from.index() * DType::COUNT + to.index()) * 2 + usize::from(exact)
+fn table_slot(from: DType, to: DType, verify: Verify) -> usize {
+    (from.index() * DType::COUNT + to.index()) * 2 + usize::from(verify == Verify::Exact)
 }
 
 /// Whether [`table_plan`] has already been worked out for this pair and mode.
-fn has_table_plan(from: DType, to: DType, exact: bool) -> bool {
-    TABLE_PLANS[table_slot(from, to, exact)].get().is_some()
+fn has_table_plan(from: DType, to: DType, verify: Verify) -> bool {
+    TABLE_PLANS[table_slot(from, to, verify)].get().is_some()
 }
 
 /// The plan from the verdict on every bit pattern, worked out once per (pair, mode).
-fn table_plan(from: DType, to: DType, exact: bool, table: AcceptTable) -> Plan {
-    *TABLE_PLANS[table_slot(from, to, exact)].get_or_init(|| {
-        let Some(accept) = table(exact) else {
-            return Plan::Elements;
+fn table_plan(from: DType, to: DType, verify: Verify, table: AcceptTable) -> Check {
+    *TABLE_PLANS[table_slot(from, to, verify)].get_or_init(|| {
+        let Some(accept) = table(verify) else {
+            return Check::Elements;
         };
         if accept.iter().all(|&ok| ok) {
-            Plan::Nothing
+            Check::Nothing
         } else if let Some(run) = table_run(&accept) {
-            Plan::Screen(run)
+            Check::Screen(run)
         } else {
             // Leaked once per pair and mode at most (this runs inside the cache's initialiser).
-            Plan::Screen(Screen::Table {
+            Check::Screen(Screen::Table {
                 accept: Vec::leak(accept),
             })
         }
@@ -180,7 +194,7 @@ fn table_run(accept: &[bool]) -> Option<Screen> {
 }
 
 /// The Checked-mode plan for sources without a table: integers, float32 and float64.
-fn checked_plan(from: DType, to: DType) -> Plan {
+fn checked_plan(from: DType, to: DType) -> Check {
     let to = to.to_real();
     let width = from.bits() as u32;
     match from.category() {
@@ -201,9 +215,9 @@ fn checked_plan(from: DType, to: DType) -> Plan {
                         };
                         (if f.signed { -hi } else { 1 }, hi)
                     }
-                    None => return Plan::Elements,
+                    None => return Check::Elements,
                 },
-                _ => return Plan::Nothing, // bool takes every integer
+                _ => return Check::Nothing, // bool takes every integer
             };
             int_source_plan(from, lo, hi)
         }
@@ -260,29 +274,29 @@ fn checked_plan(from: DType, to: DType) -> Plan {
                             failing_run(width, Key::Masked(u64::MAX), first, all - first + 1)
                         }
                     }
-                    None => Plan::Elements,
+                    None => Check::Elements,
                 },
-                _ => Plan::Elements,
+                _ => Check::Elements,
             }
         }
-        _ => Plan::Elements,
+        _ => Check::Elements,
     }
 }
 
 /// The plan for a source of `width` bits whose accepted keys are `[first, last]`.
-fn accepted_run(width: u32, key: Key, first: u128, last: u128) -> Plan {
+fn accepted_run(width: u32, key: Key, first: u128, last: u128) -> Check {
     let all = 1u128 << width;
     failing_run(width, key, (last + 1) % all, all - (last - first + 1))
 }
 
 /// The plan for a source of `width` bits whose failing keys are the `len` from `lo` on (mod 2^width).
-fn failing_run(width: u32, key: Key, lo: u128, len: u128) -> Plan {
+fn failing_run(width: u32, key: Key, lo: u128, len: u128) -> Check {
     if len == 0 {
-        Plan::Nothing
+        Check::Nothing
     } else if len >= 1u128 << width {
-        Plan::Elements
+        Check::Elements
     } else {
-        Plan::Screen(Screen::Run {
+        Check::Screen(Screen::Run {
             key,
             lo: lo as u64,
             len: len as u64,
@@ -345,32 +359,38 @@ fn float_key(x: f64, single: bool) -> u128 {
 
 impl Screen {
     /// `true` if every element of `block` (little-endian `from` elements) surely passes;
-    /// `scratch` is working memory, reused from block to block.
-    pub(crate) fn passes(&self, block: &[u8], from: DType, scratch: &mut Vec<u8>) -> bool {
+    /// `scratch` is working memory, reused from block to block. The loops are compiled for
+    /// AVX-512 when `isa` is AVX-512 (the x86-64 baseline has no 64-bit compares or shifts in
+    /// SIMD), as they are for every other set.
+    pub(crate) fn passes(
+        &self,
+        block: &[u8],
+        from: DType,
+        scratch: &mut Vec<u8>,
+        isa: Isa,
+    ) -> bool {
         if let Screen::RoundTrip {
             there,
             back,
             to_size,
             within,
+            isa,
         } = *self
         {
             let inside = within.is_none_or(|(key, lo, len)| {
-                Screen::Run { key, lo, len }.passes(block, from, scratch)
+                Screen::Run { key, lo, len }.passes(block, from, scratch, isa)
             });
             return inside && round_trips(block, from.itemsize(), there, back, to_size, scratch);
         }
-        #[cfg(all(target_arch = "x86_64", not(dtcast_backend = "scalar")))]
-        if crate::kernels::backend() == crate::kernels::Backend::Avx512 {
-            /// The same loops compiled for AVX-512, where they vectorise well (the x86-64 baseline
-            /// has no 64-bit compares or shifts in SIMD).
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            fn passes_avx512(screen: &Screen, block: &[u8], from: DType) -> bool {
-                screen.passes_portable(block, from)
-            }
-            // SAFETY: the backend was detected, so the CPU has these features.
-            return unsafe { passes_avx512(self, block, from) };
+        let task = Passes {
+            screen: self,
+            block,
+            from,
+        };
+        match isa {
+            Isa::Avx512 => with_avx512(task),
+            Isa::Scalar | Isa::Portable | Isa::Avx2 => task.run(),
         }
-        self.passes_portable(block, from)
     }
 
     #[inline(always)]
@@ -414,6 +434,21 @@ impl Screen {
             },
             Screen::RoundTrip { .. } => false, // handled in `passes`
         }
+    }
+}
+
+/// [`Screen::passes_portable`] as a [`Task`], to be compiled for a wider instruction set.
+struct Passes<'a> {
+    screen: &'a Screen,
+    block: &'a [u8],
+    from: DType,
+}
+
+impl Task for Passes<'_> {
+    type Output = bool;
+    #[inline(always)]
+    fn run(self) -> bool {
+        self.screen.passes_portable(self.block, self.from)
     }
 }
 
@@ -503,20 +538,22 @@ mod tests {
             let codes = 1usize << (8 * from.itemsize());
             for to in DType::ALL {
                 let fns = crate::dispatch::pair_fns(from, to).unwrap();
-                for exact in [false, true] {
-                    let accept = (fns.accept_table)(exact).unwrap();
-                    let plan = plan(from, to, exact, codes, fns.accept_table);
+                for verify in [Verify::Checked, Verify::Exact] {
+                    let accept = (fns.accept_table)(verify).unwrap();
+                    let plan = check(from, to, verify, codes, Isa::Scalar, fns.accept_table);
                     for (code, &ok) in accept.iter().enumerate() {
                         let bytes = &(code as u16).to_le_bytes()[..from.itemsize()];
-                        let passes = match plan {
-                            Plan::Nothing => true,
-                            Plan::Screen(s) => s.passes(bytes, from, &mut Vec::new()),
-                            Plan::Elements => panic!("{from} -> {to}: no plan from the table"),
-                        };
-                        assert_eq!(
-                            passes, ok,
-                            "{from} -> {to} (exact: {exact}), code {code:#x}"
-                        );
+                        for isa in crate::isa::isas() {
+                            let passes = match plan {
+                                Check::Nothing => true,
+                                Check::Screen(s) => s.passes(bytes, from, &mut Vec::new(), isa),
+                                Check::Elements => panic!("{from} -> {to}: no plan from the table"),
+                            };
+                            assert_eq!(
+                                passes, ok,
+                                "{from} -> {to} ({verify:?}, {isa}), code {code:#x}"
+                            );
+                        }
                     }
                 }
             }
@@ -524,9 +561,9 @@ mod tests {
     }
 
     /// Elements the Checked rules accept or reject, to test screens of wider sources with.
-    fn verdict(from: DType, to: DType, exact: bool, bytes: &[u8]) -> bool {
+    fn verdict(from: DType, to: DType, verify: Verify, bytes: &[u8]) -> bool {
         let check = crate::dispatch::pair_fns(from, to).unwrap().check;
-        check(bytes, exact, 0).is_ok()
+        check(bytes, verify, 0).is_ok()
     }
 
     #[test]
@@ -584,16 +621,16 @@ mod tests {
             .into_iter()
             .filter(|d| d.itemsize() >= 4 && !d.is_complex())
         {
-            for (to, exact) in DType::ALL
-                .into_iter()
-                .flat_map(|to| [(to, false), (to, true)])
-            {
-                let plan = if exact {
-                    exact_plan(from, to)
-                } else {
-                    checked_plan(from, to)
+            for (to, verify, isa) in DType::ALL.into_iter().flat_map(|to| {
+                crate::isa::isas()
+                    .into_iter()
+                    .flat_map(move |isa| [(to, Verify::Checked, isa), (to, Verify::Exact, isa)])
+            }) {
+                let plan = match verify {
+                    Verify::Exact => exact_plan(from, to, isa),
+                    Verify::Checked => checked_plan(from, to),
                 };
-                let Plan::Screen(screen) = plan else {
+                let Check::Screen(screen) = plan else {
                     continue;
                 };
                 let samples: Vec<Vec<u8>> = match from {
@@ -619,20 +656,20 @@ mod tests {
                 let samples: Vec<Vec<u8>> = samples.into_iter().chain(random).collect();
                 // Exact screens, and Checked ones into e8m0 from floats, may fail good elements too.
                 let e8m0_from_float = to == DType::Float8E8M0Fnu && from.is_floating_point();
-                let precise = !exact && !e8m0_from_float;
+                let precise = verify == Verify::Checked && !e8m0_from_float;
                 for bytes in samples {
                     let (passes, ok) = (
-                        screen.passes(&bytes, from, &mut Vec::new()),
-                        verdict(from, to, exact, &bytes),
+                        screen.passes(&bytes, from, &mut Vec::new(), isa),
+                        verdict(from, to, verify, &bytes),
                     );
                     assert!(
                         !passes || ok,
-                        "{from} -> {to}: the screen clears {bytes:02x?}, which fails"
+                        "{from} -> {to} ({verify:?}, {isa}): the screen clears {bytes:02x?}, which fails"
                     );
                     if precise {
                         assert_eq!(
                             passes, ok,
-                            "{from} -> {to}: screen and rules differ on {bytes:02x?}"
+                            "{from} -> {to} ({isa}): screen and rules differ on {bytes:02x?}"
                         );
                     }
                 }
@@ -642,7 +679,7 @@ mod tests {
 
     #[test]
     fn pairs_that_cannot_fail_have_nothing_to_check() {
-        let nothing = |from, to| matches!(checked_plan(from, to), Plan::Nothing);
+        let nothing = |from, to| matches!(checked_plan(from, to), Check::Nothing);
         assert!(nothing(DType::Int32, DType::Float32));
         assert!(nothing(DType::Int64, DType::BFloat16));
         assert!(nothing(DType::UInt32, DType::Int64));

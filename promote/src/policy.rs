@@ -39,7 +39,9 @@ pub trait Policy: Send + Sync + core::fmt::Debug {
     /// # Ok::<(), dtcast_promote::PromoteError>(())
     /// ```
     fn default_complex_dtype(&self) -> DType {
-        self.default_dtype().to_complex().unwrap_or(DType::Complex64)
+        self.default_dtype()
+            .to_complex()
+            .unwrap_or(DType::Complex64)
     }
 
     /// `result_type` for operations that always produce a floating result from integers — `div`,

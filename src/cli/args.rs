@@ -134,9 +134,11 @@ pub(crate) struct BenchArgs {
     /// The cast mode to measure.
     #[arg(long, default_value = "torch", value_parser = ModeParser)]
     pub(crate) mode: CastMode,
-    /// The kernels to use: scalar, avx2 or avx512 (default: the best this machine has).
-    #[arg(long, value_enum)]
-    pub(crate) backend: Option<BackendName>,
+    /// The kernels to use: scalar, portable, avx2 or avx512 (default: the best this machine has).
+    /// Several, comma-separated, are measured in the same rounds, taking turns, and compared
+    /// with the first.
+    #[arg(long, value_delimiter = ',', value_parser = parse_isa)]
+    pub(crate) backend: Vec<dtcast_cast::Isa>,
     /// Timed repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) repeat: u32,
@@ -154,6 +156,12 @@ pub(crate) struct BenchArgs {
     /// Bytes per transfer for --transfers.
     #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(1 << 16..=1 << 36))]
     pub(crate) transfer_bytes: u64,
+}
+
+/// `avx2` → the kernel set.
+fn parse_isa(s: &str) -> Result<dtcast_cast::Isa, String> {
+    s.parse()
+        .map_err(|e: dtcast_cast::ParseIsaError| e.to_string())
 }
 
 /// `float32:bfloat16` → the pair.
@@ -260,16 +268,6 @@ pub(crate) struct BitcastArgs {
 /// A parsed `--shape` (a newtype so that clap does not read it as a list of values).
 #[derive(Clone, Debug)]
 pub(crate) struct Shape(pub(crate) Vec<usize>);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum BackendName {
-    /// The scalar rules only.
-    Scalar,
-    /// x86-64 AVX2 + F16C.
-    Avx2,
-    /// x86-64 AVX-512.
-    Avx512,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RuleName {

@@ -3,17 +3,18 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dtcast_cast::{backend, cast_to_vec, cast_with_backend, hot_pairs, Backend, CastMode};
+use dtcast_cast::{cast_to_vec, cast_with_isa, hot_pairs, isa, CastMode, Isa};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use super::args::{BackendName, BenchArgs};
+use super::args::BenchArgs;
 use super::CmdError;
 
-/// One pair's figures.
+/// One pair's figures on one kernel set.
 struct Figures {
     from: DType,
     to: DType,
+    isa: Isa,
     elements: usize,
     threads: usize,
     cast: Duration,
@@ -37,7 +38,7 @@ impl Figures {
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     if let dtcast_device::Device::Cuda(ordinal) = args.device {
-        if args.backend.is_some() || args.threads.is_some() {
+        if !args.backend.is_empty() || args.threads.is_some() {
             return Err(
                 "--backend and --threads choose CPU kernels; leave them out with a CUDA --device"
                     .into(),
@@ -53,16 +54,16 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         builder = builder.num_threads(usize::from(t));
     }
     let pool = builder.build()?;
-    let kernels = match args.backend {
-        None => backend(),
-        Some(BackendName::Scalar) => Backend::Scalar,
-        Some(BackendName::Avx2) => Backend::Avx2,
-        Some(BackendName::Avx512) => Backend::Avx512,
+    let sets = if args.backend.is_empty() {
+        vec![isa()]
+    } else {
+        args.backend.clone()
     };
-    if !kernels.is_available() {
+    if let Some(missing) = sets.iter().find(|s| !s.is_available()) {
+        let available: Vec<&str> = dtcast_cast::isas().into_iter().map(Isa::name).collect();
         return Err(format!(
-            "the {kernels:?} kernels are not available on this machine (available: {:?})",
-            dtcast_cast::backends()
+            "the {missing} kernels are not available on this machine (available: {})",
+            available.join(", ")
         )
         .into());
     }
@@ -71,97 +72,122 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     } else {
         args.pairs.clone()
     };
+    let names: Vec<&str> = sets.iter().map(|s| s.name()).collect();
     if !args.json {
         writeln!(
             out,
-            "{} elements, {} threads, mode {}, {:?} kernels, median of {}; GB/s count bytes read + written",
+            "{} elements, {} threads, mode {}, {} kernels, median of {} interleaved rounds; GB/s count bytes read + written",
             args.elements,
             pool.current_num_threads(),
             args.mode,
-            kernels,
+            names.join(" / "),
             args.repeat
         )?;
-        writeln!(
+        write!(
             out,
-            "{:<34} {:>9} {:>10} {:>11} {:>8}",
-            "pair", "Gelem/s", "cast GB/s", "memcpy GB/s", "ratio"
+            "{:<34} {:>9} {:>9} {:>10} {:>11} {:>8}",
+            "pair", "kernels", "Gelem/s", "cast GB/s", "memcpy GB/s", "ratio"
         )?;
+        if sets.len() > 1 {
+            write!(out, " {:>10}", format!("x {}", sets[0]))?;
+        }
+        writeln!(out)?;
     }
     for (from, to) in pairs {
-        let f = pool.install(|| {
+        let figures = pool.install(|| {
             measure(
                 from,
                 to,
                 args.elements as usize,
                 args.mode,
                 args.repeat,
-                kernels,
+                &sets,
             )
         })?;
-        if args.json {
-            writeln!(
-                out,
-                "{{\"from\": \"{}\", \"to\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
-                f.from, f.to, f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
-            )?;
-        } else {
-            writeln!(
-                out,
-                "{:<34} {:>9.3} {:>10.2} {:>11.2} {:>8.2}",
-                format!("{} -> {}", f.from, f.to),
-                f.gelem_per_s(),
-                f.cast_gbps(),
-                f.memcpy_gbps(),
-                f.cast_gbps() / f.memcpy_gbps()
-            )?;
+        let first = figures[0].gelem_per_s();
+        for f in &figures {
+            if args.json {
+                writeln!(
+                    out,
+                    "{{\"from\": \"{}\", \"to\": \"{}\", \"kernels\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
+                    f.from, f.to, f.isa, f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
+                )?;
+            } else {
+                write!(
+                    out,
+                    "{:<34} {:>9} {:>9.3} {:>10.2} {:>11.2} {:>8.2}",
+                    format!("{} -> {}", f.from, f.to),
+                    f.isa.name(),
+                    f.gelem_per_s(),
+                    f.cast_gbps(),
+                    f.memcpy_gbps(),
+                    f.cast_gbps() / f.memcpy_gbps()
+                )?;
+                if sets.len() > 1 {
+                    write!(out, " {:>10.2}", f.gelem_per_s() / first)?;
+                }
+                writeln!(out)?;
+            }
         }
         out.flush()?;
     }
     Ok(())
 }
 
+/// Times the cast on every kernel set and a memcpy of the same bytes, in rounds: each round runs
+/// every set once and the memcpy once, so that a slow spell of a shared machine hits all alike.
 fn measure(
     from: DType,
     to: DType,
     n: usize,
     mode: CastMode,
     repeat: u32,
-    kernels: Backend,
-) -> Result<Figures, CmdError> {
+    sets: &[Isa],
+) -> Result<Vec<Figures>, CmdError> {
     let src = sample(from, to, mode, n)?;
     let mut dst = vec![0u8; n * to.itemsize()];
     // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
     let half = n * (from.itemsize() + to.itemsize()) / 2;
     let a = vec![1u8; half];
     let mut b = vec![0u8; half];
-    let mut cast = || cast_with_backend(&src, from, &mut dst, to, mode, kernels);
+    let mut cast = |isa| cast_with_isa(&src, from, &mut dst, to, mode, isa);
     let mut memcpy = || {
         let chunk = 1 << 20;
         b.par_chunks_mut(chunk)
             .zip(a.par_chunks(chunk))
             .for_each(|(d, s)| d.copy_from_slice(s));
     };
-    // Warm-up, then alternate the two so that a slow spell of a shared machine hits both alike.
-    cast()?;
+    // Warm-up, then the rounds.
+    for &isa in sets {
+        cast(isa)?;
+    }
     memcpy();
-    let (mut cast_times, mut memcpy_times) = (Vec::new(), Vec::new());
+    let mut cast_times = vec![Vec::new(); sets.len()];
+    let mut memcpy_times = Vec::new();
     for _ in 0..repeat.max(1) {
-        let t = Instant::now();
-        cast()?;
-        cast_times.push(t.elapsed());
+        for (&isa, times) in sets.iter().zip(&mut cast_times) {
+            let t = Instant::now();
+            cast(isa)?;
+            times.push(t.elapsed());
+        }
         let t = Instant::now();
         memcpy();
         memcpy_times.push(t.elapsed());
     }
-    let (cast_time, memcpy_time) = (median(cast_times), median(memcpy_times));
-    Ok(Figures {
-        from,
-        to,
-        elements: n,
-        threads: rayon::current_num_threads(),
-        cast: cast_time,
-        memcpy: memcpy_time,
-    })
+    let memcpy_time = median(memcpy_times);
+    Ok(sets
+        .iter()
+        .zip(cast_times)
+        .map(|(&isa, times)| Figures {
+            from,
+            to,
+            isa,
+            elements: n,
+            threads: rayon::current_num_threads(),
+            cast: median(times),
+            memcpy: memcpy_time,
+        })
+        .collect())
 }
 
 /// The median of some timings.

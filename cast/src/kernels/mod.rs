@@ -1,0 +1,141 @@
+//! The SIMD kernels of the hot pairs: each algorithm written once (`steps.rs`) over a small
+//! [`Vector`](vector::Vector) trait, instantiated per instruction set — portable Rust
+//! (`portable.rs`), and on x86-64 AVX2 and AVX-512 (`x86/`). Which pairs have kernels is one
+//! table, [`FAST`]; which instruction set runs them is an [`Isa`] value the caller passes down.
+//!
+//! Every fast kernel gives the same bytes as the scalar rules (`lanes.rs`) for every input — the
+//! property tests compare them on random bit patterns, NaN payloads, subnormals and out-of-range
+//! values included, for every instruction set the machine has.
+
+mod portable;
+mod steps;
+mod vector;
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    path = "x86_absent.rs"
+)]
+mod x86;
+
+use dtcast_dtype::DType;
+
+pub(crate) use x86::{avx2_available, avx512_available, prefetch_ahead, with_avx512, Task};
+
+use crate::dispatch::Kernel;
+use crate::isa::Isa;
+use crate::mode::Rounding;
+use steps::*;
+
+/// The fast kernel for one rounding on one instruction set (`None` where the set is not built).
+type Pick = fn(Isa, Rounding) -> Option<Kernel>;
+
+/// The pairs with SIMD kernels, in the order `dtcast bench` lists them, with their steps in
+/// Torch and Saturate rounding.
+const FAST: [(DType, DType, Pick); 18] = {
+    use DType::*;
+    [
+        (Float32, BFloat16, pick::<F32ToBf16<false>, F32ToBf16<true>>),
+        (BFloat16, Float32, pick::<Bf16ToF32<false>, Bf16ToF32<true>>),
+        (Float32, Float16, pick::<F32ToF16<false>, F32ToF16<true>>),
+        (Float16, Float32, pick::<F16ToF32<false>, F16ToF32<true>>),
+        (Float64, Float32, pick::<F64ToF32<false>, F64ToF32<true>>),
+        (Float32, Float64, pick::<F32ToF64<false>, F32ToF64<true>>),
+        (Float64, BFloat16, pick::<F64ToBf16<false>, F64ToBf16<true>>),
+        (Float32, Int32, pick::<F32ToI32<false>, F32ToI32<true>>),
+        (Int32, Float32, pick::<I32ToF32<false>, I32ToF32<true>>),
+        (Int64, Int32, pick::<I64ToI32<false>, I64ToI32<true>>),
+        (UInt8, Float32, pick::<U8ToF32<false>, U8ToF32<true>>),
+        (Float32, UInt8, pick::<F32ToU8<false>, F32ToU8<true>>),
+        (
+            Float32,
+            Float8E4M3Fn,
+            pick::<F32ToE4M3Fn<false>, F32ToE4M3Fn<true>>,
+        ),
+        (
+            Float32,
+            Float8E5M2,
+            pick::<F32ToE5M2<false>, F32ToE5M2<true>>,
+        ),
+        (Bool, Float32, pick::<BoolToF32<false>, BoolToF32<true>>),
+        (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),
+        (Float16, BFloat16, pick::<F16ToBf16<false>, F16ToBf16<true>>),
+        (BFloat16, Float16, pick::<Bf16ToF16<false>, Bf16ToF16<true>>),
+    ]
+};
+
+/// The pairs that have SIMD kernels ([`hot_pairs`](crate::hot_pairs)).
+pub(crate) const FAST_PAIRS: [(DType, DType); FAST.len()] = {
+    let mut pairs = [(DType::Bool, DType::Bool); FAST.len()];
+    let mut i = 0;
+    while i < FAST.len() {
+        pairs[i] = (FAST[i].0, FAST[i].1);
+        i += 1;
+    }
+    pairs
+};
+
+fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Kernel> {
+    match rounding {
+        Rounding::Torch => instantiate::<T>(isa),
+        Rounding::Saturate => instantiate::<U>(isa),
+    }
+}
+
+/// Step `K` compiled for `isa`.
+fn instantiate<K: Step>(isa: Isa) -> Option<Kernel> {
+    match isa {
+        Isa::Scalar => None,
+        Isa::Portable => Some(portable::kernel::<K>),
+        Isa::Avx2 => x86::avx2_kernel::<K>(),
+        Isa::Avx512 => x86::avx512_kernel::<K>(),
+    }
+}
+
+/// The fast kernel of `isa` for a pair and rounding, if the pair has one and the CPU runs `isa`.
+pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Option<Kernel> {
+    if !isa.is_available() {
+        return None;
+    }
+    let (_, _, pick) = FAST.iter().find(|(f, t, _)| (*f, *t) == (from, to))?;
+    pick(isa, rounding)
+}
+
+/// Destinations from this size on are written with streaming (non-temporal) stores where the
+/// instruction set has them: a cast writes a buffer it will not read back, and streaming stores
+/// skip the read-for-ownership that ordinary stores cost, which matters most for widening pairs.
+const STREAM_BYTES: usize = 1 << 20;
+
+/// Runs a SIMD loop over `src` → `dst` the way every instruction set does: when `available`,
+/// destinations of [`STREAM_BYTES`] and more (if the set `streams`) first get a few scalar
+/// elements so that the destination pointer is 64-byte aligned, then `simd(src, dst, n, stream)`
+/// converts `n` elements (a multiple of `lanes`); the scalar kernel converts whatever is left.
+#[inline(always)]
+fn drive<K: Step>(
+    src: &[u8],
+    dst: &mut [u8],
+    lanes: usize,
+    available: bool,
+    streams: bool,
+    simd: impl FnOnce(&[u8], &mut [u8], usize, bool),
+) {
+    use crate::lanes::Lane;
+    let scalar = if K::SATURATE {
+        crate::dispatch::convert::<K::S, K::D, true>
+    } else {
+        crate::dispatch::convert::<K::S, K::D, false>
+    };
+    let (ss, ds) = (K::S::SIZE, K::D::SIZE);
+    let n = (src.len() / ss).min(dst.len() / ds);
+    let mut done = 0;
+    if available {
+        let stream =
+            streams && dst.len() >= STREAM_BYTES && (dst.as_ptr() as usize).is_multiple_of(ds);
+        if stream {
+            done = (((64 - (dst.as_ptr() as usize) % 64) % 64) / ds).min(n);
+            scalar(&src[..done * ss], &mut dst[..done * ds]);
+        }
+        let full = (n - done) - (n - done) % lanes;
+        simd(&src[done * ss..], &mut dst[done * ds..], full, stream);
+        done += full;
+    }
+    scalar(&src[done * ss..], &mut dst[done * ds..]);
+}

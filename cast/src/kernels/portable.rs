@@ -1,0 +1,281 @@
+//! The portable instruction set: [`Vector`] over sixteen plain `u32` lanes.
+//!
+//! Every operation is a loop over the lanes in plain Rust, written so that LLVM vectorises it for
+//! whatever the target has (SSE2 on baseline x86-64, NEON on aarch64, SIMD128 on wasm). Where Rust's
+//! own conversions leave NaN bits open, the rule's bits are written explicitly. This is what CPUs
+//! without a dedicated instruction set run, and it is always available.
+
+use super::steps::{self, Step};
+use super::vector::Vector;
+
+/// Lanes per vector: eight keep a few vectors in SSE2's sixteen registers without spilling
+/// (measured against sixteen on the x86-64 baseline).
+const N: usize = 8;
+
+/// `N` 32-bit lanes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lanes([u32; N]);
+
+impl Lanes {
+    #[inline(always)]
+    fn map(self, f: impl Fn(u32) -> u32) -> Lanes {
+        let mut out = [0; N];
+        for (o, x) in out.iter_mut().zip(self.0) {
+            *o = f(x);
+        }
+        Lanes(out)
+    }
+
+    #[inline(always)]
+    fn zip(self, other: Lanes, f: impl Fn(u32, u32) -> u32) -> Lanes {
+        let mut out = [0; N];
+        for ((o, x), y) in out.iter_mut().zip(self.0).zip(other.0) {
+            *o = f(x, y);
+        }
+        Lanes(out)
+    }
+
+    #[inline(always)]
+    fn from_fn(f: impl Fn(usize) -> u32) -> Lanes {
+        let mut out = [0; N];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = f(i);
+        }
+        Lanes(out)
+    }
+}
+
+/// `N` bytes at `p + i * N`, as an array.
+///
+/// # Safety
+/// `p + i * N .. p + (i + 1) * N` must be readable.
+#[inline(always)]
+unsafe fn read<const N: usize>(p: *const u8, i: usize) -> [u8; N] {
+    // SAFETY: the caller's contract; `[u8; N]` has alignment 1.
+    unsafe { p.add(i * N).cast::<[u8; N]>().read() }
+}
+
+/// Writes `words` little-endian at `p`: with the target's streaming stores when `STREAM`
+/// (x86-64's SSE2; an ordinary store where the target has none on stable Rust).
+///
+/// # Safety
+/// `p` must be valid for `W` words of writes, and aligned to 16 when `STREAM`; `4 * W` must be a
+/// multiple of 16.
+#[inline(always)]
+unsafe fn put<const STREAM: bool, const W: usize>(p: *mut u8, words: [u32; W]) {
+    let words = words.map(u32::to_le);
+    // SAFETY: the caller's contract.
+    unsafe {
+        if STREAM {
+            super::x86::stream(p, bytemuck::cast_slice(&words))
+        } else {
+            p.cast::<[u32; W]>().write_unaligned(words)
+        }
+    }
+}
+
+/// 64-bit words as pairs of 32-bit words in little-endian order (low half first).
+#[inline(always)]
+fn split_u64(wide: [u64; N]) -> [u32; 2 * N] {
+    let mut out = [0; 2 * N];
+    for (pair, w) in out.chunks_exact_mut(2).zip(wide) {
+        pair[0] = w as u32;
+        pair[1] = (w >> 32) as u32;
+    }
+    out
+}
+
+/// f32 → f64 as the scalar rule (`formats::f32_to_f64`): exact, NaN quieted with its payload.
+#[inline(always)]
+fn f32_to_f64_bits(b: u32) -> u64 {
+    let x = f32::from_bits(b);
+    let nan = u64::from(b >> 31) << 63 | 0x7FF8_0000_0000_0000 | u64::from(b & 0x7F_FFFF) << 29;
+    if x.is_nan() {
+        nan
+    } else {
+        f64::from(x).to_bits()
+    }
+}
+
+/// f64 → f32 as the scalar rule (`formats::f64_to_f32`): nearest-even, NaN quieted keeping its
+/// sign and top payload bits.
+#[inline(always)]
+fn f64_to_f32_bits(b: u64) -> u32 {
+    let x = f64::from_bits(b);
+    let nan = ((b >> 63) as u32) << 31 | 0x7FC0_0000 | ((b >> 29) as u32 & 0x3F_FFFF);
+    if x.is_nan() {
+        nan
+    } else {
+        (x as f32).to_bits()
+    }
+}
+
+impl Vector for Lanes {
+    const LANES: usize = N;
+    type Mask = Lanes;
+
+    #[inline(always)]
+    unsafe fn load(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: 4 * N readable bytes.
+        Lanes::from_fn(|i| u32::from_le_bytes(unsafe { read::<4>(p, i) }))
+    }
+    #[inline(always)]
+    unsafe fn load_u16(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: 2 * N readable bytes.
+        Lanes::from_fn(|i| u32::from(u16::from_le_bytes(unsafe { read::<2>(p, i) })))
+    }
+    #[inline(always)]
+    unsafe fn load_u8(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: N readable bytes.
+        Lanes::from_fn(|i| u32::from(unsafe { read::<1>(p, i) }[0]))
+    }
+    #[inline(always)]
+    unsafe fn store<const STREAM: bool>(self, p: *mut u8) {
+        // SAFETY: the caller's contract: 4 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM, N>(p, self.0) }
+    }
+    #[inline(always)]
+    unsafe fn pack_u16(a: Self, b: Self) -> Self {
+        let v = |i: usize| if i < N { a.0[i] } else { b.0[i - N] };
+        Lanes::from_fn(|j| v(2 * j) & 0xFFFF | v(2 * j + 1) << 16)
+    }
+    #[inline(always)]
+    unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
+        let parts = [a, b, c, d];
+        let v = |i: usize| parts[i / N].0[i % N] & 0xFF;
+        Lanes::from_fn(|j| v(4 * j) | v(4 * j + 1) << 8 | v(4 * j + 2) << 16 | v(4 * j + 3) << 24)
+    }
+    #[inline(always)]
+    unsafe fn load_f64_as_f32(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: 8 * N readable bytes.
+        Lanes::from_fn(|i| f64_to_f32_bits(u64::from_le_bytes(unsafe { read::<8>(p, i) })))
+    }
+    #[inline(always)]
+    unsafe fn load_f64_as_f32_odd(p: *const u8) -> Self {
+        Lanes::from_fn(|i| {
+            // SAFETY: the caller's contract: 8 * N readable bytes.
+            let b = u64::from_le_bytes(unsafe { read::<8>(p, i) });
+            let x = f64::from_bits(b);
+            let t = f64_to_f32_bits(b);
+            let back = f64::from(f32::from_bits(t));
+            // Rounded away from zero: one step back towards it (inf back to the largest finite);
+            // then the last bit set where inexact. Ordered compares: false for NaN.
+            let t = if back.abs() > x.abs() { t - 1 } else { t };
+            t | u32::from(back != x && !x.is_nan())
+        })
+    }
+    #[inline(always)]
+    unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8) {
+        let wide: [u64; N] = self.0.map(f32_to_f64_bits);
+        // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM, { 2 * N }>(p, split_u64(wide)) }
+    }
+    #[inline(always)]
+    unsafe fn load_i64_low(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: 8 * N readable bytes.
+        Lanes::from_fn(|i| u64::from_le_bytes(unsafe { read::<8>(p, i) }) as u32)
+    }
+    #[inline(always)]
+    unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
+        let wide: [u64; N] = self.0.map(|x| i64::from(x as i32) as u64);
+        // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM, { 2 * N }>(p, split_u64(wide)) }
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: u32) -> Self {
+        Lanes([x; N])
+    }
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        self.zip(o, u32::wrapping_add)
+    }
+    #[inline(always)]
+    unsafe fn sub(self, o: Self) -> Self {
+        self.zip(o, u32::wrapping_sub)
+    }
+    #[inline(always)]
+    unsafe fn and(self, o: Self) -> Self {
+        self.zip(o, |x, y| x & y)
+    }
+    #[inline(always)]
+    unsafe fn or(self, o: Self) -> Self {
+        self.zip(o, |x, y| x | y)
+    }
+    #[inline(always)]
+    unsafe fn shl<const K: i32>(self) -> Self {
+        self.map(|x| x << K)
+    }
+    #[inline(always)]
+    unsafe fn shr<const K: i32>(self) -> Self {
+        self.map(|x| x >> K)
+    }
+    #[inline(always)]
+    unsafe fn min_i32(self, o: Self) -> Self {
+        self.zip(o, |x, y| (x as i32).min(y as i32) as u32)
+    }
+    #[inline(always)]
+    unsafe fn max_i32(self, o: Self) -> Self {
+        self.zip(o, |x, y| (x as i32).max(y as i32) as u32)
+    }
+    #[inline(always)]
+    unsafe fn gt_i32(self, o: Self) -> Self::Mask {
+        self.zip(o, |x, y| if (x as i32) > (y as i32) { !0 } else { 0 })
+    }
+    #[inline(always)]
+    unsafe fn eq(self, o: Self) -> Self::Mask {
+        self.zip(o, |x, y| if x == y { !0 } else { 0 })
+    }
+    #[inline(always)]
+    unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
+        Lanes::from_fn(|i| yes.0[i] & m.0[i] | no.0[i] & !m.0[i])
+    }
+
+    #[inline(always)]
+    unsafe fn f32_add(self, o: Self) -> Self {
+        self.zip(o, |x, y| (f32::from_bits(x) + f32::from_bits(y)).to_bits())
+    }
+    #[inline(always)]
+    unsafe fn f32_mul(self, o: Self) -> Self {
+        self.zip(o, |x, y| (f32::from_bits(x) * f32::from_bits(y)).to_bits())
+    }
+    #[inline(always)]
+    unsafe fn cvtt_f32_i32(self) -> Self {
+        self.map(|b| {
+            let x = f32::from_bits(b);
+            if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
+                // SAFETY: x is finite and truncates into the i32 range.
+                (unsafe { x.to_int_unchecked::<i32>() }) as u32
+            } else {
+                i32::MIN as u32
+            }
+        })
+    }
+    #[inline(always)]
+    unsafe fn i32_to_f32(self) -> Self {
+        self.map(|x| (x as i32 as f32).to_bits())
+    }
+}
+
+/// The portable kernel of step `K`.
+pub(crate) fn kernel<K: Step>(src: &[u8], dst: &mut [u8]) {
+    let lanes = Lanes::LANES * K::VECTORS;
+    super::drive::<K>(
+        src,
+        dst,
+        lanes,
+        true,
+        super::x86::STREAMS,
+        |s, d, n, stream| {
+            // SAFETY: `drive` passes `n` elements that fit both slices and, when streaming, `d`
+            // aligned to 64 bytes; plain Rust and the baseline's hints need no CPU check.
+            unsafe {
+                if stream {
+                    steps::run::<Lanes, K, true>(s.as_ptr(), d.as_mut_ptr(), n)
+                } else {
+                    steps::run::<Lanes, K, false>(s.as_ptr(), d.as_mut_ptr(), n)
+                }
+            }
+        },
+    );
+}

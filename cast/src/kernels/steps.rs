@@ -1,0 +1,357 @@
+//! The conversion algorithms of the hot pairs, written once over [`Vector`].
+//!
+//! A [`Step`] converts `V::LANES * VECTORS` elements of one pair in one rounding; the instruction
+//! sets instantiate every step with their vector type inside their own `#[target_feature]` loop.
+//! The rules are the scalar ones of `lanes.rs` / `formats.rs` / `rules.rs`; comments say which.
+
+use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
+
+use super::vector::Vector;
+
+/// One pair's conversion, `V::LANES * VECTORS` elements at a time.
+pub(crate) trait Step {
+    /// The source lane.
+    type S: Lane;
+    /// The destination lane.
+    type D: Lane;
+    /// Saturate mode's rules (else Torch mode's); the scalar kernel for the tail follows it.
+    const SATURATE: bool;
+    /// Source vectors per step.
+    const VECTORS: usize;
+    /// Converts one step's elements from `s` to `d` (streaming stores when `STREAM`).
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set; `s` and `d` must be valid for one step's elements;
+    /// when `STREAM`, `d` must be aligned to 64 bytes.
+    unsafe fn step<V: Vector, const STREAM: bool>(s: *const u8, d: *mut u8);
+}
+
+/// Converts `n` elements (a multiple of the step) from `s` to `d`, prefetching the source a few
+/// KiB ahead.
+///
+/// # Safety
+/// As [`Step::step`], for all `n` elements.
+#[inline(always)]
+pub(crate) unsafe fn run<V: Vector, K: Step, const STREAM: bool>(
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+) {
+    let per = V::LANES * K::VECTORS;
+    let lines = (per * K::S::SIZE).div_ceil(64);
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + per <= n, so the step's elements lie inside both buffers; the caller
+        // aligned `d` for streams, and each step's output is a whole number of 64-byte lines
+        // or of vectors no wider than 64 bytes.
+        unsafe {
+            let sp = s.add(i * K::S::SIZE);
+            super::x86::prefetch_ahead(sp, lines);
+            K::step::<V, STREAM>(sp, d.add(i * K::D::SIZE));
+        }
+        i += per;
+    }
+    if STREAM {
+        super::x86::store_fence();
+    }
+}
+
+/// Defines a [`Step`] `$name<SATURATE>`, one per rounding (so that the scalar tail follows the
+/// mode); `$body` sees the source `$s` and destination `$d` pointers, the vector type `V`, the
+/// consts `SATURATE` and `STREAM`, and `w`, the lanes of a vector.
+macro_rules! step {
+    ($name:ident<SATURATE>: $S:ty => $D:ty, vectors = $k:literal, |$s:ident, $d:ident, $w:ident| $body:block) => {
+        pub(crate) struct $name<const SATURATE: bool>;
+        impl<const SATURATE: bool> Step for $name<SATURATE> {
+            type S = $S;
+            type D = $D;
+            const SATURATE: bool = SATURATE;
+            const VECTORS: usize = $k;
+            #[inline(always)]
+            unsafe fn step<V: Vector, const STREAM: bool>($s: *const u8, $d: *mut u8) {
+                // Not every step needs `w`.
+                let $w = V::LANES;
+                let _ = $w;
+                // SAFETY: the caller's contract (`Step::step`).
+                unsafe { $body }
+            }
+        }
+    };
+}
+
+// ---- shared pieces
+
+/// The lanes of `x` (f32 bits) that are NaN.
+#[inline(always)]
+unsafe fn is_nan<V: Vector>(x: V) -> V::Mask {
+    // SAFETY: the caller's contract.
+    unsafe { x.and(V::splat(0x7FFF_FFFF)).gt_i32(V::splat(0x7F80_0000)) }
+}
+
+/// f32 bits → bfloat16 codes (low halves), round to nearest-even (`formats::f32_to_bf16`); NaN
+/// lanes get `nan`. Adding 0x7FFF plus the lowest kept bit rounds; overflow carries into inf.
+#[inline(always)]
+unsafe fn bf16_round<V: Vector>(x: V, nan: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let lsb = x.shr::<16>().and(V::splat(1));
+        let rounded = x.add(V::splat(0x7FFF)).add(lsb).shr::<16>();
+        V::select(is_nan(x), nan, rounded)
+    }
+}
+
+/// The NaN Saturate mode writes for f32 bits `x` narrowed to bfloat16: sign and top payload
+/// bits kept, quieted (`formats::f64_to_bf16_once`).
+#[inline(always)]
+unsafe fn bf16_quiet<V: Vector>(x: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe { x.shr::<16>().or(V::splat(0x40)) }
+}
+
+/// f32 bits → bfloat16 codes in Torch rounding (a NaN becomes `torch_nan`) or Saturate rounding
+/// (a NaN keeps its sign and top payload bits).
+#[inline(always)]
+unsafe fn to_bf16<V: Vector, const SATURATE: bool>(x: V, torch_nan: u32) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let nan = if SATURATE {
+            bf16_quiet(x)
+        } else {
+            V::splat(torch_nan)
+        };
+        bf16_round(x, nan)
+    }
+}
+
+/// f32 magnitude bits `a` → the code of a narrower format with `MAN` mantissa bits and bias
+/// `BIAS` (`SHIFT` = 23 - `MAN`), rounded to nearest-even, without lane masks. Normals: rebias the
+/// exponent, add just under half an ulp plus the kept lsb, truncate. Subnormals: a float add of
+/// 2^(24 - BIAS - MAN), whose f32 ulp is the format's subnormal quantum, rounds to nearest-even.
+/// Each path gives a number at least as large as the right code where the other is the right one
+/// (below the smallest normal the normal path is given the smallest normal; from it up the
+/// float-add count of quanta grows faster than the code), so the minimum of the two is the code.
+/// Overflow and inf come out above every finite code and are the caller's to fix, as NaN is (every
+/// value but a NaN lane's is below 2^31, so signed and unsigned minima agree).
+/// (`formats::Narrow::encode`.)
+#[inline(always)]
+pub(crate) unsafe fn narrow_magnitude<
+    V: Vector,
+    const MAN: u32,
+    const BIAS: u32,
+    const SHIFT: i32,
+>(
+    a: V,
+) -> V {
+    debug_assert_eq!(SHIFT as u32, 23 - MAN);
+    // SAFETY: the caller's contract.
+    unsafe {
+        let normal = a.max_i32(V::splat((128 - BIAS) << 23));
+        let odd = normal.shr::<SHIFT>().and(V::splat(1));
+        let rebias = BIAS.wrapping_sub(127) << 23;
+        let half = (1u32 << (SHIFT - 1)) - 1;
+        let norm = normal
+            .add(V::splat(rebias.wrapping_add(half)))
+            .add(odd)
+            .shr::<SHIFT>();
+        let magic = V::splat((151 - BIAS - MAN) << 23);
+        let sub = a.f32_add(magic).sub(magic);
+        norm.min_i32(sub)
+    }
+}
+
+/// A float8 format's magnitude rule: f32 magnitude bits → the code (NaN: the caller's).
+pub(crate) trait Float8Magnitude {
+    /// The code of `a` (|x|'s bits, not NaN).
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set.
+    unsafe fn code<V: Vector>(a: V) -> V;
+}
+
+/// torch 2.15's float8_e4m3fn: past 448 and inf saturate to 0x7E (Torch and Saturate agree for
+/// float32 sources).
+pub(crate) struct E4M3FnMagnitude;
+
+impl Float8Magnitude for E4M3FnMagnitude {
+    #[inline(always)]
+    unsafe fn code<V: Vector>(a: V) -> V {
+        // SAFETY: the caller's contract.
+        unsafe { narrow_magnitude::<V, 3, 7, 20>(a).min_i32(V::splat(0x7E)) }
+    }
+}
+
+/// float8_e5m2. Torch: overflow and inf give inf (0x7C). Saturate: finite overflow gives 0x7B
+/// (57344), inf stays inf.
+pub(crate) struct E5M2Magnitude<const SATURATE: bool>;
+
+impl<const SATURATE: bool> Float8Magnitude for E5M2Magnitude<SATURATE> {
+    #[inline(always)]
+    unsafe fn code<V: Vector>(a: V) -> V {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let code = narrow_magnitude::<V, 2, 15, 21>(a);
+            if SATURATE {
+                let inf = a.gt_i32(V::splat(0x7F7F_FFFF));
+                V::select(inf, V::splat(0x7C), code.min_i32(V::splat(0x7B)))
+            } else {
+                code.min_i32(V::splat(0x7C))
+            }
+        }
+    }
+}
+
+/// float8 codes from f32 bits `b` by rule `M`, NaN lanes set to 0x7F and the sign bit put back.
+#[inline(always)]
+unsafe fn float8<V: Vector, M: Float8Magnitude>(b: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let a = b.and(V::splat(0x7FFF_FFFF));
+        let code = V::select(is_nan(b), V::splat(0x7F), M::code(a));
+        code.or(b.shr::<24>().and(V::splat(0x80)))
+    }
+}
+
+/// Four vectors of f32 at `s` → one vector of float8 codes by rule `M`.
+#[inline(always)]
+unsafe fn float8_4<V: Vector, M: Float8Magnitude>(s: *const u8) -> V {
+    let w = V::LANES;
+    // SAFETY: the caller's contract: four vectors of f32 at `s`.
+    unsafe {
+        V::pack_u8(
+            float8::<V, M>(V::load(s)),
+            float8::<V, M>(V::load(s.add(4 * w))),
+            float8::<V, M>(V::load(s.add(8 * w))),
+            float8::<V, M>(V::load(s.add(12 * w))),
+        )
+    }
+}
+
+// ---- float32 ↔ bfloat16 / float16
+
+step!(F32ToBf16<SATURATE>: f32 => BF16, vectors = 2, |s, d, w| {
+    // torch writes 0xFFFF for every float32 NaN on this path (ATen's AVX-512 conversion).
+    let f = |p: *const u8| to_bf16::<V, SATURATE>(V::load(p), 0xFFFF);
+    V::pack_u16(f(s), f(s.add(4 * w))).store::<STREAM>(d)
+});
+
+step!(Bf16ToF32<SATURATE>: BF16 => f32, vectors = 1, |s, d, w| {
+    V::load_u16(s).shl::<16>().store::<STREAM>(d)
+});
+
+step!(F32ToF16<SATURATE>: f32 => F16, vectors = 2, |s, d, w| {
+    V::pack_f16(V::load(s), V::load(s.add(4 * w))).store::<STREAM>(d)
+});
+
+step!(F16ToF32<SATURATE>: F16 => f32, vectors = 1, |s, d, w| {
+    let x = V::load_f16_as_f32(s);
+    if SATURATE {
+        x.store::<STREAM>(d)
+    } else {
+        // torch writes 0x7FFFFFFF for every float16 NaN on this path.
+        V::select(is_nan(x), V::splat(0x7FFF_FFFF), x).store::<STREAM>(d)
+    }
+});
+
+step!(F16ToBf16<SATURATE>: F16 => BF16, vectors = 2, |s, d, w| {
+    // float16 → f32 is exact; c10::BFloat16(float) then rounds, NaN → 0x7FC0.
+    let f = |p: *const u8| to_bf16::<V, SATURATE>(V::load_f16_as_f32(p), 0x7FC0);
+    V::pack_u16(f(s), f(s.add(2 * w))).store::<STREAM>(d)
+});
+
+step!(Bf16ToF16<SATURATE>: BF16 => F16, vectors = 2, |s, d, w| {
+    // bfloat16 → f32 is exact, so the float16 rounding is the one rounding (both modes agree).
+    let f = |p: *const u8| V::load_u16(p).shl::<16>();
+    V::pack_f16(f(s), f(s.add(2 * w))).store::<STREAM>(d)
+});
+
+// ---- float64
+
+step!(F64ToF32<SATURATE>: f64 => f32, vectors = 1, |s, d, w| {
+    V::load_f64_as_f32(s).store::<STREAM>(d)
+});
+
+step!(F32ToF64<SATURATE>: f32 => f64, vectors = 1, |s, d, w| {
+    V::load(s).store_f32_as_f64::<STREAM>(d)
+});
+
+step!(F64ToBf16<SATURATE>: f64 => BF16, vectors = 2, |s, d, w| {
+    // Torch: c10::BFloat16(double) goes through float (two roundings), NaN → 0x7FC0. Saturate:
+    // one correct rounding — to odd in f32, then to nearest-even in bfloat16.
+    let f = |p: *const u8| {
+        let x = if SATURATE {
+            V::load_f64_as_f32_odd(p)
+        } else {
+            V::load_f64_as_f32(p)
+        };
+        to_bf16::<V, SATURATE>(x, 0x7FC0)
+    };
+    V::pack_u16(f(s), f(s.add(8 * w))).store::<STREAM>(d)
+});
+
+// ---- integers
+
+step!(F32ToI32<SATURATE>: f32 => i32, vectors = 1, |s, d, w| {
+    let x = V::load(s);
+    let t = x.cvtt_f32_i32();
+    if SATURATE {
+        // Rust's `as` (XLA's convert): truncation, clamped, NaN → 0. Among the f32 bits read as
+        // signed integers, x >= 2^31 (+inf included) is the run (0x4EFF_FFFF, 0x7F80_0000].
+        let t = V::select(x.gt_i32(V::splat(0x4EFF_FFFF)), V::splat(0x7FFF_FFFF), t);
+        V::select(is_nan(x), V::splat(0), t).store::<STREAM>(d)
+    } else {
+        t.store::<STREAM>(d)
+    }
+});
+
+step!(I32ToF32<SATURATE>: i32 => f32, vectors = 1, |s, d, w| {
+    V::load(s).i32_to_f32().store::<STREAM>(d)
+});
+
+step!(I64ToI32<SATURATE>: i64 => i32, vectors = 1, |s, d, w| {
+    // The low halves: wrap-around, as every mode does for int → int.
+    V::load_i64_low(s).store::<STREAM>(d)
+});
+
+step!(I32ToI64<SATURATE>: i32 => i64, vectors = 1, |s, d, w| {
+    V::load(s).store_i32_as_i64::<STREAM>(d)
+});
+
+step!(U8ToF32<SATURATE>: u8 => f32, vectors = 1, |s, d, w| {
+    V::load_u8(s).i32_to_f32().store::<STREAM>(d)
+});
+
+step!(BoolToF32<SATURATE>: Bool => f32, vectors = 1, |s, d, w| {
+    // Any nonzero byte is true.
+    V::select(V::load_u8(s).eq(V::splat(0)), V::splat(0), V::splat(0x3F80_0000)).store::<STREAM>(d)
+});
+
+step!(F32ToU8<SATURATE>: f32 => u8, vectors = 4, |s, d, w| {
+    let f = |k: usize| {
+        let x = V::load(s.add(4 * w * k));
+        let t = x.cvtt_f32_i32();
+        if SATURATE {
+            // Clamp to [0, 255], NaN → 0. On the f32 bits read as signed integers: negative
+            // values (and -0, and negative NaNs) are below 0; x >= 255 (+inf and +NaN too) is
+            // above 0x437E_FFFF; +NaN is above inf's bits.
+            let t = V::select(x.gt_i32(V::splat(0x437E_FFFF)), V::splat(0xFF), t);
+            let t = V::select(V::splat(0).gt_i32(x), V::splat(0), t);
+            V::select(x.gt_i32(V::splat(0x7F80_0000)), V::splat(0), t)
+        } else {
+            // torch's uint8(int64(x)): the low byte of the truncation. A 32-bit truncation has
+            // the same low byte: f32 values from 2^31 up are multiples of 256, and NaN gives 0
+            // both ways.
+            t.and(V::splat(0xFF))
+        }
+    };
+    V::pack_u8(f(0), f(1), f(2), f(3)).store::<STREAM>(d)
+});
+
+// ---- float8
+
+step!(F32ToE4M3Fn<SATURATE>: f32 => E4M3Fn, vectors = 4, |s, d, w| {
+    float8_4::<V, E4M3FnMagnitude>(s).store::<STREAM>(d)
+});
+
+step!(F32ToE5M2<SATURATE>: f32 => E5M2, vectors = 4, |s, d, w| {
+    float8_4::<V, E5M2Magnitude<SATURATE>>(s).store::<STREAM>(d)
+});

@@ -1,0 +1,149 @@
+//! The small vocabulary every conversion algorithm is written in: a vector of 32-bit lanes.
+//!
+//! The algorithms (`steps.rs`) are written once over [`Vector`]; each instruction set is one
+//! implementation of it (`portable.rs`, `x86/avx2.rs`, `x86/avx512.rs`), in the shape of memchr's
+//! `Vector` trait. A few methods have a provided body — an algorithm in terms of the others — that
+//! an instruction set overrides where it has an instruction giving the same bits (x86's F16C
+//! conversions); the property tests hold every implementation to the scalar rules.
+//!
+//! Every method is `unsafe` and `#[inline(always)]` in the implementations: the CPU must have the
+//! instruction set (the caller checked it once), and everything must inline into the one
+//! `#[target_feature]` loop per instruction set so that the intrinsics compile to instructions.
+
+/// `LANES` 32-bit lanes, most often holding f32 bits or 32-bit integers.
+///
+/// Lanes are numbered in memory order: `load` puts the element at the lowest address in lane 0.
+/// Masks are `Self::Mask`: what a compare gives and [`select`](Vector::select) takes.
+pub(crate) trait Vector: Copy {
+    /// Lanes per vector.
+    const LANES: usize;
+    /// The result of a lane-wise compare.
+    type Mask: Copy;
+
+    // ---- memory: `p` must be valid for the bytes named, alignment not needed except for streams.
+
+    /// `LANES` little-endian u32 at `p`.
+    unsafe fn load(p: *const u8) -> Self;
+    /// `LANES` little-endian u16 at `p`, zero-extended.
+    unsafe fn load_u16(p: *const u8) -> Self;
+    /// `LANES` bytes at `p`, zero-extended.
+    unsafe fn load_u8(p: *const u8) -> Self;
+    /// Writes the vector's `4 * LANES` bytes at `p`: a streaming (non-temporal) store when
+    /// `STREAM`, which needs `p` aligned to the vector's size.
+    unsafe fn store<const STREAM: bool>(self, p: *mut u8);
+    /// Two vectors of values below 2^16 as `2 * LANES` u16 in one vector, in lane order.
+    unsafe fn pack_u16(a: Self, b: Self) -> Self;
+    /// Four vectors of values below 2^8 as `4 * LANES` bytes in one vector, in lane order.
+    unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self;
+
+    // ---- 64-bit elements.
+
+    /// `LANES` f64 at `p` as f32 bits, rounded to nearest-even; a NaN is quieted and keeps its
+    /// sign and top payload bits (x86's `cvtpd2ps`, the scalar `formats::f64_to_f32`).
+    unsafe fn load_f64_as_f32(p: *const u8) -> Self;
+    /// `LANES` f64 at `p` as f32 bits rounded to odd (truncated, the last bit set where inexact;
+    /// overflow gives the largest finite value), NaN as in [`load_f64_as_f32`](Vector::load_f64_as_f32):
+    /// one more rounding to a format of at most 22 mantissa bits is then a single correct rounding.
+    unsafe fn load_f64_as_f32_odd(p: *const u8) -> Self;
+    /// Writes the lanes (f32 bits) as `LANES` f64: exact; a NaN is quieted with its payload kept.
+    unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8);
+    /// The low halves of `LANES` little-endian i64 at `p`.
+    unsafe fn load_i64_low(p: *const u8) -> Self;
+    /// Writes the lanes, sign-extended, as `LANES` i64.
+    unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8);
+
+    // ---- lane-wise integer operations.
+
+    /// Every lane `x`.
+    unsafe fn splat(x: u32) -> Self;
+    /// Wrapping addition.
+    unsafe fn add(self, o: Self) -> Self;
+    /// Wrapping subtraction.
+    unsafe fn sub(self, o: Self) -> Self;
+    /// Bitwise and.
+    unsafe fn and(self, o: Self) -> Self;
+    /// Bitwise or.
+    unsafe fn or(self, o: Self) -> Self;
+    /// Logical shift left by `K`.
+    unsafe fn shl<const K: i32>(self) -> Self;
+    /// Logical shift right by `K`.
+    unsafe fn shr<const K: i32>(self) -> Self;
+    /// Signed minimum (cheaper than unsigned where SIMD has only signed compares, as SSE2).
+    unsafe fn min_i32(self, o: Self) -> Self;
+    /// Signed maximum.
+    unsafe fn max_i32(self, o: Self) -> Self;
+    /// Lanes where `self > o` as signed integers.
+    unsafe fn gt_i32(self, o: Self) -> Self::Mask;
+    /// Lanes where `self == o`.
+    unsafe fn eq(self, o: Self) -> Self::Mask;
+    /// `yes` in the lanes of `m`, `no` elsewhere.
+    unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self;
+
+    // ---- lane-wise float32 operations on the bits.
+
+    /// f32 addition (round to nearest-even, subnormals kept).
+    unsafe fn f32_add(self, o: Self) -> Self;
+    /// f32 multiplication (round to nearest-even, subnormals kept).
+    unsafe fn f32_mul(self, o: Self) -> Self;
+    /// f32 → i32 by truncation; NaN and values outside the i32 range give `i32::MIN` (x86's
+    /// `cvttps2dq`, torch's scalar path).
+    unsafe fn cvtt_f32_i32(self) -> Self;
+    /// i32 → f32, rounded to nearest-even.
+    unsafe fn i32_to_f32(self) -> Self;
+
+    // ---- float16, with the algorithm as the provided body.
+
+    /// `LANES` float16 at `p` as f32 bits: exact; a NaN is quieted with its payload kept (x86's
+    /// `vcvtph2ps`, the scalar `formats::f16_to_f32`).
+    #[inline(always)]
+    unsafe fn load_f16_as_f32(p: *const u8) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { Self::load_u16(p).f16_to_f32() }
+    }
+
+    /// float16 bits (the low 16 bits of each lane) → f32 bits. The magnitude's bits moved up to
+    /// f32's exponent position are the value times 2^-112 — exactly, subnormals included — so one
+    /// multiplication by 2^112 rebiases; infinities and NaNs instead get the all-ones exponent,
+    /// and a NaN its quiet bit.
+    #[inline(always)]
+    unsafe fn f16_to_f32(self) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let magnitude = self.and(Self::splat(0x7FFF));
+            let moved = magnitude.shl::<13>();
+            let finite = moved.f32_mul(Self::splat(0x7780_0000)); // 2^112
+            let special = moved.add(Self::splat(0x7000_0000)); // the all-ones exponent
+            let quiet = special.or(Self::splat(0x0040_0000));
+            let special = Self::select(magnitude.gt_i32(Self::splat(0x7C00)), quiet, special);
+            let bits = Self::select(magnitude.gt_i32(Self::splat(0x7BFF)), special, finite);
+            bits.or(self.and(Self::splat(0x8000)).shl::<16>())
+        }
+    }
+
+    /// Two vectors of f32 bits as `2 * LANES` float16 in one vector: nearest-even, overflow to
+    /// ±inf, a NaN quieted with its top payload bits (x86's `vcvtps2ph`, the scalar
+    /// `formats::f32_to_f16`).
+    #[inline(always)]
+    unsafe fn pack_f16(a: Self, b: Self) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { Self::pack_u16(a.f32_to_f16(), b.f32_to_f16()) }
+    }
+
+    /// f32 bits → float16 bits in the low 16 bits of each lane, by the narrowing algorithm of
+    /// [`narrow_magnitude`](super::steps::narrow_magnitude) with float16's layout.
+    #[inline(always)]
+    unsafe fn f32_to_f16(self) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let a = self.and(Self::splat(0x7FFF_FFFF));
+            let code =
+                super::steps::narrow_magnitude::<Self, 10, 15, 13>(a).min_i32(Self::splat(0x7C00));
+            let nan = a
+                .shr::<13>()
+                .and(Self::splat(0x3FF))
+                .or(Self::splat(0x7E00));
+            let code = Self::select(a.gt_i32(Self::splat(0x7F80_0000)), nan, code);
+            code.or(self.shr::<16>().and(Self::splat(0x8000)))
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! AVX2 + F16C: [`Vector`] over `__m256i` (eight lanes), for CPUs without AVX-512.
+
+use core::arch::x86_64::*;
+
+use super::super::steps::{self, Step};
+use super::super::vector::Vector;
+
+/// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
+macro_rules! avx2 {
+    ($($item:item)*) => {
+        $(
+            #[inline(always)]
+            $item
+        )*
+    };
+}
+
+impl Vector for __m256i {
+    const LANES: usize = 8;
+    type Mask = __m256i;
+
+    // Every method: the caller guarantees AVX2 + F16C (checked once by `kernel`) and the memory
+    // named in the trait's contract; each body is one or a few intrinsics.
+    avx2! {
+        unsafe fn load(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_loadu_si256(p.cast()) }
+        }
+        unsafe fn load_u16(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_cvtepu16_epi32(_mm_loadu_si128(p.cast())) }
+        }
+        unsafe fn load_u8(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast())) }
+        }
+        unsafe fn store<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract (aligned to 32 bytes when streaming).
+            unsafe {
+                if STREAM {
+                    _mm256_stream_si256(p.cast(), self)
+                } else {
+                    _mm256_storeu_si256(p.cast(), self)
+                }
+            }
+        }
+        unsafe fn pack_u16(a: Self, b: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b)) }
+        }
+        unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+            }
+        }
+
+        unsafe fn load_f64_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 64 readable bytes.
+            unsafe {
+                // vcvtpd2ps: nearest-even; NaN quieted with its top payload bits, as cvtsd2ss.
+                let lo = _mm256_cvtpd_ps(_mm256_loadu_pd(p.cast()));
+                let hi = _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(32).cast()));
+                _mm256_castps_si256(_mm256_insertf128_ps::<1>(_mm256_castps128_ps256(lo), hi))
+            }
+        }
+        unsafe fn load_f64_as_f32_odd(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 64 readable bytes.
+            unsafe {
+                let lo = f64x4_to_f32_odd(_mm256_loadu_pd(p.cast()));
+                let hi = f64x4_to_f32_odd(_mm256_loadu_pd(p.add(32).cast()));
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(lo), hi)
+            }
+        }
+        unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract: 64 writable bytes.
+            unsafe {
+                let x = _mm256_castsi256_ps(self);
+                let lo = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+                let hi = _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(x)));
+                lo.store::<STREAM>(p);
+                hi.store::<STREAM>(p.add(32));
+            }
+        }
+        unsafe fn load_i64_low(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 64 readable bytes.
+            unsafe {
+                let low = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+                let a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.cast()), low);
+                let b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.add(32).cast()), low);
+                _mm256_permute2x128_si256::<0x20>(a, b)
+            }
+        }
+        unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract: 64 writable bytes.
+            unsafe {
+                _mm256_cvtepi32_epi64(_mm256_castsi256_si128(self)).store::<STREAM>(p);
+                _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(self)).store::<STREAM>(p.add(32));
+            }
+        }
+
+        unsafe fn splat(x: u32) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_set1_epi32(x as i32) }
+        }
+        unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_add_epi32(self, o) }
+        }
+        unsafe fn sub(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_sub_epi32(self, o) }
+        }
+        unsafe fn and(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_and_si256(self, o) }
+        }
+        unsafe fn or(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_or_si256(self, o) }
+        }
+        unsafe fn shl<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_slli_epi32::<K>(self) }
+        }
+        unsafe fn shr<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_srli_epi32::<K>(self) }
+        }
+        unsafe fn min_i32(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_min_epi32(self, o) }
+        }
+        unsafe fn max_i32(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_max_epi32(self, o) }
+        }
+        unsafe fn gt_i32(self, o: Self) -> Self::Mask {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_cmpgt_epi32(self, o) }
+        }
+        unsafe fn eq(self, o: Self) -> Self::Mask {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_cmpeq_epi32(self, o) }
+        }
+        unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_blendv_epi8(no, yes, m) }
+        }
+
+        unsafe fn f32_add(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(self), _mm256_castsi256_ps(o)))
+            }
+        }
+        unsafe fn f32_mul(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(self), _mm256_castsi256_ps(o)))
+            }
+        }
+        unsafe fn cvtt_f32_i32(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_cvttps_epi32(_mm256_castsi256_ps(self)) }
+        }
+        unsafe fn i32_to_f32(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_castps_si256(_mm256_cvtepi32_ps(self)) }
+        }
+
+        unsafe fn load_f16_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 16 readable bytes.
+            unsafe { _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.cast()))) }
+        }
+        unsafe fn pack_f16(a: Self, b: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let h = |x: Self| _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_castsi256_ps(x));
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(h(a)), h(b))
+            }
+        }
+    }
+}
+
+/// Four f64 → f32 rounded to odd (truncate, then set the last bit where inexact). AVX2 has no
+/// truncating conversion, so the nearest-even one is undone where it rounded away from zero:
+/// the bits step back one ulp towards zero (inf back to the largest finite value).
+#[inline(always)]
+unsafe fn f64x4_to_f32_odd(x: __m256d) -> __m128i {
+    // SAFETY: the caller's contract (AVX2).
+    unsafe {
+        let t = _mm256_cvtpd_ps(x);
+        let back = _mm256_cvtps_pd(t);
+        let abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFF_FFFF_FFFF_FFFF));
+        // Ordered compares: false for NaN, which converts as it is.
+        let away = _mm256_cmp_pd::<_CMP_GT_OQ>(_mm256_and_pd(back, abs), _mm256_and_pd(x, abs));
+        let inexact = _mm256_cmp_pd::<_CMP_NEQ_OQ>(back, x);
+        // The low dword of each 64-bit mask lane (all ones or zero), in order.
+        let narrow = |m: __m256d| {
+            let even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+            _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(m), even))
+        };
+        let truncated = _mm_add_epi32(_mm_castps_si128(t), narrow(away)); // all ones = -1
+        _mm_or_si128(truncated, _mm_and_si128(narrow(inexact), _mm_set1_epi32(1)))
+    }
+}
+
+/// Converts `n` elements by step `K`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C; `n` elements must fit both buffers; when `STREAM`, `d` must
+/// be aligned to 64 bytes.
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { steps::run::<__m256i, K, STREAM>(s, d, n) }
+}
+
+/// The AVX2 kernel of step `K`.
+pub(super) fn kernel<K: Step>(src: &[u8], dst: &mut [u8]) {
+    let lanes = <__m256i as Vector>::LANES * K::VECTORS;
+    super::super::drive::<K>(
+        src,
+        dst,
+        lanes,
+        super::avx2_available(),
+        true,
+        |s, d, n, stream| {
+            // SAFETY: `drive` calls this only when AVX2 + F16C were detected, with `n` elements that
+            // fit both slices and, when streaming, `d` aligned to 64 bytes.
+            unsafe {
+                if stream {
+                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
+                } else {
+                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
+                }
+            }
+        },
+    );
+}

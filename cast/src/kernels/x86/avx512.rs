@@ -1,0 +1,246 @@
+//! AVX-512 (F, BW, VL, DQ): [`Vector`] over `__m512i` (sixteen lanes), with compares into mask
+//! registers.
+
+use core::arch::x86_64::*;
+
+use super::super::steps::{self, Step};
+use super::super::vector::Vector;
+
+/// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
+macro_rules! avx512 {
+    ($($item:item)*) => {
+        $(
+            #[inline(always)]
+            $item
+        )*
+    };
+}
+
+/// Two 32-byte halves as one 64-byte vector.
+#[inline(always)]
+unsafe fn join2(lo: __m256i, hi: __m256i) -> __m512i {
+    // SAFETY: the caller's contract (AVX-512).
+    unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
+}
+
+impl Vector for __m512i {
+    const LANES: usize = 16;
+    type Mask = __mmask16;
+
+    // Every method: the caller guarantees the AVX-512 subsets (checked once by `kernel`) and the
+    // memory named in the trait's contract; each body is one or a few intrinsics.
+    avx512! {
+        unsafe fn load(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_loadu_si512(p.cast()) }
+        }
+        unsafe fn load_u16(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_cvtepu16_epi32(_mm256_loadu_si256(p.cast())) }
+        }
+        unsafe fn load_u8(p: *const u8) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast())) }
+        }
+        unsafe fn store<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract (aligned to 64 bytes when streaming).
+            unsafe {
+                if STREAM {
+                    _mm512_stream_si512(p.cast(), self)
+                } else {
+                    _mm512_storeu_si512(p.cast(), self)
+                }
+            }
+        }
+        unsafe fn pack_u16(a: Self, b: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { join2(_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b)) }
+        }
+        unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
+            // Two rounds of packing (which interleave the 128-bit lanes), then one dword
+            // permutation to undo it: lane j of `packed` holds dwords [a_j, b_j, c_j, d_j].
+            // SAFETY: the caller's contract.
+            unsafe {
+                let packed = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+                let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+                _mm512_permutexvar_epi32(order, packed)
+            }
+        }
+
+        unsafe fn load_f64_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 128 readable bytes.
+            unsafe {
+                let (lo, hi) = (_mm512_loadu_pd(p.cast()), _mm512_loadu_pd(p.add(64).cast()));
+                let f = _mm512_insertf32x8::<1>(
+                    _mm512_castps256_ps512(_mm512_cvtpd_ps(lo)),
+                    _mm512_cvtpd_ps(hi),
+                );
+                _mm512_castps_si512(f)
+            }
+        }
+        unsafe fn load_f64_as_f32_odd(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 128 readable bytes.
+            unsafe {
+                let (lo, hi) = (_mm512_loadu_pd(p.cast()), _mm512_loadu_pd(p.add(64).cast()));
+                // Truncate, then set the last bit where inexact.
+                let half = |x: __m512d| {
+                    let t = _mm512_cvt_roundpd_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(x);
+                    let inexact = _mm512_cmp_pd_mask::<_CMP_NEQ_OQ>(_mm512_cvtps_pd(t), x);
+                    let t = _mm512_castsi512_si256(_mm512_castps_si512(_mm512_castps256_ps512(t)));
+                    _mm256_mask_or_epi32(t, inexact, t, _mm256_set1_epi32(1))
+                };
+                _mm512_inserti32x8::<1>(_mm512_castsi256_si512(half(lo)), half(hi))
+            }
+        }
+        unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract: 128 writable bytes.
+            unsafe {
+                let x = _mm512_castsi512_ps(self);
+                let lo = _mm512_castpd_si512(_mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+                let hi = _mm512_castpd_si512(_mm512_cvtps_pd(_mm256_castpd_ps(
+                    _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(x)),
+                )));
+                lo.store::<STREAM>(p);
+                hi.store::<STREAM>(p.add(64));
+            }
+        }
+        unsafe fn load_i64_low(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 128 readable bytes.
+            unsafe {
+                let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p.cast()));
+                let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p.add(64).cast()));
+                join2(lo, hi)
+            }
+        }
+        unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
+            // SAFETY: the caller's contract: 128 writable bytes.
+            unsafe {
+                _mm512_cvtepi32_epi64(_mm512_castsi512_si256(self)).store::<STREAM>(p);
+                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(self)).store::<STREAM>(p.add(64));
+            }
+        }
+
+        unsafe fn splat(x: u32) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_set1_epi32(x as i32) }
+        }
+        unsafe fn add(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_add_epi32(self, o) }
+        }
+        unsafe fn sub(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_sub_epi32(self, o) }
+        }
+        unsafe fn and(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_and_si512(self, o) }
+        }
+        unsafe fn or(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_or_si512(self, o) }
+        }
+        // The immediate forms take a `u32` count, the trait an `i32`; a constant count in a
+        // register compiles to the same immediate shift (LLVM folds it).
+        unsafe fn shl<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_sll_epi32(self, _mm_cvtsi32_si128(K)) }
+        }
+        unsafe fn shr<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_srl_epi32(self, _mm_cvtsi32_si128(K)) }
+        }
+        unsafe fn min_i32(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_min_epi32(self, o) }
+        }
+        unsafe fn max_i32(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_max_epi32(self, o) }
+        }
+        unsafe fn gt_i32(self, o: Self) -> Self::Mask {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_cmpgt_epi32_mask(self, o) }
+        }
+        unsafe fn eq(self, o: Self) -> Self::Mask {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_cmpeq_epi32_mask(self, o) }
+        }
+        unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_mask_blend_epi32(m, no, yes) }
+        }
+
+        unsafe fn f32_add(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(self), _mm512_castsi512_ps(o)))
+            }
+        }
+        unsafe fn f32_mul(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(self), _mm512_castsi512_ps(o)))
+            }
+        }
+        unsafe fn cvtt_f32_i32(self) -> Self {
+            // vcvttps2dq: NaN and out-of-range give 0x80000000.
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_cvttps_epi32(_mm512_castsi512_ps(self)) }
+        }
+        unsafe fn i32_to_f32(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_castps_si512(_mm512_cvtepi32_ps(self)) }
+        }
+
+        unsafe fn load_f16_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 32 readable bytes.
+            unsafe { _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))) }
+        }
+        unsafe fn pack_f16(a: Self, b: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let h = |x: Self| {
+                    _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                        _mm512_castsi512_ps(x),
+                    )
+                };
+                join2(h(a), h(b))
+            }
+        }
+    }
+}
+
+/// Converts `n` elements by step `K`.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW, VL and DQ; `n` elements must fit both buffers; when
+/// `STREAM`, `d` must be aligned to 64 bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { steps::run::<__m512i, K, STREAM>(s, d, n) }
+}
+
+/// The AVX-512 kernel of step `K`.
+pub(super) fn kernel<K: Step>(src: &[u8], dst: &mut [u8]) {
+    let lanes = <__m512i as Vector>::LANES * K::VECTORS;
+    super::super::drive::<K>(
+        src,
+        dst,
+        lanes,
+        super::avx512_available(),
+        true,
+        |s, d, n, stream| {
+            // SAFETY: `drive` calls this only when the AVX-512 subsets were detected, with `n`
+            // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
+            unsafe {
+                if stream {
+                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
+                } else {
+                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
+                }
+            }
+        },
+    );
+}

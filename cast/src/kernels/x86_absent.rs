@@ -1,0 +1,59 @@
+//! What `x86/mod.rs` provides, for builds without it (other CPUs, or `--cfg dtcast_isa="portable"`):
+//! no AVX2 or AVX-512, no cache hints.
+
+use super::steps::Step;
+use super::Kernel;
+
+/// Never: not an x86-64 build.
+pub(crate) fn avx2_available() -> bool {
+    false
+}
+
+/// Never: not an x86-64 build.
+pub(crate) fn avx512_available() -> bool {
+    false
+}
+
+/// None: not an x86-64 build.
+pub(crate) fn avx2_kernel<K: Step>() -> Option<Kernel> {
+    None
+}
+
+/// None: not an x86-64 build.
+pub(crate) fn avx512_kernel<K: Step>() -> Option<Kernel> {
+    None
+}
+
+/// Code that x86 builds may compile for AVX-512.
+pub(crate) trait Task {
+    /// What the task returns.
+    type Output;
+    /// Does the work.
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `task`.
+pub(crate) fn with_avx512<T: Task>(task: T) -> T::Output {
+    task.run()
+}
+
+/// Nothing: no portable prefetch hint.
+#[inline(always)]
+pub(crate) fn prefetch_ahead(_p: *const u8, _lines: usize) {}
+
+/// No streaming stores here: [`stream`] is an ordinary store.
+pub(crate) const STREAMS: bool = false;
+
+/// Writes `bytes` at `p`.
+///
+/// # Safety
+/// `p` must be valid for `bytes.len()` bytes of writes.
+#[inline(always)]
+pub(crate) unsafe fn stream(p: *mut u8, bytes: &[u8]) {
+    // SAFETY: the caller's contract.
+    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
+}
+
+/// Nothing: no streaming stores here.
+#[inline(always)]
+pub(crate) fn store_fence() {}

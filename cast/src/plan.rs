@@ -1,0 +1,41 @@
+//! One plan per (pair, mode, instruction set): which kernel converts, and whether and how the
+//! values are verified first. Decided here and nowhere else.
+
+use dtcast_dtype::DType;
+
+use crate::check::lossless;
+use crate::dispatch::{Kernel, PairFns};
+use crate::isa::Isa;
+use crate::kernels::select;
+use crate::mode::{CastMode, Verify};
+use crate::screen::{self, Check};
+
+/// How one cast runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    /// The conversion: `isa`'s SIMD kernel where the pair has one, else the scalar rules.
+    pub(crate) kernel: Kernel,
+    /// What is verified, and how; `None` where the mode verifies nothing or no value of the
+    /// source can fail (every value of `from` is exactly a value of `to`).
+    pub(crate) check: Option<(Verify, Check)>,
+}
+
+/// The plan for `n` elements `from` → `to` in `mode` on `isa`.
+pub(crate) fn plan(
+    from: DType,
+    to: DType,
+    mode: CastMode,
+    n: usize,
+    isa: Isa,
+    fns: &PairFns,
+) -> Plan {
+    let rounding = mode.rounding();
+    let kernel = select(isa, from, to, rounding).unwrap_or_else(|| fns.scalar(rounding));
+    let check = mode.verify().filter(|_| !lossless(from, to)).map(|verify| {
+        (
+            verify,
+            screen::check(from, to, verify, n, isa, fns.accept_table),
+        )
+    });
+    Plan { kernel, check }
+}
