@@ -55,23 +55,33 @@ unsafe fn read<const N: usize>(p: *const u8, i: usize) -> [u8; N] {
     unsafe { p.add(i * N).cast::<[u8; N]>().read() }
 }
 
-/// Writes `words` little-endian at `p`: with the target's streaming stores when `STREAM`
-/// (x86-64's SSE2; an ordinary store where the target has none on stable Rust).
+/// Writes `bytes` at `p`: with the target's streaming stores when `STREAM` (x86-64's SSE2; an
+/// ordinary store where the target has none on stable Rust).
 ///
 /// # Safety
-/// `p` must be valid for `W` words of writes, and aligned to 16 when `STREAM`; `4 * W` must be a
-/// multiple of 16.
+/// `p` must be valid for `bytes.len()` bytes of writes, and aligned to 16 when `STREAM`;
+/// `bytes.len()` must be a multiple of 16.
 #[inline(always)]
-unsafe fn put<const STREAM: bool, const W: usize>(p: *mut u8, words: [u32; W]) {
-    let words = words.map(u32::to_le);
+unsafe fn put<const STREAM: bool>(p: *mut u8, bytes: &[u8]) {
     // SAFETY: the caller's contract.
     unsafe {
         if STREAM {
-            super::x86::stream(p, bytemuck::cast_slice(&words))
+            super::x86::stream(p, bytes)
         } else {
-            p.cast::<[u32; W]>().write_unaligned(words)
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len())
         }
     }
+}
+
+/// `words` as little-endian bytes at `p` (as [`put`]).
+///
+/// # Safety
+/// As [`put`], for `4 * W` bytes.
+#[inline(always)]
+unsafe fn put_u32<const STREAM: bool, const W: usize>(p: *mut u8, words: [u32; W]) {
+    let words = words.map(u32::to_le);
+    // SAFETY: the caller's contract.
+    unsafe { put::<STREAM>(p, bytemuck::cast_slice(&words)) }
 }
 
 /// 64-bit words as pairs of 32-bit words in little-endian order (low half first).
@@ -83,18 +93,6 @@ fn split_u64(wide: [u64; N]) -> [u32; 2 * N] {
         pair[1] = (w >> 32) as u32;
     }
     out
-}
-
-/// f32 → f64 as the scalar rule (`formats::f32_to_f64`): exact, NaN quieted with its payload.
-#[inline(always)]
-fn f32_to_f64_bits(b: u32) -> u64 {
-    let x = f32::from_bits(b);
-    let nan = u64::from(b >> 31) << 63 | 0x7FF8_0000_0000_0000 | u64::from(b & 0x7F_FFFF) << 29;
-    if x.is_nan() {
-        nan
-    } else {
-        f64::from(x).to_bits()
-    }
 }
 
 /// f64 → f32 as the scalar rule (`formats::f64_to_f32`): nearest-even, NaN quieted keeping its
@@ -132,18 +130,29 @@ impl Vector for Lanes {
     #[inline(always)]
     unsafe fn store<const STREAM: bool>(self, p: *mut u8) {
         // SAFETY: the caller's contract: 4 * N writable bytes, aligned when streaming.
-        unsafe { put::<STREAM, N>(p, self.0) }
+        unsafe { put_u32::<STREAM, N>(p, self.0) }
     }
     #[inline(always)]
-    unsafe fn pack_u16(a: Self, b: Self) -> Self {
-        let v = |i: usize| if i < N { a.0[i] } else { b.0[i - N] };
-        Lanes::from_fn(|j| v(2 * j) & 0xFFFF | v(2 * j + 1) << 16)
+    unsafe fn store_u16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
+        // Narrowing into an array (not assembling 32-bit lanes) is what SSE2 vectorises well.
+        let mut halves = [0u16; 2 * N];
+        for (h, x) in halves.iter_mut().zip(a.0.into_iter().chain(b.0)) {
+            *h = (x as u16).to_le();
+        }
+        // SAFETY: the caller's contract: 4 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM>(p, bytemuck::cast_slice(&halves)) }
     }
     #[inline(always)]
-    unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
-        let parts = [a, b, c, d];
-        let v = |i: usize| parts[i / N].0[i % N] & 0xFF;
-        Lanes::from_fn(|j| v(4 * j) | v(4 * j + 1) << 8 | v(4 * j + 2) << 16 | v(4 * j + 3) << 24)
+    unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+        let mut bytes = [[0u8; N]; 4];
+        for (part, v) in bytes.iter_mut().zip([a, b, c, d]) {
+            for (byte, x) in part.iter_mut().zip(v.0) {
+                *byte = x as u8;
+            }
+        }
+        let bytes = bytes.as_flattened();
+        // SAFETY: the caller's contract: 4 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM>(p, bytes) }
     }
     #[inline(always)]
     unsafe fn load_f64_as_f32(p: *const u8) -> Self {
@@ -166,9 +175,19 @@ impl Vector for Lanes {
     }
     #[inline(always)]
     unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8) {
-        let wide: [u64; N] = self.0.map(f32_to_f64_bits);
+        // Each f64 as its two 32-bit words, the NaN fix-up chosen word by word with a mask from
+        // the f32 bits: selects of 32-bit lanes vectorise where 64-bit compares are missing (SSE2).
+        let mut words = [0u32; 2 * N];
+        for (pair, b) in words.chunks_exact_mut(2).zip(self.0) {
+            let w = f64::from(f32::from_bits(b)).to_bits();
+            let nan = (b & 0x7FFF_FFFF) > 0x7F80_0000;
+            // The NaN of `formats::f32_to_f64`: sign, quiet exponent, payload moved up 29 bits.
+            let hi = b & 0x8000_0000 | 0x7FF8_0000 | (b & 0x7F_FFFF) >> 3;
+            pair[0] = if nan { b << 29 } else { w as u32 };
+            pair[1] = if nan { hi } else { (w >> 32) as u32 };
+        }
         // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
-        unsafe { put::<STREAM, { 2 * N }>(p, split_u64(wide)) }
+        unsafe { put_u32::<STREAM, { 2 * N }>(p, words) }
     }
     #[inline(always)]
     unsafe fn load_i64_low(p: *const u8) -> Self {
@@ -179,7 +198,7 @@ impl Vector for Lanes {
     unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
         let wide: [u64; N] = self.0.map(|x| i64::from(x as i32) as u64);
         // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
-        unsafe { put::<STREAM, { 2 * N }>(p, split_u64(wide)) }
+        unsafe { put_u32::<STREAM, { 2 * N }>(p, split_u64(wide)) }
     }
 
     #[inline(always)]

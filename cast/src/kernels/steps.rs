@@ -211,17 +211,18 @@ unsafe fn float8<V: Vector, M: Float8Magnitude>(b: V) -> V {
     }
 }
 
-/// Four vectors of f32 at `s` → one vector of float8 codes by rule `M`.
+/// Four vectors of f32 at `s` → float8 codes by rule `M`, written at `d`.
 #[inline(always)]
-unsafe fn float8_4<V: Vector, M: Float8Magnitude>(s: *const u8) -> V {
+unsafe fn float8_4<V: Vector, M: Float8Magnitude, const STREAM: bool>(s: *const u8, d: *mut u8) {
     let w = V::LANES;
-    // SAFETY: the caller's contract: four vectors of f32 at `s`.
+    // SAFETY: the caller's contract: four vectors of f32 at `s`, their codes' room at `d`.
     unsafe {
-        V::pack_u8(
+        V::store_u8::<STREAM>(
             float8::<V, M>(V::load(s)),
             float8::<V, M>(V::load(s.add(4 * w))),
             float8::<V, M>(V::load(s.add(8 * w))),
             float8::<V, M>(V::load(s.add(12 * w))),
+            d,
         )
     }
 }
@@ -231,7 +232,7 @@ unsafe fn float8_4<V: Vector, M: Float8Magnitude>(s: *const u8) -> V {
 step!(F32ToBf16<SATURATE>: f32 => BF16, vectors = 2, |s, d, w| {
     // torch writes 0xFFFF for every float32 NaN on this path (ATen's AVX-512 conversion).
     let f = |p: *const u8| to_bf16::<V, SATURATE>(V::load(p), 0xFFFF);
-    V::pack_u16(f(s), f(s.add(4 * w))).store::<STREAM>(d)
+    V::store_u16::<STREAM>(f(s), f(s.add(4 * w)), d)
 });
 
 step!(Bf16ToF32<SATURATE>: BF16 => f32, vectors = 1, |s, d, w| {
@@ -239,7 +240,7 @@ step!(Bf16ToF32<SATURATE>: BF16 => f32, vectors = 1, |s, d, w| {
 });
 
 step!(F32ToF16<SATURATE>: f32 => F16, vectors = 2, |s, d, w| {
-    V::pack_f16(V::load(s), V::load(s.add(4 * w))).store::<STREAM>(d)
+    V::store_f16::<STREAM>(V::load(s), V::load(s.add(4 * w)), d)
 });
 
 step!(F16ToF32<SATURATE>: F16 => f32, vectors = 1, |s, d, w| {
@@ -255,13 +256,13 @@ step!(F16ToF32<SATURATE>: F16 => f32, vectors = 1, |s, d, w| {
 step!(F16ToBf16<SATURATE>: F16 => BF16, vectors = 2, |s, d, w| {
     // float16 → f32 is exact; c10::BFloat16(float) then rounds, NaN → 0x7FC0.
     let f = |p: *const u8| to_bf16::<V, SATURATE>(V::load_f16_as_f32(p), 0x7FC0);
-    V::pack_u16(f(s), f(s.add(2 * w))).store::<STREAM>(d)
+    V::store_u16::<STREAM>(f(s), f(s.add(2 * w)), d)
 });
 
 step!(Bf16ToF16<SATURATE>: BF16 => F16, vectors = 2, |s, d, w| {
     // bfloat16 → f32 is exact, so the float16 rounding is the one rounding (both modes agree).
     let f = |p: *const u8| V::load_u16(p).shl::<16>();
-    V::pack_f16(f(s), f(s.add(2 * w))).store::<STREAM>(d)
+    V::store_f16::<STREAM>(f(s), f(s.add(2 * w)), d)
 });
 
 // ---- float64
@@ -285,7 +286,7 @@ step!(F64ToBf16<SATURATE>: f64 => BF16, vectors = 2, |s, d, w| {
         };
         to_bf16::<V, SATURATE>(x, 0x7FC0)
     };
-    V::pack_u16(f(s), f(s.add(8 * w))).store::<STREAM>(d)
+    V::store_u16::<STREAM>(f(s), f(s.add(8 * w)), d)
 });
 
 // ---- integers
@@ -343,15 +344,15 @@ step!(F32ToU8<SATURATE>: f32 => u8, vectors = 4, |s, d, w| {
             t.and(V::splat(0xFF))
         }
     };
-    V::pack_u8(f(0), f(1), f(2), f(3)).store::<STREAM>(d)
+    V::store_u8::<STREAM>(f(0), f(1), f(2), f(3), d)
 });
 
 // ---- float8
 
 step!(F32ToE4M3Fn<SATURATE>: f32 => E4M3Fn, vectors = 4, |s, d, w| {
-    float8_4::<V, E4M3FnMagnitude>(s).store::<STREAM>(d)
+    float8_4::<V, E4M3FnMagnitude, STREAM>(s, d)
 });
 
 step!(F32ToE5M2<SATURATE>: f32 => E5M2, vectors = 4, |s, d, w| {
-    float8_4::<V, E5M2Magnitude<SATURATE>>(s).store::<STREAM>(d)
+    float8_4::<V, E5M2Magnitude<SATURATE>, STREAM>(s, d)
 });

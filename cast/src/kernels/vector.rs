@@ -31,10 +31,11 @@ pub(crate) trait Vector: Copy {
     /// Writes the vector's `4 * LANES` bytes at `p`: a streaming (non-temporal) store when
     /// `STREAM`, which needs `p` aligned to the vector's size.
     unsafe fn store<const STREAM: bool>(self, p: *mut u8);
-    /// Two vectors of values below 2^16 as `2 * LANES` u16 in one vector, in lane order.
-    unsafe fn pack_u16(a: Self, b: Self) -> Self;
-    /// Four vectors of values below 2^8 as `4 * LANES` bytes in one vector, in lane order.
-    unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self;
+    /// Writes two vectors of values below 2^16 as `2 * LANES` little-endian u16 at `p`, in lane
+    /// order (streaming as [`store`](Vector::store)).
+    unsafe fn store_u16<const STREAM: bool>(a: Self, b: Self, p: *mut u8);
+    /// Writes four vectors of values below 2^8 as `4 * LANES` bytes at `p`, in lane order.
+    unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8);
 
     // ---- 64-bit elements.
 
@@ -120,24 +121,37 @@ pub(crate) trait Vector: Copy {
         }
     }
 
-    /// Two vectors of f32 bits as `2 * LANES` float16 in one vector: nearest-even, overflow to
+    /// Writes two vectors of f32 bits as `2 * LANES` float16 at `p`: nearest-even, overflow to
     /// ±inf, a NaN quieted with its top payload bits (x86's `vcvtps2ph`, the scalar
     /// `formats::f32_to_f16`).
     #[inline(always)]
-    unsafe fn pack_f16(a: Self, b: Self) -> Self {
+    unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
         // SAFETY: the caller's contract.
-        unsafe { Self::pack_u16(a.f32_to_f16(), b.f32_to_f16()) }
+        unsafe { Self::store_u16::<STREAM>(a.f32_to_f16(), b.f32_to_f16(), p) }
     }
 
-    /// f32 bits → float16 bits in the low 16 bits of each lane, by the narrowing algorithm of
-    /// [`narrow_magnitude`](super::steps::narrow_magnitude) with float16's layout.
+    /// f32 bits → float16 bits in the low 16 bits of each lane. Two exact multiplications scale
+    /// |x| by 4, except that from 2^16 up (past every value that rounds to a finite float16) the
+    /// first overflows to infinity. Adding a power of two whose f32 ulp is float16's quantum at
+    /// |x|'s exponent (clamped at float16's smallest normal exponent) is then the one rounding, to
+    /// nearest-even, and leaves the rounded magnitude in the sum's low bits: its exponent field,
+    /// taken mod 32, is float16's exponent less one, which the implicit bit of the count makes up.
     #[inline(always)]
     unsafe fn f32_to_f16(self) -> Self {
         // SAFETY: the caller's contract.
         unsafe {
             let a = self.and(Self::splat(0x7FFF_FFFF));
-            let code =
-                super::steps::narrow_magnitude::<Self, 10, 15, 13>(a).min_i32(Self::splat(0x7C00));
+            let scaled = a
+                .f32_mul(Self::splat(0x7780_0000))
+                .f32_mul(Self::splat(0x0880_0000)); // 2^112, 2^-110
+            let exponent = a
+                .and(Self::splat(0x7F80_0000))
+                .max_i32(Self::splat(113 << 23));
+            let sum = exponent.add(Self::splat(15 << 23)).f32_add(scaled);
+            let code = sum
+                .shr::<13>()
+                .and(Self::splat(0x7C00))
+                .add(sum.and(Self::splat(0x0FFF)));
             let nan = a
                 .shr::<13>()
                 .and(Self::splat(0x3FF))

@@ -44,15 +44,15 @@ impl Vector for __m256i {
                 }
             }
         }
-        unsafe fn pack_u16(a: Self, b: Self) -> Self {
+        unsafe fn store_u16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
-            unsafe { _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b)) }
+            unsafe { _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b)).store::<STREAM>(p) }
         }
-        unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
+        unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
             unsafe {
                 let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)).store::<STREAM>(p)
             }
         }
 
@@ -174,11 +174,11 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract: 16 readable bytes.
             unsafe { _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.cast()))) }
         }
-        unsafe fn pack_f16(a: Self, b: Self) -> Self {
+        unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
             unsafe {
                 let h = |x: Self| _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_castsi256_ps(x));
-                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(h(a)), h(b))
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(h(a)), h(b)).store::<STREAM>(p)
             }
         }
     }

@@ -52,18 +52,18 @@ impl Vector for __m512i {
                 }
             }
         }
-        unsafe fn pack_u16(a: Self, b: Self) -> Self {
+        unsafe fn store_u16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
-            unsafe { join2(_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b)) }
+            unsafe { join2(_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b)).store::<STREAM>(p) }
         }
-        unsafe fn pack_u8(a: Self, b: Self, c: Self, d: Self) -> Self {
+        unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
             // Two rounds of packing (which interleave the 128-bit lanes), then one dword
             // permutation to undo it: lane j of `packed` holds dwords [a_j, b_j, c_j, d_j].
             // SAFETY: the caller's contract.
             unsafe {
                 let packed = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
                 let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-                _mm512_permutexvar_epi32(order, packed)
+                _mm512_permutexvar_epi32(order, packed).store::<STREAM>(p)
             }
         }
 
@@ -197,7 +197,7 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract: 32 readable bytes.
             unsafe { _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))) }
         }
-        unsafe fn pack_f16(a: Self, b: Self) -> Self {
+        unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
             unsafe {
                 let h = |x: Self| {
@@ -205,7 +205,7 @@ impl Vector for __m512i {
                         _mm512_castsi512_ps(x),
                     )
                 };
-                join2(h(a), h(b))
+                join2(h(a), h(b)).store::<STREAM>(p)
             }
         }
     }
