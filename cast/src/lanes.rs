@@ -72,7 +72,7 @@ pub(crate) trait Lane: Copy + Send + Sync + 'static {
     fn val(self) -> Val;
     /// Torch mode: the element torch 2.15's CPU cast produces from `v`.
     fn torch(v: Val, q: Quirks) -> Self;
-    /// Saturate mode (XLA): clamping float → int, one rounding, saturating float8.
+    /// Saturate mode: clamping float → int (as XLA), one rounding, saturating overflow.
     fn saturate(v: Val) -> Self;
 }
 

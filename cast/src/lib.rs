@@ -6,14 +6,17 @@
 //! | mode | float → int | float → narrower float | an element that does not fit |
 //! |---|---|---|---|
 //! | [`Torch`](CastMode::Torch) (default) | PyTorch 2.15 on x86-64: wraps | through f32 (double rounding), torch's NaN bits | torch's answer |
-//! | [`Saturate`](CastMode::Saturate) | XLA: clamps, NaN → 0 | one correct rounding; float8 saturates | the nearest representable |
+//! | [`Saturate`](CastMode::Saturate) | clamps, NaN → 0 (as XLA) | one correct rounding; overflow saturates (not XLA's rule: see the mode) | the nearest representable |
 //! | [`Checked`](CastMode::Checked) | as Torch | as Torch | error: NaN/inf/out of range → int, imaginary part → real, overflow |
 //! | [`Exact`](CastMode::Exact) | as Torch | as Torch | error: any change of value |
 //!
-//! Errors name the first offending element; in Checked and Exact mode the destination is left
-//! untouched when an error is found (every element is checked before any is written). That check
-//! is one more read of the source, screened a block at a time by vectorised tests; pairs where
-//! no element can fail (Checked int32 → float32 or float16 → bfloat16, which only round) skip it.
+//! Errors name the first offending element; in Checked and Exact mode [`cast`] leaves the
+//! destination untouched when an error is found (every element is checked before any is written).
+//! That check is one more read of the source, screened a block at a time by vectorised tests; pairs
+//! where no element can fail (Checked int32 → float32 or float16 → bfloat16, which only round) skip
+//! it. Where the destination is new and is thrown away on error ([`cast_to_vec`], and
+//! [`cast_into_scratch`] for buffers of your own), each block is checked and converted while it is
+//! in cache: one pass.
 //!
 //! ```
 //! use dtcast_cast::{cast_slice, CastMode};
@@ -194,7 +197,101 @@ pub fn cast_slice<S: Element, D: Element>(
     cast(src_bytes, S::DTYPE, dst_bytes, D::DTYPE, mode)
 }
 
-/// Converts `src` into a new buffer of `to` elements.
+/// [`cast`] into a buffer whose contents do not matter if the cast fails: on an error `dst` may
+/// hold converted elements before the offending one (and after it, from other threads), so Checked
+/// and Exact modes check and convert each block while it is in cache — one pass over the source
+/// instead of two. Use it where the output is discarded on error (a new buffer, a temporary file);
+/// the error is the same as [`cast`]'s.
+///
+/// ```
+/// use dtcast_cast::{cast_into_scratch, CastMode};
+/// use dtcast_dtype::DType;
+/// let src: Vec<u8> = [1.0f32, 2.0, f32::NAN].iter().flat_map(|x| x.to_le_bytes()).collect();
+/// let mut dst = [0u8; 3 * 4];
+/// let err = cast_into_scratch(&src, DType::Float32, &mut dst, DType::Int32, CastMode::Checked);
+/// assert_eq!(err.unwrap_err().to_string(), "element 2 (NaN) cannot be represented in int32");
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_into_scratch(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+) -> Result<(), CastError> {
+    let isa = isa();
+    let fns = prepare(src.len(), from, dst.len(), to)?;
+    let n = src.len() / from.itemsize();
+    let plan = plan::plan(from, to, mode, n, isa, &fns);
+    let check = match plan.check {
+        Some((verify, screen::Check::Screen(s))) => (verify, Some((s, isa))),
+        Some((verify, screen::Check::Elements)) => (verify, None),
+        None | Some((_, screen::Check::Nothing)) => {
+            if from == to {
+                dst.copy_from_slice(src);
+            } else {
+                run_parallel(src, from, dst, to, plan.kernel);
+            }
+            return Ok(());
+        }
+    };
+    let (verify, screen) = check;
+    // Streaming stores where a whole-buffer cast would use them, though each call writes a block.
+    let kernel = if dst.len() >= kernels::STREAM_BYTES {
+        plan.streaming
+    } else {
+        plan.kernel
+    };
+    let piece = |s: &[u8], d: &mut [u8], base: usize| -> Result<(), CastError> {
+        let mut scratch = Vec::new();
+        let (mut s, mut d, mut first) = (s, d, base);
+        while !s.is_empty() {
+            // Blocks end where the destination is 64-byte aligned, so that each kernel call
+            // streams from its first element (no scalar prologue per block).
+            let misaligned = (d.as_ptr() as usize) % 64;
+            let head = if misaligned == 0 || !misaligned.is_multiple_of(to.itemsize()) {
+                0
+            } else {
+                (64 - misaligned) / to.itemsize()
+            };
+            let len = if head > 0 { head } else { FUSED_BLOCK }.min(s.len() / from.itemsize());
+            let (b, rest) = s.split_at(len * from.itemsize());
+            let (o, out_rest) = d.split_at_mut(len * to.itemsize());
+            let clear = screen.is_some_and(|(sc, isa)| sc.passes(b, from, &mut scratch, isa));
+            if !clear {
+                (fns.check)(b, verify, first)?;
+            }
+            kernel(b, o);
+            (s, d, first) = (rest, out_rest, first + len);
+        }
+        Ok(())
+    };
+    if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
+        return piece(src, dst, 0);
+    }
+    let per = pieces(n);
+    src.par_chunks(per * from.itemsize())
+        .zip(dst.par_chunks_mut(per * to.itemsize()))
+        .enumerate()
+        .filter_map(|(i, (s, d))| piece(s, d, i * per).err())
+        .min_by_key(first_index)
+        .map_or(Ok(()), Err)
+}
+
+/// Elements a one-pass check screens and converts at a time: the block stays in L1/L2 between the
+/// two.
+const FUSED_BLOCK: usize = 4096;
+
+/// The element an error names (`usize::MAX` for errors about the whole buffer), to find the first.
+fn first_index(e: &CastError) -> usize {
+    match e {
+        CastError::Value { index, .. } => *index,
+        _ => usize::MAX,
+    }
+}
+
+/// Converts `src` into a new buffer of `to` elements (checking and converting in one pass in
+/// Checked and Exact mode, as [`cast_into_scratch`]: the buffer is dropped on error).
 ///
 /// ```
 /// use dtcast_cast::{cast_to_vec, CastMode};
@@ -211,7 +308,7 @@ pub fn cast_to_vec(
 ) -> Result<Vec<u8>, CastError> {
     let n = elements(src.len(), from)?;
     let mut out = vec![0u8; n * to.itemsize()];
-    cast(src, from, &mut out, to, mode)?;
+    cast_into_scratch(src, from, &mut out, to, mode)?;
     Ok(out)
 }
 
@@ -249,14 +346,18 @@ fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: disp
         kernel(src, dst);
         return;
     }
-    // A few long contiguous pieces per thread, not many short ones: each core then streams through
-    // its own memory, which the hardware prefetchers follow (measured: ~25% faster than 32K-element
-    // tasks for widening pairs on 2 cores).
-    let pieces = rayon::current_num_threads() * 4;
-    let per = n.div_ceil(pieces).max(CHUNK_ELEMENTS);
+    let per = pieces(n);
     src.par_chunks(per * from.itemsize())
         .zip(dst.par_chunks_mut(per * to.itemsize()))
         .for_each(|(s, d)| kernel(s, d));
+}
+
+/// Elements per piece when `n` are split across the pool: a few long contiguous pieces per thread,
+/// not many short ones — each core then streams through its own memory, which the hardware
+/// prefetchers follow (measured: ~25% faster than 32K-element tasks for widening pairs on 2 cores).
+fn pieces(n: usize) -> usize {
+    let pieces = rayon::current_num_threads() * 4;
+    n.div_ceil(pieces).max(CHUNK_ELEMENTS)
 }
 
 /// Checks every element, in parallel for large buffers; a screen (when the pair has one) clears
@@ -293,9 +394,6 @@ fn check_all(
     src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
         .enumerate()
         .filter_map(|(i, s)| chunk(s, i * CHUNK_ELEMENTS).err())
-        .min_by_key(|e| match e {
-            CastError::Value { index, .. } => *index,
-            _ => usize::MAX,
-        })
+        .min_by_key(first_index)
         .map_or(Ok(()), Err)
 }

@@ -18,9 +18,14 @@ pub enum CastMode {
     /// float32), float8 overflow follows torch's per-format rules, NaN bits as torch writes them.
     #[default]
     Torch,
-    /// XLA's `convert`: float → int clamps to the target range with NaN → 0; every float → float
-    /// (and int → float) conversion rounds once, correctly; float8 overflow saturates to the
-    /// largest finite value.
+    /// Saturating casts, for quantization. Float → int is XLA's `convert`: clamped to the target
+    /// range, NaN → 0. Float → float (and int → float) is dtcast's own rule, not XLA's: one correct
+    /// rounding from the source value; a finite value past the largest finite one gives that value
+    /// (ml_dtypes' `kSaturate`); ±inf stays ±inf where the format has it and gives the largest
+    /// finite value where it does not; a NaN stays a NaN, with its sign where the format's NaN has
+    /// one and its top payload bits in float16, bfloat16, float32 and float64. XLA and ml_dtypes' default `astype` differ on every one of those: float8 overflow
+    /// gives inf or NaN, ±inf becomes NaN in formats without inf, NaN payloads are canonicalised,
+    /// and on CPU float64 → float16 / bfloat16 rounds twice, through float32.
     Saturate,
     /// Torch's values, but an error for any element the destination cannot represent: NaN, ±inf or
     /// out-of-range → integer, a nonzero imaginary part → real, a finite value past the largest
@@ -61,7 +66,7 @@ impl CastMode {
         match self {
             CastMode::Torch => "PyTorch's bytes (float->int wraps, float8 per torch's rules)",
             CastMode::Saturate => {
-                "XLA's: clamp float->int with NaN->0, one rounding, float8 overflow saturates"
+                "clamp float->int with NaN->0 (XLA), one rounding, overflow saturates to the max finite"
             }
             CastMode::Checked => {
                 "error on NaN/inf/out of range->integer, a dropped imaginary part, overflow"

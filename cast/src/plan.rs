@@ -15,6 +15,9 @@ use crate::screen::{self, Check};
 pub(crate) struct Plan {
     /// The conversion: `isa`'s SIMD kernel where the pair has one, else the scalar rules.
     pub(crate) kernel: Kernel,
+    /// The same, with streaming stores into any destination: for a large destination written a
+    /// block at a time.
+    pub(crate) streaming: Kernel,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
     /// source can fail (every value of `from` is exactly a value of `to`).
     pub(crate) check: Option<(Verify, Check)>,
@@ -30,12 +33,18 @@ pub(crate) fn plan(
     fns: &PairFns,
 ) -> Plan {
     let rounding = mode.rounding();
-    let kernel = select(isa, from, to, rounding).unwrap_or_else(|| fns.scalar(rounding));
+    let fast = select(isa, from, to, rounding);
+    let scalar = fns.scalar(rounding);
+    let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
     let check = mode.verify().filter(|_| !lossless(from, to)).map(|verify| {
         (
             verify,
             screen::check(from, to, verify, n, isa, fns.accept_table),
         )
     });
-    Plan { kernel, check }
+    Plan {
+        kernel,
+        streaming,
+        check,
+    }
 }

@@ -114,8 +114,8 @@ fn exact_plan(from: DType, to: DType, isa: Isa) -> Check {
         return Check::Elements;
     };
     Check::Screen(Screen::RoundTrip {
-        there: select(isa, from, to, Rounding::Torch).unwrap_or(forward.torch),
-        back: select(isa, to, from, Rounding::Torch).unwrap_or(backward.torch),
+        there: select(isa, from, to, Rounding::Torch).map_or(forward.torch, |f| f.kernel),
+        back: select(isa, to, from, Rounding::Torch).map_or(backward.torch, |f| f.kernel),
         to_size: to.itemsize(),
         within,
         isa,

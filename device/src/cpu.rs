@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use dtcast_cast::{cast, CastMode};
+use dtcast_cast::{cast_into_scratch, CastMode};
 use dtcast_dtype::DType;
 
 use crate::backend::{Backend, Storage};
@@ -124,7 +124,8 @@ impl Backend for Cpu {
         let bytes = host_bytes(src)?;
         let n = bytes.len() / from.itemsize();
         let mut out = CpuStorage::try_zeroed(n * to.itemsize())?;
-        cast(bytes, from, out.bytes_mut(), to, mode)?;
+        // A new buffer, dropped on error: Checked and Exact check and convert in one pass.
+        cast_into_scratch(bytes, from, out.bytes_mut(), to, mode)?;
         Ok(Arc::new(out))
     }
 

@@ -131,14 +131,22 @@ pub(crate) struct BenchArgs {
     /// Comma-separated pairs `FROM:TO` (default: the hot pairs).
     #[arg(long, value_delimiter = ',', value_parser = parse_pair)]
     pub(crate) pairs: Vec<(DType, DType)>,
-    /// The cast mode to measure.
-    #[arg(long, default_value = "torch", value_parser = ModeParser)]
-    pub(crate) mode: CastMode,
+    /// The cast mode to measure; several, comma-separated, are measured in the same rounds.
+    #[arg(long, default_value = "torch", value_delimiter = ',', value_parser = ModeParser)]
+    pub(crate) mode: Vec<CastMode>,
     /// The kernels to use: scalar, portable, avx2 or avx512 (default: the best this machine has).
     /// Several, comma-separated, are measured in the same rounds, taking turns, and compared
     /// with the first.
     #[arg(long, value_delimiter = ',', value_parser = parse_isa)]
     pub(crate) backend: Vec<dtcast_cast::Isa>,
+    /// Measure the allocating path (`cast_to_vec`: a new buffer per cast, and in Checked and Exact
+    /// mode one pass that checks and converts) instead of a cast into a buffer of the caller's.
+    #[arg(long, conflicts_with = "scratch")]
+    pub(crate) alloc: bool,
+    /// Measure `cast_into_scratch` into a reused buffer (what checkpoint conversion does with its
+    /// pooled buffers: one pass in Checked and Exact mode) instead of `cast`.
+    #[arg(long)]
+    pub(crate) scratch: bool,
     /// Timed repetitions per measurement (the median is reported).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) repeat: u32,

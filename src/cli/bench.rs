@@ -3,18 +3,52 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dtcast_cast::{cast_to_vec, cast_with_isa, hot_pairs, isa, CastMode, Isa};
+use dtcast_cast::{cast_into_scratch, cast_to_vec, cast_with_isa, hot_pairs, isa, CastMode, Isa};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
 use super::args::BenchArgs;
 use super::CmdError;
 
-/// One pair's figures on one kernel set.
+/// Which entry point a CPU bench times.
+#[derive(Clone, Copy)]
+enum Path {
+    /// `cast_with_isa` into a reused buffer (Checked and Exact read first, then write).
+    Cast,
+    /// `cast_to_vec`: a new buffer per cast.
+    Alloc,
+    /// `cast_into_scratch` into a reused buffer.
+    Scratch,
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Cast => "cast",
+            Path::Alloc => "cast_to_vec",
+            Path::Scratch => "cast_into_scratch",
+        }
+    }
+}
+
+/// One way of running a cast that a bench compares: a kernel set and a mode.
+#[derive(Clone, Copy)]
+struct Variant {
+    isa: Isa,
+    mode: CastMode,
+}
+
+impl Variant {
+    fn label(&self) -> String {
+        format!("{} {}", self.isa, self.mode)
+    }
+}
+
+/// One pair's figures in one variant.
 struct Figures {
     from: DType,
     to: DType,
-    isa: Isa,
+    variant: Variant,
     elements: usize,
     threads: usize,
     cast: Duration,
@@ -38,17 +72,34 @@ impl Figures {
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     if let dtcast_device::Device::Cuda(ordinal) = args.device {
-        if !args.backend.is_empty() || args.threads.is_some() {
+        if !args.backend.is_empty() || args.threads.is_some() || args.alloc || args.scratch {
             return Err(
-                "--backend and --threads choose CPU kernels; leave them out with a CUDA --device"
+                "--backend, --threads, --alloc and --scratch choose CPU paths; leave them out with a CUDA --device"
                     .into(),
             );
+        }
+        if args.mode.len() > 1 {
+            return Err("with a CUDA --device, give one --mode".into());
         }
         return super::bench_cuda::run(args, ordinal, out);
     }
     if args.transfers {
         return Err("--transfers measures host <-> device copies; it needs --device cuda:N".into());
     }
+    if (args.alloc || args.scratch) && !args.backend.is_empty() {
+        return Err(format!(
+            "--alloc and --scratch measure cast_to_vec and cast_into_scratch, which run the best kernels of this machine ({}); leave --backend out",
+            isa()
+        )
+        .into());
+    }
+    let path = if args.alloc {
+        Path::Alloc
+    } else if args.scratch {
+        Path::Scratch
+    } else {
+        Path::Cast
+    };
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(t) = args.threads {
         builder = builder.num_threads(usize::from(t));
@@ -67,29 +118,37 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         )
         .into());
     }
+    let variants: Vec<Variant> = sets
+        .iter()
+        .flat_map(|&isa| args.mode.iter().map(move |&mode| Variant { isa, mode }))
+        .collect();
     let pairs: Vec<(DType, DType)> = if args.pairs.is_empty() {
         hot_pairs().to_vec()
     } else {
         args.pairs.clone()
     };
-    let names: Vec<&str> = sets.iter().map(|s| s.name()).collect();
     if !args.json {
+        let labels: Vec<String> = variants.iter().map(Variant::label).collect();
         writeln!(
             out,
-            "{} elements, {} threads, mode {}, {} kernels, median of {} interleaved rounds; GB/s count bytes read + written",
+            "{} elements, {} threads, {}{}, median of {} interleaved rounds; GB/s count bytes read + written",
             args.elements,
             pool.current_num_threads(),
-            args.mode,
-            names.join(" / "),
+            labels.join(" / "),
+            match path {
+                Path::Cast => "",
+                Path::Alloc => ", allocating (cast_to_vec)",
+                Path::Scratch => ", into a reused scratch buffer (cast_into_scratch)",
+            },
             args.repeat
         )?;
         write!(
             out,
-            "{:<34} {:>9} {:>9} {:>10} {:>11} {:>8}",
-            "pair", "kernels", "Gelem/s", "cast GB/s", "memcpy GB/s", "ratio"
+            "{:<34} {:>18} {:>9} {:>10} {:>11} {:>8}",
+            "pair", "kernels mode", "Gelem/s", "cast GB/s", "memcpy GB/s", "ratio"
         )?;
-        if sets.len() > 1 {
-            write!(out, " {:>10}", format!("x {}", sets[0]))?;
+        if variants.len() > 1 {
+            write!(out, " {:>10}", "x first")?;
         }
         writeln!(out)?;
     }
@@ -99,9 +158,9 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                 from,
                 to,
                 args.elements as usize,
-                args.mode,
                 args.repeat,
-                &sets,
+                &variants,
+                path,
             )
         })?;
         let first = figures[0].gelem_per_s();
@@ -109,21 +168,21 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             if args.json {
                 writeln!(
                     out,
-                    "{{\"from\": \"{}\", \"to\": \"{}\", \"kernels\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
-                    f.from, f.to, f.isa, f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
+                    "{{\"from\": \"{}\", \"to\": \"{}\", \"kernels\": \"{}\", \"mode\": \"{}\", \"path\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
+                    f.from, f.to, f.variant.isa, f.variant.mode, path.name(), f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
                 )?;
             } else {
                 write!(
                     out,
-                    "{:<34} {:>9} {:>9.3} {:>10.2} {:>11.2} {:>8.2}",
+                    "{:<34} {:>18} {:>9.3} {:>10.2} {:>11.2} {:>8.2}",
                     format!("{} -> {}", f.from, f.to),
-                    f.isa.name(),
+                    f.variant.label(),
                     f.gelem_per_s(),
                     f.cast_gbps(),
                     f.memcpy_gbps(),
                     f.cast_gbps() / f.memcpy_gbps()
                 )?;
-                if sets.len() > 1 {
+                if variants.len() > 1 {
                     write!(out, " {:>10.2}", f.gelem_per_s() / first)?;
                 }
                 writeln!(out)?;
@@ -134,23 +193,38 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     Ok(())
 }
 
-/// Times the cast on every kernel set and a memcpy of the same bytes, in rounds: each round runs
-/// every set once and the memcpy once, so that a slow spell of a shared machine hits all alike.
+/// Times the cast in every variant and a memcpy of the same bytes, in rounds: each round runs
+/// every variant once and the memcpy once, so that a slow spell of a shared machine hits all
+/// alike. The values are ones every variant's mode accepts (the strictest mode's sample).
 fn measure(
     from: DType,
     to: DType,
     n: usize,
-    mode: CastMode,
     repeat: u32,
-    sets: &[Isa],
+    variants: &[Variant],
+    path: Path,
 ) -> Result<Vec<Figures>, CmdError> {
-    let src = sample(from, to, mode, n)?;
+    let strictest = variants
+        .iter()
+        .map(|v| v.mode)
+        .max_by_key(|m| match m {
+            CastMode::Exact => 2,
+            CastMode::Checked => 1,
+            CastMode::Torch | CastMode::Saturate => 0,
+        })
+        .unwrap_or_default();
+    let src = sample(from, to, strictest, n)?;
     let mut dst = vec![0u8; n * to.itemsize()];
     // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
     let half = n * (from.itemsize() + to.itemsize()) / 2;
     let a = vec![1u8; half];
     let mut b = vec![0u8; half];
-    let mut cast = |isa| cast_with_isa(&src, from, &mut dst, to, mode, isa);
+    let mut cast = |v: Variant| match path {
+        Path::Cast => cast_with_isa(&src, from, &mut dst, to, v.mode, v.isa),
+        // Dropped inside the timing, as a caller's buffer would be at some point.
+        Path::Alloc => cast_to_vec(&src, from, to, v.mode).map(drop),
+        Path::Scratch => cast_into_scratch(&src, from, &mut dst, to, v.mode),
+    };
     let mut memcpy = || {
         let chunk = 1 << 20;
         b.par_chunks_mut(chunk)
@@ -158,16 +232,16 @@ fn measure(
             .for_each(|(d, s)| d.copy_from_slice(s));
     };
     // Warm-up, then the rounds.
-    for &isa in sets {
-        cast(isa)?;
+    for &v in variants {
+        cast(v)?;
     }
     memcpy();
-    let mut cast_times = vec![Vec::new(); sets.len()];
+    let mut cast_times = vec![Vec::new(); variants.len()];
     let mut memcpy_times = Vec::new();
     for _ in 0..repeat.max(1) {
-        for (&isa, times) in sets.iter().zip(&mut cast_times) {
+        for (&v, times) in variants.iter().zip(&mut cast_times) {
             let t = Instant::now();
-            cast(isa)?;
+            cast(v)?;
             times.push(t.elapsed());
         }
         let t = Instant::now();
@@ -175,13 +249,13 @@ fn measure(
         memcpy_times.push(t.elapsed());
     }
     let memcpy_time = median(memcpy_times);
-    Ok(sets
+    Ok(variants
         .iter()
         .zip(cast_times)
-        .map(|(&isa, times)| Figures {
+        .map(|(&variant, times)| Figures {
             from,
             to,
-            isa,
+            variant,
             elements: n,
             threads: rayon::current_num_threads(),
             cast: median(times),

@@ -32,7 +32,7 @@ pub(crate) fn run(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<
         writeln!(
             out,
             "{n} elements on {device}, mode {}, median of {}; GB/s count bytes read + written",
-            args.mode, args.repeat
+            args.mode[0], args.repeat
         )?;
         writeln!(
             out,
@@ -41,8 +41,8 @@ pub(crate) fn run(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<
         )?;
     }
     for (from, to) in pairs {
-        let src = sample(from, to, args.mode, n)?;
-        let t = time_cast(ordinal, &src, from, to, args.mode, args.repeat)?;
+        let src = sample(from, to, args.mode[0], n)?;
+        let t = time_cast(ordinal, &src, from, to, args.mode[0], args.repeat)?;
         let bytes = (n * (from.itemsize() + to.itemsize())) as f64;
         let (cast, copy, whole) = (
             gbps(bytes, t.kernel),
@@ -116,14 +116,14 @@ fn transfers(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<(), C
     // bus (half the bytes cross it); the other order copies float32 over and casts on the GPU.
     let n = t.bytes / 4;
     let host = Tensor::from_bytes(
-        &sample(DType::Float32, DType::BFloat16, args.mode, n)?,
+        &sample(DType::Float32, DType::BFloat16, args.mode[0], n)?,
         DType::Float32,
         &[n],
     )?;
     let device = Device::Cuda(ordinal);
     let gpu = backend_for(device)?;
     let opts = ToOptions {
-        mode: args.mode,
+        mode: args.mode[0],
         ..Default::default()
     };
     let cast_first =

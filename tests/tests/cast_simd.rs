@@ -424,3 +424,80 @@ fn exact_mode_finds_the_one_changed_element_in_a_large_buffer() {
         }
     }
 }
+
+#[test]
+fn the_one_pass_check_gives_the_read_first_answer() {
+    // cast_into_scratch (and cast_to_vec) checks and converts block by block; cast checks the
+    // whole source first. Same error (the first offending element overall, across threads and
+    // blocks) or the same bytes, for every hot pair, Checked and Exact, with a few bad elements
+    // placed at block and thread boundaries — and on the proptest buffers for wide sources.
+    let n = 300_000;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    for &(from, to) in hot_pairs() {
+        for mode in [CastMode::Checked, CastMode::Exact] {
+            for bad_at in [
+                None,
+                Some(vec![0]),
+                Some(vec![4095, 4096, 250_000]),
+                Some(vec![n - 1]),
+            ] {
+                // Values every destination holds (so that only the planted ones fail).
+                let values: Vec<f64> = (0..n)
+                    .map(|i| match &bad_at {
+                        Some(at) if at.contains(&i) => 1e300,
+                        _ => f64::from(1u32 << (i % 5)),
+                    })
+                    .collect();
+                let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let src = dtcast::cast::cast_to_vec(&bytes, DType::Float64, from, CastMode::Torch)
+                    .unwrap();
+                let mut first_pass = vec![0u8; n * to.itemsize()];
+                let read_first = cast(&src, from, &mut first_pass, to, mode);
+                let mut one_pass = vec![0u8; n * to.itemsize()];
+                let fused = pool.install(|| {
+                    dtcast::cast::cast_into_scratch(&src, from, &mut one_pass, to, mode)
+                });
+                assert_eq!(
+                    fused, read_first,
+                    "{from} -> {to} ({mode}), bad at {bad_at:?}"
+                );
+                if read_first.is_ok() {
+                    assert!(
+                        one_pass == first_pass,
+                        "{from} -> {to} ({mode}): bytes differ"
+                    );
+                }
+                let vec = pool.install(|| dtcast::cast::cast_to_vec(&src, from, to, mode));
+                assert_eq!(vec.as_ref().err(), read_first.as_ref().err());
+            }
+        }
+    }
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 100,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    for from in [DType::Float32, DType::Float64, DType::Int64] {
+        for to in DType::ALL {
+            for mode in [CastMode::Checked, CastMode::Exact] {
+                runner
+                    .run(&buffer_for(from), |src| {
+                        let n = src.len() / from.itemsize();
+                        let (mut a, mut b) =
+                            (vec![0u8; n * to.itemsize()], vec![0u8; n * to.itemsize()]);
+                        let read_first = cast(&src, from, &mut a, to, mode);
+                        let fused = dtcast::cast::cast_into_scratch(&src, from, &mut b, to, mode);
+                        prop_assert_eq!(&fused, &read_first, "{} -> {} ({})", from, to, mode);
+                        if read_first.is_ok() {
+                            prop_assert_eq!(a, b);
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+        }
+    }
+}

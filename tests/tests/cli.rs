@@ -376,7 +376,7 @@ fn bench_on_a_cuda_device_reports_the_cpu_bench_keys_or_says_why_it_cannot() {
     assert_eq!(o.code, 1);
     assert!(
         o.stderr
-            .contains("--backend and --threads choose CPU kernels"),
+            .contains("--backend, --threads, --alloc and --scratch choose CPU paths"),
         "{}",
         o.stderr
     );

@@ -25,8 +25,17 @@ use crate::isa::Isa;
 use crate::mode::Rounding;
 use steps::*;
 
-/// The fast kernel for one rounding on one instruction set (`None` where the set is not built).
-type Pick = fn(Isa, Rounding) -> Option<Kernel>;
+/// The fast kernels for one rounding on one instruction set (`None` where the set is not built).
+type Pick = fn(Isa, Rounding) -> Option<Fast>;
+
+/// A pair's SIMD kernel on one instruction set, twice: streaming stores for large destinations
+/// only (`kernel`), or for any destination (`streaming`: for callers that write a large
+/// destination a block at a time).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fast {
+    pub(crate) kernel: Kernel,
+    pub(crate) streaming: Kernel,
+}
 
 /// The pairs with SIMD kernels, in the order `dtcast bench` lists them, with their steps in
 /// Torch and Saturate rounding.
@@ -73,7 +82,7 @@ pub(crate) const FAST_PAIRS: [(DType, DType); FAST.len()] = {
     pairs
 };
 
-fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Kernel> {
+fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fast> {
     match rounding {
         Rounding::Torch => instantiate::<T>(isa),
         Rounding::Saturate => instantiate::<U>(isa),
@@ -81,17 +90,20 @@ fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Kernel> {
 }
 
 /// Step `K` compiled for `isa`.
-fn instantiate<K: Step>(isa: Isa) -> Option<Kernel> {
+fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
     match isa {
         Isa::Scalar => None,
-        Isa::Portable => Some(portable::kernel::<K>),
+        Isa::Portable => Some(Fast {
+            kernel: portable::kernel::<K, false>,
+            streaming: portable::kernel::<K, true>,
+        }),
         Isa::Avx2 => x86::avx2_kernel::<K>(),
         Isa::Avx512 => x86::avx512_kernel::<K>(),
     }
 }
 
 /// The fast kernel of `isa` for a pair and rounding, if the pair has one and the CPU runs `isa`.
-pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Option<Kernel> {
+pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Option<Fast> {
     if !isa.is_available() {
         return None;
     }
@@ -102,14 +114,15 @@ pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Op
 /// Destinations from this size on are written with streaming (non-temporal) stores where the
 /// instruction set has them: a cast writes a buffer it will not read back, and streaming stores
 /// skip the read-for-ownership that ordinary stores cost, which matters most for widening pairs.
-const STREAM_BYTES: usize = 1 << 20;
+pub(crate) const STREAM_BYTES: usize = 1 << 20;
 
 /// Runs a SIMD loop over `src` → `dst` the way every instruction set does: when `available`,
-/// destinations of [`STREAM_BYTES`] and more (if the set `streams`) first get a few scalar
-/// elements so that the destination pointer is 64-byte aligned, then `simd(src, dst, n, stream)`
-/// converts `n` elements (a multiple of `lanes`); the scalar kernel converts whatever is left.
+/// destinations of [`STREAM_BYTES`] and more (any, if `ALWAYS_STREAM`) first get a few scalar
+/// elements so that the destination pointer is 64-byte aligned where the set `streams`, then
+/// `simd(src, dst, n, stream)` converts `n` elements (a multiple of `lanes`); the scalar kernel
+/// converts whatever is left.
 #[inline(always)]
-fn drive<K: Step>(
+fn drive<K: Step, const ALWAYS_STREAM: bool>(
     src: &[u8],
     dst: &mut [u8],
     lanes: usize,
@@ -127,8 +140,9 @@ fn drive<K: Step>(
     let n = (src.len() / ss).min(dst.len() / ds);
     let mut done = 0;
     if available {
-        let stream =
-            streams && dst.len() >= STREAM_BYTES && (dst.as_ptr() as usize).is_multiple_of(ds);
+        let stream = streams
+            && (ALWAYS_STREAM || dst.len() >= STREAM_BYTES)
+            && (dst.as_ptr() as usize).is_multiple_of(ds);
         if stream {
             done = (((64 - (dst.as_ptr() as usize) % 64) % 64) / ds).min(n);
             scalar(&src[..done * ss], &mut dst[..done * ds]);

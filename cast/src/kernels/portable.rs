@@ -276,10 +276,10 @@ impl Vector for Lanes {
     }
 }
 
-/// The portable kernel of step `K`.
-pub(crate) fn kernel<K: Step>(src: &[u8], dst: &mut [u8]) {
+/// The portable kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
+pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
     let lanes = Lanes::LANES * K::VECTORS;
-    super::drive::<K>(
+    super::drive::<K, ALWAYS_STREAM>(
         src,
         dst,
         lanes,

@@ -2,7 +2,7 @@
 //! no AVX2 or AVX-512, no cache hints.
 
 use super::steps::Step;
-use super::Kernel;
+use super::Fast;
 
 /// Never: not an x86-64 build.
 pub(crate) fn avx2_available() -> bool {
@@ -15,12 +15,12 @@ pub(crate) fn avx512_available() -> bool {
 }
 
 /// None: not an x86-64 build.
-pub(crate) fn avx2_kernel<K: Step>() -> Option<Kernel> {
+pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
     None
 }
 
 /// None: not an x86-64 build.
-pub(crate) fn avx512_kernel<K: Step>() -> Option<Kernel> {
+pub(crate) fn avx512_kernel<K: Step>() -> Option<Fast> {
     None
 }
 

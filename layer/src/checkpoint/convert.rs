@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use dtcast_cast::{cast, CastError, CastMode};
+use dtcast_cast::{cast_into_scratch, CastError, CastMode};
 use dtcast_device::{Device, Tensor, TensorError, ToOptions};
 use dtcast_dtype::DType;
 
@@ -330,7 +330,10 @@ fn cast_chunk(
 ) -> Result<(), TensorError> {
     let shift = |e: CastError| e.offset_by(c.first);
     match options.device {
-        Device::Cpu => cast(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into()),
+        // The output is a temporary file, discarded on error: one pass in Checked and Exact mode.
+        Device::Cpu => {
+            cast_into_scratch(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into())
+        }
         device => {
             let opts = ToOptions {
                 mode: options.mode,

@@ -222,10 +222,10 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
     unsafe { steps::run::<__m512i, K, STREAM>(s, d, n) }
 }
 
-/// The AVX-512 kernel of step `K`.
-pub(super) fn kernel<K: Step>(src: &[u8], dst: &mut [u8]) {
+/// The AVX-512 kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
+pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
     let lanes = <__m512i as Vector>::LANES * K::VECTORS;
-    super::super::drive::<K>(
+    super::super::drive::<K, ALWAYS_STREAM>(
         src,
         dst,
         lanes,

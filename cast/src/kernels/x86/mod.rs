@@ -9,7 +9,7 @@ mod avx512;
 use std::sync::OnceLock;
 
 use super::steps::Step;
-use super::Kernel;
+use super::Fast;
 
 /// Whether this CPU has AVX2 and F16C (detected once).
 pub(crate) fn avx2_available() -> bool {
@@ -28,14 +28,20 @@ pub(crate) fn avx512_available() -> bool {
     })
 }
 
-/// The AVX2 kernel of step `K`.
-pub(crate) fn avx2_kernel<K: Step>() -> Option<Kernel> {
-    Some(avx2::kernel::<K>)
+/// The AVX2 kernels of step `K`.
+pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
+    Some(Fast {
+        kernel: avx2::kernel::<K, false>,
+        streaming: avx2::kernel::<K, true>,
+    })
 }
 
-/// The AVX-512 kernel of step `K`.
-pub(crate) fn avx512_kernel<K: Step>() -> Option<Kernel> {
-    Some(avx512::kernel::<K>)
+/// The AVX-512 kernels of step `K`.
+pub(crate) fn avx512_kernel<K: Step>() -> Option<Fast> {
+    Some(Fast {
+        kernel: avx512::kernel::<K, false>,
+        streaming: avx512::kernel::<K, true>,
+    })
 }
 
 /// Code that runs faster compiled for a wider instruction set, with no intrinsics of its own
