@@ -133,11 +133,7 @@ pub fn cast_with_isa(
             screen::Check::Elements => check_all(src, from, fns.check, verify, None)?,
         }
     }
-    if from == to {
-        dst.copy_from_slice(src);
-    } else {
-        run_parallel(src, from, dst, to, plan.kernel);
-    }
+    convert_all(src, from, dst, to, plan.kernel);
     Ok(())
 }
 
@@ -223,19 +219,14 @@ pub fn cast_into_scratch(
     let fns = prepare(src.len(), from, dst.len(), to)?;
     let n = src.len() / from.itemsize();
     let plan = plan::plan(from, to, mode, n, isa, &fns);
-    let check = match plan.check {
+    let (verify, screen) = match plan.check {
         Some((verify, screen::Check::Screen(s))) => (verify, Some((s, isa))),
         Some((verify, screen::Check::Elements)) => (verify, None),
         None | Some((_, screen::Check::Nothing)) => {
-            if from == to {
-                dst.copy_from_slice(src);
-            } else {
-                run_parallel(src, from, dst, to, plan.kernel);
-            }
+            convert_all(src, from, dst, to, plan.kernel);
             return Ok(());
         }
     };
-    let (verify, screen) = check;
     // Streaming stores where a whole-buffer cast would use them, though each call writes a block.
     let kernel = if dst.len() >= kernels::STREAM_BYTES {
         plan.streaming
@@ -337,6 +328,15 @@ fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
         Ok(len / size)
     } else {
         Err(CastError::PartialElement { dtype, len })
+    }
+}
+
+/// Converts every element (a copy when the dtypes are equal), nothing checked.
+fn convert_all(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
+    if from == to {
+        dst.copy_from_slice(src);
+    } else {
+        run_parallel(src, from, dst, to, kernel);
     }
 }
 
