@@ -41,11 +41,20 @@ pub fn bitcast<'a>(
     from: DType,
     to: DType,
 ) -> Result<Bitcast<'a>, BitcastError> {
-    let expected = numel(shape)
-        .and_then(|n| n.checked_mul(from.itemsize()))
-        .ok_or_else(|| BitcastError::Overflow {
-            shape: shape.to_vec(),
-        })?;
+    let overflow = || BitcastError::Overflow {
+        shape: shape.to_vec(),
+    };
+    let n = numel(shape).ok_or_else(overflow)?;
+    let expected = match from.storage_bytes(n) {
+        Ok(bytes) => bytes,
+        Err(_) if n.checked_mul(from.bits()).is_none() => return Err(overflow()),
+        Err(_) => {
+            return Err(BitcastError::PartialElement {
+                dtype: from,
+                len: bytes.len(),
+            })
+        }
+    };
     if bytes.len() != expected {
         return Err(BitcastError::ByteLength {
             expected,
@@ -53,6 +62,15 @@ pub fn bitcast<'a>(
         });
     }
     let shape = rule.infer(shape, from, to)?;
+    let described = numel(&shape).and_then(|m| to.storage_bytes(m).ok());
+    if described != Some(bytes.len()) {
+        return Err(BitcastError::Storage {
+            rule: rule.name(),
+            to,
+            shape,
+            bytes: bytes.len(),
+        });
+    }
     Ok(Bitcast {
         dtype: to,
         shape,
@@ -79,7 +97,8 @@ pub fn bitcast<'a>(
 /// # Ok::<(), dtcast_bitcast::BitcastError>(())
 /// ```
 pub fn reinterpret<T: Element>(bytes: &[u8]) -> Result<Cow<'_, [T]>, BitcastError> {
-    let size = T::DTYPE.itemsize();
+    // Every `Element` is whole bytes (the packed dtypes have no element type).
+    let size = T::DTYPE.byte_size().unwrap_or(1);
     if !bytes.len().is_multiple_of(size) {
         return Err(BitcastError::PartialElement {
             dtype: T::DTYPE,

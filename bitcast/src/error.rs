@@ -77,6 +77,30 @@ pub enum BitcastError {
         /// The byte length.
         len: usize,
     },
+    /// `xla`: a widening whose width is not a multiple of the source's (float6 -> 8 bits).
+    Widths {
+        /// Source dtype.
+        from: DType,
+        /// Target dtype.
+        to: DType,
+    },
+    /// `view`: a dtype torch does not have (float6, float4 and ml_dtypes' float8 variants).
+    NotTorch {
+        /// The dtype.
+        dtype: DType,
+    },
+    /// The rule's shape does not describe the buffer once it is read as the new dtype — torch's
+    /// `view` counts int4/int2/int1 as one byte each, while dtcast stores them packed.
+    Storage {
+        /// The rule.
+        rule: &'static str,
+        /// Target dtype.
+        to: DType,
+        /// The shape the rule gave.
+        shape: Vec<usize>,
+        /// Bytes in the buffer.
+        bytes: usize,
+    },
     /// A byte that is not 0 or 1 was read as `bool`.
     InvalidBool {
         /// The element index.
@@ -127,8 +151,24 @@ impl fmt::Display for BitcastError {
             ),
             PartialElement { dtype, len } => write!(
                 f,
-                "{len} bytes is not a whole number of {dtype} elements ({} bytes each)",
-                dtype.itemsize()
+                "{len} bytes is not a whole number of {dtype} elements ({} bits each)",
+                dtype.bits()
+            ),
+            Widths { from, to } => write!(
+                f,
+                "xla: cannot bitcast {from} ({} bits) to {to} ({} bits): no number of {from} elements makes one {to}",
+                from.bits(),
+                to.bits()
+            ),
+            NotTorch { dtype } => write!(
+                f,
+                "view: torch has no dtype {dtype}; use the xla rule for it"
+            ),
+            Storage { rule, to, shape, bytes } => write!(
+                f,
+                "{rule}: shape {shape:?} of {to} does not describe {bytes} bytes \
+                 (dtcast stores {to} packed, {} bits per element)",
+                to.bits()
             ),
             InvalidBool { index, byte } => write!(
                 f,

@@ -31,11 +31,16 @@ impl Rule for Xla {
         if (from.is_complex() || to.is_complex()) && from != to {
             return Err(BitcastError::Complex { from, to });
         }
-        // Storage widths are powers of two bytes, so one always divides the other.
+        // jax counts true widths: int8 -> int4 appends a dimension of 2. Narrowing appends the
+        // whole quotient even where the widths do not divide (bfloat16 -> float6 appends 2, as
+        // jax does; `bitcast` then refuses such buffers, whose bytes the shape cannot describe);
+        // widening needs last dimension × bits_in = bits_out exactly, so 6 -> 8 bits never works.
         let (bits_in, bits_out) = (from.bits(), to.bits());
         let mut out = shape.to_vec();
         if bits_in > bits_out {
             out.push(bits_in / bits_out);
+        } else if bits_in < bits_out && !bits_out.is_multiple_of(bits_in) {
+            return Err(BitcastError::Widths { from, to });
         } else if bits_in < bits_out {
             let ratio = bits_out / bits_in;
             if shape.last() != Some(&ratio) {
@@ -52,13 +57,26 @@ impl Rule for Xla {
     }
 }
 
+/// The element size torch's `view` uses: int1..int4 / uint1..uint4 and float4_e2m1fn_x2 count as
+/// one byte each (torch stores them one per byte).
+fn torch_element_size(dtype: DType) -> Result<usize, BitcastError> {
+    match (dtype.byte_size(), dtype.float_format()) {
+        (Some(bytes), _) => Ok(bytes),
+        (None, None) => Ok(1), // torch's sub-byte integers
+        (None, Some(_)) => Err(BitcastError::NotTorch { dtype }),
+    }
+}
+
 impl Rule for View {
     fn name(&self) -> &'static str {
         "view"
     }
 
     fn infer(&self, shape: &[usize], from: DType, to: DType) -> Result<Vec<usize>, BitcastError> {
-        let (size_in, size_out) = (from.itemsize(), to.itemsize());
+        if from == to {
+            return Ok(shape.to_vec());
+        }
+        let (size_in, size_out) = (torch_element_size(from)?, torch_element_size(to)?);
         if size_in == size_out {
             return Ok(shape.to_vec());
         }

@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     for &(from, to) in hot_pairs() {
         let src = sample(from, n);
-        let mut dst = vec![0u8; n * to.itemsize()];
+        let mut dst = vec![0u8; n * to.byte_size().unwrap()];
         group.throughput(Throughput::Bytes((src.len() + dst.len()) as u64));
         for mode in [CastMode::Torch, CastMode::Saturate, CastMode::Checked] {
             group.bench_function(format!("{from}->{to}/{mode}"), |b| {

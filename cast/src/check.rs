@@ -1,6 +1,6 @@
 //! Checked and Exact modes: which elements a destination cannot take.
 
-use dtcast_dtype::{Category, DType};
+use dtcast_dtype::{Category, DType, NanEncoding};
 
 use crate::error::ValueErrorKind;
 use crate::rules::Val;
@@ -68,6 +68,7 @@ enum RealLimits {
         threshold: f64,
         tie_overflows: bool,
         has_inf: bool,
+        has_nan: bool,
         signed: bool,
     },
 }
@@ -92,6 +93,7 @@ impl Limits {
                         threshold,
                         tie_overflows,
                         has_inf: f.has_inf,
+                        has_nan: f.nan != NanEncoding::None,
                         signed: f.signed,
                     }
                 }
@@ -169,6 +171,7 @@ fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
             threshold,
             tie_overflows,
             has_inf,
+            has_nan,
             signed,
         } => {
             let x = match n {
@@ -176,7 +179,7 @@ fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
                 Num::Float(x) => x,
             };
             if x.is_nan() {
-                None
+                (!has_nan).then_some(ValueErrorKind::NotFinite)
             } else if !signed && x <= 0.0 {
                 Some(ValueErrorKind::OutOfRange) // e8m0: no zero, no sign
             } else if x.is_infinite() {
@@ -239,6 +242,7 @@ pub(crate) fn lossless(from: DType, to: DType) -> bool {
         (_, Category::Complex) => lossless(from.to_real(), to.to_real()),
         (Category::Complex, _) => false,
         (Category::Bool, Category::Floating) => to.float_format().is_some_and(|f| f.has_zero),
+        (Category::Bool, Category::SignedInt | Category::UnsignedInt) => int_range(to).1 >= 1, // int1 lacks 1
         (Category::Bool, _) => true,
         (_, Category::Bool) => false,
         (
@@ -252,9 +256,10 @@ pub(crate) fn lossless(from: DType, to: DType) -> bool {
             let (lo, hi) = int_range(from);
             let digits = to.float_format().map_or(0, |f| f.mantissa_bits + 1);
             let needed = 128 - (hi.max(-lo - 1) as u128).leading_zeros();
-            to.float_format()
-                .is_some_and(|f| f.has_zero && (f.signed || lo >= 0))
-                && needed <= digits
+            // Every integer must also be within the largest finite value (float4's is 6).
+            to.float_format().is_some_and(|f| {
+                f.has_zero && (f.signed || lo >= 0) && hi.max(-lo) as f64 <= f.max_finite
+            }) && needed <= digits
         }
         (Category::Floating, Category::Floating) => {
             match (from.float_format(), to.float_format()) {
@@ -267,6 +272,7 @@ pub(crate) fn lossless(from: DType, to: DType) -> bool {
                         && (!a.signed || b.signed)
                         && (!a.has_zero || b.has_zero)
                         && (!a.has_negative_zero || b.has_negative_zero)
+                        && (a.nan == NanEncoding::None || b.nan != NanEncoding::None)
                 }
                 _ => false,
             }
@@ -307,6 +313,16 @@ mod tests {
         assert!(!lossless(DType::Complex64, DType::Float64));
         assert!(!lossless(DType::Float16, DType::BFloat16));
         assert!(!lossless(DType::Float32, DType::Float8E4M3Fnuz));
+        assert!(lossless(DType::Float4E2M1Fn, DType::Float6E2M3Fn));
+        assert!(lossless(DType::Float6E3M2Fn, DType::Float8E4M3Fn));
+        assert!(lossless(DType::Float8E4M3, DType::Float16));
+        assert!(!lossless(DType::Float8E4M3, DType::Float8E4M3Fn)); // inf
+        assert!(lossless(DType::Int1, DType::Float4E2M1Fn));
+        assert!(!lossless(DType::Int4, DType::Float4E2M1Fn));
+        assert!(lossless(DType::UInt2, DType::Int4));
+        assert!(!lossless(DType::UInt4, DType::Float6E2M3Fn)); // 15 > 7.5
+        assert!(!lossless(DType::Bool, DType::Int1)); // true is 1; int1 is -1..0
+        assert!(lossless(DType::Bool, DType::UInt1));
     }
 
     #[test]

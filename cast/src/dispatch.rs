@@ -7,6 +7,7 @@ use crate::error::{CastError, ValueErrorKind};
 use crate::lanes::{
     Bool, E4M3Fn, E4M3Fnuz, E5M2Fnuz, Lane, Quirks, BC32, BF16, C128, C32, C64, E5M2, E8M0, F16,
 };
+use crate::lowp_lanes::{E2M1Fn, E2M3Fn, E3M2Fn, E4M3B11Fnuz, E3M4, E4M3, I1, I2, I4, U1, U2, U4};
 use crate::mode::{Rounding, Verify};
 use crate::rules::Val;
 
@@ -53,13 +54,23 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
         return;
     }
     for (s, d) in src.chunks_exact(S::SIZE).zip(dst.chunks_exact_mut(D::SIZE)) {
-        let v = S::read(s).val();
+        let v = value(S::read(s), q);
         let out = if SATURATE {
             D::saturate(v)
         } else {
             D::torch(v, q)
         };
         out.write(d);
+    }
+}
+
+/// The value a conversion reads from `s`: ml_dtypes' reading where torch cannot cast the pair.
+#[inline(always)]
+fn value<S: Lane>(s: S, q: Quirks) -> Val {
+    if q.ml {
+        s.val_ml()
+    } else {
+        s.val()
     }
 }
 
@@ -85,7 +96,7 @@ fn check_pair<S: Lane, D: Lane>(src: &[u8], verify: Verify, base: usize) -> Resu
     let q = Quirks::of(S::DTYPE, D::DTYPE);
     let limits = check::Limits::of(D::DTYPE);
     for (i, s) in src.chunks_exact(S::SIZE).enumerate() {
-        let v = S::read(s).val();
+        let v = value(S::read(s), q);
         if let Some(p) = problem::<D>(v, verify, q, &limits) {
             let kind = match p {
                 Problem::Kind(kind) => kind,
@@ -114,7 +125,7 @@ fn accept_table<S: Lane, D: Lane>(verify: Verify) -> Option<Vec<bool>> {
     let table = (0..codes)
         .map(|code| {
             let bytes = (code as u16).to_le_bytes();
-            problem::<D>(S::read(&bytes[..S::SIZE]).val(), verify, q, &limits).is_none()
+            problem::<D>(value(S::read(&bytes[..S::SIZE]), q), verify, q, &limits).is_none()
         })
         .collect();
     Some(table)
@@ -137,7 +148,10 @@ macro_rules! with_lanes {
             UInt16 => u16, UInt32 => u32, UInt64 => u64, Float16 => F16, BFloat16 => BF16,
             Float32 => f32, Float64 => f64, Complex32 => C32, Complex64 => C64, Complex128 => C128,
             BComplex32 => BC32, Float8E4M3Fn => E4M3Fn, Float8E5M2 => E5M2,
-            Float8E4M3Fnuz => E4M3Fnuz, Float8E5M2Fnuz => E5M2Fnuz, Float8E8M0Fnu => E8M0)
+            Float8E4M3Fnuz => E4M3Fnuz, Float8E5M2Fnuz => E5M2Fnuz, Float8E8M0Fnu => E8M0,
+            Float8E4M3 => E4M3, Float8E3M4 => E3M4, Float8E4M3B11Fnuz => E4M3B11Fnuz,
+            Float6E2M3Fn => E2M3Fn, Float6E3M2Fn => E3M2Fn, Float4E2M1Fn => E2M1Fn,
+            Int4 => I4, UInt4 => U4, Int2 => I2, UInt2 => U2, Int1 => I1, UInt1 => U1)
     };
 }
 
@@ -159,7 +173,8 @@ macro_rules! by_destination {
     };
 }
 
-/// The kernels of a pair; `None` only for a dtype this crate version does not know.
+/// The kernels of a pair; `None` for `float4_e2m1fn_x2` (a byte holding two values, whose casts
+/// go through a view as float4_e2m1fn).
 pub(crate) fn pair_fns(from: DType, to: DType) -> Option<PairFns> {
     with_lanes!(by_source!(from, to))
 }
@@ -170,8 +185,11 @@ mod tests {
 
     #[test]
     fn every_pair_has_kernels() {
-        for from in DType::ALL {
-            for to in DType::ALL {
+        let values = DType::ALL
+            .into_iter()
+            .filter(|d| *d != DType::Float4E2M1FnX2);
+        for from in values.clone() {
+            for to in values.clone() {
                 assert!(pair_fns(from, to).is_some(), "{from} -> {to}");
             }
         }

@@ -26,7 +26,15 @@ pub enum CastError {
         /// The buffer's length in bytes.
         len: usize,
     },
-    /// A dtype pair this version has no kernel for (a dtype added to `dtcast-dtype` later).
+    /// The elements do not fill whole bytes of the destination's packed storage (3 int4 values).
+    NotByteAligned {
+        /// The destination dtype.
+        dtype: DType,
+        /// The element count.
+        elements: usize,
+    },
+    /// A dtype pair with no value cast: `float4_e2m1fn_x2` holds two values per element, so its
+    /// bytes are cast as `float4_e2m1fn` (a bitcast view with twice the elements).
     Unsupported {
         /// Source dtype.
         from: DType,
@@ -108,10 +116,19 @@ impl fmt::Display for CastError {
             ),
             CastError::PartialElement { dtype, len } => write!(
                 f,
-                "{len} bytes is not a whole number of {dtype} elements ({} bytes each)",
-                dtype.itemsize()
+                "{len} bytes is not a whole number of {dtype} elements ({} bits each)",
+                dtype.bits()
             ),
-            CastError::Unsupported { from, to } => write!(f, "no cast kernel from {from} to {to}"),
+            CastError::NotByteAligned { dtype, elements } => write!(
+                f,
+                "{elements} {dtype} elements ({} bits each) do not end at a byte boundary",
+                dtype.bits()
+            ),
+            CastError::Unsupported { from, to } => write!(
+                f,
+                "no value cast from {from} to {to}: float4_e2m1fn_x2 holds two float4 values per \
+                 element; view its bytes as float4_e2m1fn (twice the elements) and cast those"
+            ),
             CastError::Value { index, value, from, to, kind } => {
                 write!(f, "element {index} ({value}) ")?;
                 match kind {

@@ -4,6 +4,8 @@
 //! with exponent and mantissa; `float8_e8m0fnu` (an exponent only) has its own. NaN bits are
 //! chosen by the callers, because PyTorch's differ from path to path (see `rules.rs`).
 
+use dtcast_dtype::{DType, FloatFormat, NanEncoding};
+
 /// What an encoder produces for a value it cannot hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Out {
@@ -15,7 +17,8 @@ pub(crate) enum Out {
     Max,
 }
 
-/// The layout of a narrow floating format with a sign bit.
+/// The layout of a narrow floating format with a sign bit, derived from its [`FloatFormat`] in
+/// `dtcast-dtype` (the one description of each format).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Narrow {
     exp_bits: u32,
@@ -25,73 +28,82 @@ pub(crate) struct Narrow {
     pub(crate) max_mag: u32,
     /// The magnitude code of infinity, if the format has one.
     inf_mag: Option<u32>,
-    /// The NaN code for a positive NaN; `nan_signed` says whether a negative NaN sets the sign bit.
+    /// Whether the format has a NaN (the MX float6/float4 formats have none).
+    has_nan: bool,
+    /// The code written for a positive NaN; `nan_signed` says whether a negative NaN flips the
+    /// sign bit of it.
     nan_code: u32,
     nan_signed: bool,
     /// `false` for the fnuz formats: -0 is their NaN, so a negative zero encodes as +0.
     neg_zero: bool,
 }
 
-pub(crate) const F16: Narrow = Narrow {
-    exp_bits: 5,
-    man_bits: 10,
-    bias: 15,
-    max_mag: 0x7BFF,
-    inf_mag: Some(0x7C00),
-    nan_code: 0x7E00,
-    nan_signed: true,
-    neg_zero: true,
-};
-pub(crate) const BF16: Narrow = Narrow {
-    exp_bits: 8,
-    man_bits: 7,
-    bias: 127,
-    max_mag: 0x7F7F,
-    inf_mag: Some(0x7F80),
-    nan_code: 0x7FC0,
-    nan_signed: true,
-    neg_zero: true,
-};
-pub(crate) const E4M3FN: Narrow = Narrow {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 7,
-    max_mag: 0x7E,
-    inf_mag: None,
-    nan_code: 0x7F,
-    nan_signed: true,
-    neg_zero: true,
-};
-pub(crate) const E5M2: Narrow = Narrow {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 15,
-    max_mag: 0x7B,
-    inf_mag: Some(0x7C),
-    nan_code: 0x7F,
-    nan_signed: true,
-    neg_zero: true,
-};
-pub(crate) const E4M3FNUZ: Narrow = Narrow {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 8,
-    max_mag: 0x7F,
-    inf_mag: None,
-    nan_code: 0x80,
-    nan_signed: false,
-    neg_zero: false,
-};
-pub(crate) const E5M2FNUZ: Narrow = Narrow {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 16,
-    max_mag: 0x7F,
-    inf_mag: None,
-    nan_code: 0x80,
-    nan_signed: false,
-    neg_zero: false,
-};
+/// The format of a floating dtype, at compile time.
+const fn format_of(dtype: DType) -> FloatFormat {
+    match dtype.float_format() {
+        Some(f) => f,
+        None => panic!("not a floating dtype"),
+    }
+}
+
+impl Narrow {
+    /// The layout of `dtype`'s format. NaN is written as ml_dtypes writes it: the quiet NaN of an
+    /// IEEE-like format and the all-ones code of float8_e4m3fn with the value's sign, `0x80` for
+    /// the fnuz formats, and — for formats without NaN — the zero of the *opposite* sign (what
+    /// ml_dtypes 0.6 produces: NaN → -0.0, -NaN → +0.0).
+    pub(crate) const fn of(dtype: DType) -> Narrow {
+        let f = format_of(dtype);
+        let (e, m) = (f.exponent_bits, f.mantissa_bits);
+        let sign = 1 << (e + m);
+        let all = sign - 1;
+        let exp_ones = ((1 << e) - 1) << m;
+        let (max_mag, nan_code, nan_signed) = match f.nan {
+            NanEncoding::Ieee => (exp_ones - 1, exp_ones | 1 << (m - 1), true),
+            NanEncoding::AllOnes => (all - 1, all, true),
+            NanEncoding::NegativeZero | NanEncoding::AllOnesUnsigned => (all, sign, false),
+            NanEncoding::None => (all, sign, true),
+        };
+        Narrow {
+            exp_bits: e,
+            man_bits: m,
+            bias: f.bias,
+            max_mag,
+            inf_mag: if f.has_inf { Some(exp_ones) } else { None },
+            has_nan: !matches!(f.nan, NanEncoding::None),
+            nan_code,
+            nan_signed,
+            neg_zero: f.has_negative_zero,
+        }
+    }
+
+    /// The same layout writing `code` for a positive NaN (torch's float8_e5m2 NaN is `0x7F`).
+    const fn with_nan_code(self, code: u32) -> Narrow {
+        Narrow {
+            nan_code: code,
+            ..self
+        }
+    }
+
+    /// Whether the format has infinities.
+    #[inline(always)]
+    pub(crate) fn has_inf(&self) -> bool {
+        self.inf_mag.is_some()
+    }
+
+    /// Whether the format has a NaN.
+    #[inline(always)]
+    pub(crate) fn has_nan(&self) -> bool {
+        self.has_nan
+    }
+}
+
+pub(crate) const F16: Narrow = Narrow::of(DType::Float16);
+pub(crate) const BF16: Narrow = Narrow::of(DType::BFloat16);
+pub(crate) const E4M3FN: Narrow = Narrow::of(DType::Float8E4M3Fn);
+/// torch writes `0x7F` for a float8_e5m2 NaN (ml_dtypes: the quiet `0x7E`).
+pub(crate) const E5M2: Narrow = Narrow::of(DType::Float8E5M2).with_nan_code(0x7F);
+pub(crate) const E4M3FNUZ: Narrow = Narrow::of(DType::Float8E4M3Fnuz);
+pub(crate) const E5M2FNUZ: Narrow = Narrow::of(DType::Float8E5M2Fnuz);
 
 /// `2^e` as an f64, exactly (for -1022 <= e <= 1023).
 #[inline(always)]
@@ -101,15 +113,15 @@ pub(crate) fn pow2(e: i32) -> f64 {
 
 impl Narrow {
     #[inline(always)]
-    fn sign_bit(&self) -> u32 {
+    pub(crate) fn sign_bit(&self) -> u32 {
         1 << (self.exp_bits + self.man_bits)
     }
 
-    /// The code of a NaN with the given sign.
+    /// The code written for a NaN with the given sign.
     #[inline(always)]
     pub(crate) fn nan(&self, negative: bool) -> u32 {
         if negative && self.nan_signed {
-            self.nan_code | self.sign_bit()
+            self.nan_code ^ self.sign_bit()
         } else {
             self.nan_code
         }
@@ -170,6 +182,9 @@ impl Narrow {
     #[inline(always)]
     pub(crate) fn is_nan(&self, code: u32) -> bool {
         let mag = code & (self.sign_bit() - 1);
+        if !self.has_nan {
+            return false;
+        }
         match self.inf_mag {
             Some(inf) => mag > inf,
             None if self.neg_zero => mag == self.nan_code,
@@ -385,7 +400,19 @@ mod tests {
 
     #[test]
     fn every_narrow_code_decodes_and_encodes_back() {
-        for fmt in [F16, BF16, E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ] {
+        let new = [
+            DType::Float8E4M3,
+            DType::Float8E3M4,
+            DType::Float8E4M3B11Fnuz,
+            DType::Float6E2M3Fn,
+            DType::Float6E3M2Fn,
+            DType::Float4E2M1Fn,
+        ]
+        .map(Narrow::of);
+        for fmt in [F16, BF16, E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ]
+            .into_iter()
+            .chain(new)
+        {
             let total = 1u32 << (1 + fmt.exp_bits + fmt.man_bits);
             for code in 0..total {
                 if fmt.is_nan(code) {

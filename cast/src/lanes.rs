@@ -3,10 +3,18 @@
 //! The generic kernels are written once over [`Lane`]; `dispatch.rs` instantiates them for every
 //! (source, destination) pair.
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, TorchSupport};
 
-use crate::formats;
+use crate::formats::{self, Narrow};
+use crate::ml;
 use crate::rules::{self, Float8, Val};
+
+/// Bytes of one element as the kernels see it: its storage size, and one byte for the packed
+/// dtypes (unpacked a block at a time, code in the low bits).
+#[inline]
+pub(crate) fn unit(dtype: DType) -> usize {
+    dtype.byte_size().unwrap_or(1)
+}
 
 /// Path-dependent bits of torch 2.15 that one pair of dtypes shows and others do not: data, read
 /// by the CPU kernels here and written into the CUDA kernels' source by `dtcast-device`.
@@ -31,6 +39,9 @@ pub struct Quirks {
     /// torch routes through complex64. dtcast's values carry float16 and bfloat16 as float32,
     /// which quiets or canonicalises a NaN on the way back, so these pairs copy bytes.
     pub part_bits: bool,
+    /// torch cannot cast the pair (a dtype it lacks or only stores is on one side): ml_dtypes'
+    /// rules apply instead (see the crate docs).
+    pub ml: bool,
 }
 
 impl Quirks {
@@ -39,6 +50,7 @@ impl Quirks {
         f32_to_bf16_nan: false,
         float8_nan_to_int_zero: false,
         part_bits: false,
+        ml: false,
     };
 
     /// The quirks of the pair `from` → `to` (recorded in `torch_cast.json`, and read from
@@ -54,6 +66,8 @@ impl Quirks {
             ),
             part_bits: (from.is_complex() && to == from.to_real())
                 || (to.is_complex() && from == to.to_real() && from != DType::Float16),
+            ml: from.torch_support() != TorchSupport::Casts
+                || to.torch_support() != TorchSupport::Casts,
         }
     }
 }
@@ -70,6 +84,11 @@ pub(crate) trait Lane: Copy + Send + Sync + 'static {
     fn write(self, bytes: &mut [u8]);
     /// The value torch's conversion sees.
     fn val(self) -> Val;
+    /// The value ml_dtypes' conversion sees (the same but for the NaN of some float8 formats).
+    #[inline(always)]
+    fn val_ml(self) -> Val {
+        self.val()
+    }
     /// Torch mode: the element torch 2.15's CPU cast produces from `v`.
     fn torch(v: Val, q: Quirks) -> Self;
     /// Saturate mode: clamping float → int (as XLA), one rounding, saturating overflow.
@@ -82,6 +101,22 @@ fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
     a.copy_from_slice(&bytes[..N]);
     a
 }
+
+/// The storage items of a lane that is one byte holding a code (`$name(u8)`).
+macro_rules! one_byte_storage {
+    ($name:ident) => {
+        const SIZE: usize = 1;
+        #[inline(always)]
+        fn read(bytes: &[u8]) -> Self {
+            $name(bytes[0])
+        }
+        #[inline(always)]
+        fn write(self, bytes: &mut [u8]) {
+            bytes[0] = self.0;
+        }
+    };
+}
+pub(crate) use one_byte_storage;
 
 // ---- integers
 
@@ -105,6 +140,9 @@ macro_rules! int_lane {
             #[inline(always)]
             fn torch(v: Val, q: Quirks) -> Self {
                 match v.real() {
+                    Val::Float(f) if q.ml => {
+                        ml::float_to_int(f64::from(f), <$ty>::MIN.into(), <$ty>::MAX.into()) as $ty
+                    }
                     Val::Float(f) if q.float8_nan_to_int_zero && f.is_nan() => 0,
                     Val::Bool(b) => b as $ty,
                     Val::Int(i) => i as $ty,
@@ -281,6 +319,8 @@ impl Lane for BF16 {
         let x = rules::to_f32(v, false);
         if q.f32_to_bf16_nan && x.is_nan() {
             BF16(0xFFFF)
+        } else if q.ml && x.is_nan() {
+            BF16(formats::BF16.nan(x.is_sign_negative()) as u16) // ml_dtypes keeps the sign
         } else {
             BF16(formats::f32_to_bf16(x))
         }
@@ -301,24 +341,24 @@ macro_rules! float8_lane {
 
         impl Lane for $name {
             const DTYPE: DType = DType::$dtype;
-            const SIZE: usize = 1;
-            #[inline(always)]
-            fn read(bytes: &[u8]) -> Self {
-                $name(bytes[0])
-            }
-            #[inline(always)]
-            fn write(self, bytes: &mut [u8]) {
-                bytes[0] = self.0;
-            }
+            one_byte_storage!($name);
             #[inline(always)]
             fn val(self) -> Val {
                 const F: Float8 = $rules;
                 Val::Float(F.decode(self.0))
             }
             #[inline(always)]
-            fn torch(v: Val, _: Quirks) -> Self {
+            fn val_ml(self) -> Val {
+                Val::Float(ml::decode(&Narrow::of(DType::$dtype), u32::from(self.0)))
+            }
+            #[inline(always)]
+            fn torch(v: Val, q: Quirks) -> Self {
                 const F: Float8 = $rules;
-                $name(F.torch(v))
+                if q.ml {
+                    $name(ml::encode(&Narrow::of(DType::$dtype), v) as u8)
+                } else {
+                    $name(F.torch(v))
+                }
             }
             #[inline(always)]
             fn saturate(v: Val) -> Self {
@@ -350,15 +390,7 @@ pub(crate) struct E8M0(pub(crate) u8);
 
 impl Lane for E8M0 {
     const DTYPE: DType = DType::Float8E8M0Fnu;
-    const SIZE: usize = 1;
-    #[inline(always)]
-    fn read(bytes: &[u8]) -> Self {
-        E8M0(bytes[0])
-    }
-    #[inline(always)]
-    fn write(self, bytes: &mut [u8]) {
-        bytes[0] = self.0;
-    }
+    one_byte_storage!(E8M0);
     #[inline(always)]
     fn val(self) -> Val {
         Val::Float(formats::e8m0_to_f32(self.0))
@@ -404,10 +436,14 @@ macro_rules! complex_lane {
                 Val::$val(part(self.0), part(self.1))
             }
             #[inline(always)]
-            fn torch(v: Val, _: Quirks) -> Self {
+            fn torch(v: Val, q: Quirks) -> Self {
+                let part = Quirks {
+                    ml: q.ml,
+                    ..Quirks::NONE
+                };
                 $name(
-                    <$part>::torch(v.real(), Quirks::NONE),
-                    <$part>::torch(v.imag(), Quirks::NONE),
+                    <$part>::torch(v.real(), part),
+                    <$part>::torch(v.imag(), part),
                 )
             }
             #[inline(always)]

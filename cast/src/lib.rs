@@ -1,7 +1,9 @@
-//! Value casts between every pair of dtcast dtypes, bit-exact with PyTorch's CPU casts.
+//! Value casts between every pair of dtcast dtypes, bit-exact with PyTorch's CPU casts, and with
+//! ml_dtypes' `astype` where torch cannot cast the pair.
 //!
-//! [`cast`] converts a buffer of little-endian elements of one [`DType`] into another, for all
-//! 22 × 22 pairs, in one of four [`CastMode`]s:
+//! [`cast`] converts a buffer of little-endian elements of one [`DType`] into another, for every
+//! pair of the 34 value dtypes (packed sub-byte buffers included; `float4_e2m1fn_x2` casts only to
+//! itself), in one of four [`CastMode`]s:
 //!
 //! | mode | float → int | float → narrower float | an element that does not fit |
 //! |---|---|---|---|
@@ -9,6 +11,26 @@
 //! | [`Saturate`](CastMode::Saturate) | clamps, NaN → 0 (as XLA) | one correct rounding; overflow saturates (not XLA's rule: see the mode) | the nearest representable |
 //! | [`Checked`](CastMode::Checked) | as Torch | as Torch | error: NaN/inf/out of range → int, imaginary part → real, overflow |
 //! | [`Exact`](CastMode::Exact) | as Torch | as Torch | error: any change of value |
+//!
+//! Where torch cannot cast a pair — one side is a dtype it lacks or only stores (float8_e4m3,
+//! float8_e3m4, float8_e4m3b11fnuz, float6, float4, int4/2/1, uint4/2/1) — the Torch mode is
+//! ml_dtypes 0.6's `astype`, bit for bit: through f32, nearest-even; overflow and ±inf to ±inf,
+//! else NaN, else (float6, float4) ±max; NaN to the format's NaN or, without one, to the zero of the
+//! opposite sign; float → int4/2/1 truncates and keeps the low bits (NaN, ±inf, |x| ≥ 2^31 → 0),
+//! float → int8..int64 gives 0 for NaN and the bounds for ±inf. Saturate gives +0 for NaN into a
+//! format without NaN; Checked refuses NaN there.
+//!
+//! Packed buffers hold element `i` in bits `i·b .. i·b + b` (see [`dtcast_dtype::packing`]); their
+//! lengths must end on a byte.
+//!
+//! ```
+//! use dtcast_cast::{cast_to_vec, CastMode};
+//! use dtcast_dtype::DType;
+//! let src: Vec<u8> = [1.0f32, 6.0, 0.5, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+//! let packed = cast_to_vec(&src, DType::Float32, DType::Float4E2M1Fn, CastMode::Torch)?;
+//! assert_eq!(packed, [0x72, 0xC1]); // codes 2, 7, 1, 12: two per byte, low nibble first
+//! # Ok::<(), dtcast_cast::CastError>(())
+//! ```
 //!
 //! Errors name the first offending element; in Checked and Exact mode [`cast`] leaves the
 //! destination untouched when an error is found (every element is checked before any is written).
@@ -50,12 +72,16 @@ mod formats;
 mod isa;
 mod kernels;
 mod lanes;
+mod lowp_lanes;
+mod ml;
 mod mode;
+mod packed;
 mod plan;
 mod rules;
 mod screen;
 
-use dtcast_dtype::{DType, Element};
+use dtcast_dtype::{packing, DType, Element};
+use lanes::unit;
 use rayon::prelude::*;
 
 pub use dtcast_dtype;
@@ -123,9 +149,16 @@ pub fn cast_with_isa(
     mode: CastMode,
     isa: Isa,
 ) -> Result<(), CastError> {
-    let fns = prepare(src.len(), from, dst.len(), to)?;
-    let n = src.len() / from.itemsize();
+    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
+    let Some(fns) = fns.filter(|_| from != to) else {
+        dst.copy_from_slice(src); // the same dtype: a copy
+        return Ok(());
+    };
     let plan = plan::plan(from, to, mode, n, isa, &fns);
+    if from.is_packed() || to.is_packed() {
+        let verification = packed_verification(&plan, &fns, true);
+        return packed::cast(src, from, dst, to, n, plan.kernel, verification);
+    }
     if let Some((verify, check)) = plan.check {
         match check {
             screen::Check::Nothing => {}
@@ -158,13 +191,64 @@ pub fn cast_reference(
     to: DType,
     mode: CastMode,
 ) -> Result<(), CastError> {
-    let fns = prepare(src.len(), from, dst.len(), to)?;
+    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
+    // The same dtype runs through the element rules too (float4_e2m1fn_x2, which has none, is
+    // copied).
+    let Some(fns) = fns else {
+        dst.copy_from_slice(src);
+        return Ok(());
+    };
     let plan = plan::plan(from, to, mode, 0, Isa::Scalar, &fns);
+    // Packed buffers are unpacked whole: one byte per element, code in the low bits.
+    let mut codes = vec![0u8; if from.is_packed() { n } else { 0 }];
+    let src = unpacked(src, from, &mut codes)?;
     if let Some((verify, _)) = plan.check {
         (fns.check)(src, verify, 0)?;
     }
-    (plan.kernel)(src, dst);
+    if to.is_packed() {
+        let mut out = vec![0u8; n];
+        (plan.kernel)(src, &mut out);
+        packing::pack(to, &out, dst).map_err(storage_error)?;
+    } else {
+        (plan.kernel)(src, dst);
+    }
     Ok(())
+}
+
+/// `src` one byte per element: unpacked into `codes` for a packed dtype, itself otherwise.
+fn unpacked<'a>(src: &'a [u8], from: DType, codes: &'a mut [u8]) -> Result<&'a [u8], CastError> {
+    if !from.is_packed() {
+        return Ok(src);
+    }
+    packing::unpack(from, src, codes).map_err(storage_error)?;
+    Ok(codes)
+}
+
+fn storage_error(e: packing::StorageError) -> CastError {
+    match e {
+        packing::StorageError::NotByteAligned { dtype, elements } => {
+            CastError::NotByteAligned { dtype, elements }
+        }
+        packing::StorageError::Length { dtype, bytes, .. } => {
+            CastError::PartialElement { dtype, len: bytes }
+        }
+    }
+}
+
+/// What a packed cast verifies, from the plan.
+fn packed_verification(
+    plan: &plan::Plan,
+    fns: &dispatch::PairFns,
+    read_first: bool,
+) -> Option<packed::Verification> {
+    match plan.check {
+        None | Some((_, screen::Check::Nothing)) => None,
+        Some((verify, _)) => Some(packed::Verification {
+            check: fns.check,
+            verify,
+            read_first,
+        }),
+    }
 }
 
 /// [`cast`] over typed slices: `S` and `D` name the dtypes.
@@ -216,9 +300,16 @@ pub fn cast_into_scratch(
     mode: CastMode,
 ) -> Result<(), CastError> {
     let isa = isa();
-    let fns = prepare(src.len(), from, dst.len(), to)?;
-    let n = src.len() / from.itemsize();
+    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
+    let Some(fns) = fns.filter(|_| from != to) else {
+        dst.copy_from_slice(src); // the same dtype: a copy
+        return Ok(());
+    };
     let plan = plan::plan(from, to, mode, n, isa, &fns);
+    if from.is_packed() || to.is_packed() {
+        let verification = packed_verification(&plan, &fns, false);
+        return packed::cast(src, from, dst, to, n, plan.kernel, verification);
+    }
     let (verify, screen) = match plan.check {
         Some((verify, screen::Check::Screen(s))) => (verify, Some((s, isa))),
         Some((verify, screen::Check::Elements)) => (verify, None),
@@ -240,14 +331,14 @@ pub fn cast_into_scratch(
             // Blocks end where the destination is 64-byte aligned, so that each kernel call
             // streams from its first element (no scalar prologue per block).
             let misaligned = (d.as_ptr() as usize) % 64;
-            let head = if misaligned == 0 || !misaligned.is_multiple_of(to.itemsize()) {
+            let head = if misaligned == 0 || !misaligned.is_multiple_of(unit(to)) {
                 0
             } else {
-                (64 - misaligned) / to.itemsize()
+                (64 - misaligned) / unit(to)
             };
-            let len = if head > 0 { head } else { FUSED_BLOCK }.min(s.len() / from.itemsize());
-            let (b, rest) = s.split_at(len * from.itemsize());
-            let (o, out_rest) = d.split_at_mut(len * to.itemsize());
+            let len = if head > 0 { head } else { FUSED_BLOCK }.min(s.len() / unit(from));
+            let (b, rest) = s.split_at(len * unit(from));
+            let (o, out_rest) = d.split_at_mut(len * unit(to));
             let clear = screen.is_some_and(|(sc, isa)| sc.passes(b, from, &mut scratch, isa));
             if !clear {
                 (fns.check)(b, verify, first)?;
@@ -261,8 +352,8 @@ pub fn cast_into_scratch(
         return piece(src, dst, 0);
     }
     let per = pieces(n);
-    src.par_chunks(per * from.itemsize())
-        .zip(dst.par_chunks_mut(per * to.itemsize()))
+    src.par_chunks(per * unit(from))
+        .zip(dst.par_chunks_mut(per * unit(to)))
         .enumerate()
         .filter_map(|(i, (s, d))| piece(s, d, i * per).err())
         .min_by_key(first_index)
@@ -298,18 +389,23 @@ pub fn cast_to_vec(
     mode: CastMode,
 ) -> Result<Vec<u8>, CastError> {
     let n = elements(src.len(), from)?;
-    let mut out = vec![0u8; n * to.itemsize()];
+    let bytes = to.storage_bytes(n).map_err(|_| CastError::NotByteAligned {
+        dtype: to,
+        elements: n,
+    })?;
+    let mut out = vec![0u8; bytes];
     cast_into_scratch(src, from, &mut out, to, mode)?;
     Ok(out)
 }
 
-/// Checks that both buffers hold the same whole number of elements; the pair's kernels.
+/// Checks that both buffers hold the same whole number of elements: that number, and the pair's
+/// kernels (`None` only for float4_e2m1fn_x2 to itself, a copy).
 fn prepare(
     src_len: usize,
     from: DType,
     dst_len: usize,
     to: DType,
-) -> Result<dispatch::PairFns, CastError> {
+) -> Result<(usize, Option<dispatch::PairFns>), CastError> {
     let (n, m) = (elements(src_len, from)?, elements(dst_len, to)?);
     if n != m {
         return Err(CastError::LengthMismatch {
@@ -319,16 +415,16 @@ fn prepare(
             dst_elements: m,
         });
     }
-    dispatch::pair_fns(from, to).ok_or(CastError::Unsupported { from, to })
+    match dispatch::pair_fns(from, to) {
+        None if from != to => Err(CastError::Unsupported { from, to }),
+        fns => Ok((n, fns)),
+    }
 }
 
 fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
-    let size = dtype.itemsize();
-    if len.is_multiple_of(size) {
-        Ok(len / size)
-    } else {
-        Err(CastError::PartialElement { dtype, len })
-    }
+    dtype
+        .elements_in(len)
+        .ok_or(CastError::PartialElement { dtype, len })
 }
 
 /// Converts every element (a copy when the dtypes are equal), nothing checked.
@@ -341,14 +437,14 @@ fn convert_all(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispa
 }
 
 fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
-    let n = src.len() / from.itemsize();
+    let n = src.len() / unit(from);
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
         kernel(src, dst);
         return;
     }
     let per = pieces(n);
-    src.par_chunks(per * from.itemsize())
-        .zip(dst.par_chunks_mut(per * to.itemsize()))
+    src.par_chunks(per * unit(from))
+        .zip(dst.par_chunks_mut(per * unit(to)))
         .for_each(|(s, d)| kernel(s, d));
 }
 
@@ -376,7 +472,7 @@ fn check_all(
             return check(s, verify, base);
         };
         let mut scratch = Vec::new();
-        s.chunks(BLOCK * from.itemsize())
+        s.chunks(BLOCK * unit(from))
             .enumerate()
             .try_for_each(|(j, b)| {
                 if screen.passes(b, from, &mut scratch, isa) {
@@ -386,12 +482,12 @@ fn check_all(
                 }
             })
     };
-    let n = src.len() / from.itemsize();
+    let n = src.len() / unit(from);
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
         return chunk(src, 0);
     }
     // The first offending element overall: the error of the lowest chunk that has one.
-    src.par_chunks(CHUNK_ELEMENTS * from.itemsize())
+    src.par_chunks(CHUNK_ELEMENTS * unit(from))
         .enumerate()
         .filter_map(|(i, s)| chunk(s, i * CHUNK_ELEMENTS).err())
         .min_by_key(first_index)

@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use dtcast_cast::{cast_into_scratch, CastMode};
+use dtcast_cast::{cast_into_scratch, CastError, CastMode};
 use dtcast_dtype::DType;
 
 use crate::backend::{Backend, Storage};
@@ -122,8 +122,17 @@ impl Backend for Cpu {
         mode: CastMode,
     ) -> Result<Arc<dyn Storage>, TensorError> {
         let bytes = host_bytes(src)?;
-        let n = bytes.len() / from.itemsize();
-        let mut out = CpuStorage::try_zeroed(n * to.itemsize())?;
+        let n = from
+            .elements_in(bytes.len())
+            .ok_or(CastError::PartialElement {
+                dtype: from,
+                len: bytes.len(),
+            })?;
+        let len = to.storage_bytes(n).map_err(|_| CastError::NotByteAligned {
+            dtype: to,
+            elements: n,
+        })?;
+        let mut out = CpuStorage::try_zeroed(len)?;
         // A new buffer, dropped on error: Checked and Exact check and convert in one pass.
         cast_into_scratch(bytes, from, out.bytes_mut(), to, mode)?;
         Ok(Arc::new(out))

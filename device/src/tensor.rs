@@ -167,14 +167,8 @@ impl Tensor {
 
     /// A CPU tensor from little-endian element bytes.
     pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor, TensorError> {
-        let size = dtype.itemsize();
-        if !bytes.len().is_multiple_of(size) {
-            return Err(TensorError::Cast(dtcast_cast::CastError::PartialElement {
-                dtype,
-                len: bytes.len(),
-            }));
-        }
-        check_numel(shape, bytes.len() / size)?;
+        let n = elements(dtype, bytes.len())?;
+        check_numel(shape, n)?;
         let storage = backend_for(Device::Cpu)?.upload(bytes)?;
         Ok(Tensor {
             storage,
@@ -190,10 +184,8 @@ impl Tensor {
             needed: None,
             given: 0,
         })?;
-        let bytes = n.checked_mul(dtype.itemsize()).ok_or(TensorError::Shape {
-            shape: shape.to_vec(),
-            needed: None,
-            given: 0,
+        let bytes = dtype.storage_bytes(n).map_err(|_| {
+            TensorError::Cast(dtcast_cast::CastError::NotByteAligned { dtype, elements: n })
         })?;
         let storage = backend_for(device)?.allocate(bytes)?;
         Ok(Tensor {
@@ -209,13 +201,8 @@ impl Tensor {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Tensor, TensorError> {
-        if !storage.len().is_multiple_of(dtype.itemsize()) {
-            return Err(TensorError::Cast(dtcast_cast::CastError::PartialElement {
-                dtype,
-                len: storage.len(),
-            }));
-        }
-        check_numel(shape, storage.len() / dtype.itemsize())?;
+        let n = elements(dtype, storage.len())?;
+        check_numel(shape, n)?;
         Ok(Tensor {
             storage,
             dtype,
@@ -240,7 +227,8 @@ impl Tensor {
 
     /// The number of elements.
     pub fn numel(&self) -> usize {
-        self.storage.len() / self.dtype.itemsize()
+        // Checked when the tensor was made.
+        self.dtype.elements_in(self.storage.len()).unwrap_or(0)
     }
 
     /// The storage (shared between tensors that alias).
@@ -298,11 +286,11 @@ impl Tensor {
             src.cast(self.storage.as_ref(), from_dt, to_dt, options.mode)?
         } else {
             let dst = backend_for(to_dev)?;
-            if to_dt.itemsize() < from_dt.itemsize() && from_dev == Device::Cpu {
+            if to_dt.bits() < from_dt.bits() && from_dev == Device::Cpu {
                 // The target backend casts the host bytes on their way over.
                 let host = crate::cpu::host_bytes(self.storage.as_ref())?;
                 dst.upload_cast(host, from_dt, to_dt, options.mode, options.non_blocking)?
-            } else if to_dt.itemsize() < from_dt.itemsize() {
+            } else if to_dt.bits() < from_dt.bits() {
                 let narrowed = src.cast(self.storage.as_ref(), from_dt, to_dt, options.mode)?;
                 src.copy_to(narrowed.as_ref(), dst.as_ref(), options.non_blocking)?
             } else {
@@ -343,4 +331,14 @@ impl Tensor {
             shape,
         })
     }
+}
+
+/// The elements of `dtype` in `len` bytes, or the error for a length that holds no whole number.
+fn elements(dtype: DType, len: usize) -> Result<usize, TensorError> {
+    dtype
+        .elements_in(len)
+        .ok_or(TensorError::Cast(dtcast_cast::CastError::PartialElement {
+            dtype,
+            len,
+        }))
 }

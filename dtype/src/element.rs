@@ -4,7 +4,10 @@ use half::{bf16, f16};
 use num_complex::Complex;
 
 use crate::dtype::DType;
-use crate::float8::{Float8E4M3Fn, Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu};
+use crate::float8::{
+    Float4E2M1FnX2, Float8E3M4, Float8E4M3, Float8E4M3B11Fnuz, Float8E4M3Fn, Float8E4M3Fnuz,
+    Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu,
+};
 
 mod sealed {
     pub trait Sealed {}
@@ -13,7 +16,9 @@ mod sealed {
 /// A Rust type that stores one element of a [`DType`].
 ///
 /// Sealed: implemented for `bool`, `u8`..`u64`, `i8`..`i64`, [`half::f16`], [`half::bf16`], `f32`,
-/// `f64`, [`Complex`] of `f16` / `f32` / `f64` / `bf16`, and the float8 newtypes. Every element is
+/// `f64`, [`Complex`] of `f16` / `f32` / `f64` / `bf16`, and the float8 newtypes. The packed
+/// dtypes (float6, float4, int4/2/1, uint4/2/1) have no element type: their buffers are bytes
+/// (see [`crate::packing`]). Every element is
 /// `NoUninit` (it can be viewed as bytes) and `CheckedBitPattern` (bytes can be checked and viewed
 /// as it; only `bool` rejects some bit patterns, so every other element type is also `Pod`).
 ///
@@ -70,6 +75,10 @@ element! {
     Float8E4M3Fnuz => Float8E4M3Fnuz,
     Float8E5M2Fnuz => Float8E5M2Fnuz,
     Float8E8M0Fnu => Float8E8M0Fnu,
+    Float8E4M3 => Float8E4M3,
+    Float8E3M4 => Float8E3M4,
+    Float8E4M3B11Fnuz => Float8E4M3B11Fnuz,
+    Float4E2M1FnX2 => Float4E2M1FnX2,
 }
 
 #[cfg(test)]
@@ -79,7 +88,7 @@ mod tests {
     fn check<T: Element>() {
         assert_eq!(
             core::mem::size_of::<T>(),
-            T::DTYPE.itemsize(),
+            T::DTYPE.byte_size().unwrap(),
             "{}",
             T::DTYPE
         );
@@ -109,5 +118,9 @@ mod tests {
         check::<Float8E4M3Fnuz>();
         check::<Float8E5M2Fnuz>();
         check::<Float8E8M0Fnu>();
+        check::<Float8E4M3>();
+        check::<Float8E3M4>();
+        check::<Float8E4M3B11Fnuz>();
+        check::<Float4E2M1FnX2>();
     }
 }

@@ -1,4 +1,4 @@
-//! Storage newtypes for the float8 formats.
+//! Storage newtypes for the float8 formats (and torch's float4 pair byte).
 //!
 //! They hold the raw byte; value conversions live in `dtcast-cast`, which is bit-exact with PyTorch.
 
@@ -44,4 +44,20 @@ float8!(
 float8!(
     /// One `float8_e8m0fnu` value: the power of two `2^(bits - 127)`; `0xFF` is NaN.
     Float8E8M0Fnu
+);
+float8!(
+    /// One `float8_e4m3` value (bias 7, max 240, ±inf `0x78`/`0xF8`).
+    Float8E4M3
+);
+float8!(
+    /// One `float8_e3m4` value (bias 3, max 15.5, ±inf `0x70`/`0xF0`).
+    Float8E3M4
+);
+float8!(
+    /// One `float8_e4m3b11fnuz` value (bias 11, max 30, NaN `0x80`, no -0).
+    Float8E4M3B11Fnuz
+);
+float8!(
+    /// One `float4_e2m1fn_x2` byte: two float4 values, the first in the low nibble.
+    Float4E2M1FnX2
 );

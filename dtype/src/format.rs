@@ -12,6 +12,8 @@ pub enum NanEncoding {
     NegativeZero,
     /// The unsigned `0xFF` pattern is the single NaN (`float8_e8m0fnu`).
     AllOnesUnsigned,
+    /// No NaN at all (the MX float6 and float4 formats): every code is a number.
+    None,
 }
 
 /// The exact encoding of a floating-point dtype.
@@ -162,6 +164,38 @@ pub(crate) const FLOAT8_E8M0FNU: FloatFormat = FloatFormat {
     min_subnormal: None,
 };
 
+pub(crate) const FLOAT8_E4M3: FloatFormat = ieee(4, 3);
+pub(crate) const FLOAT8_E3M4: FloatFormat = ieee(3, 4);
+pub(crate) const FLOAT8_E4M3B11FNUZ: FloatFormat = FloatFormat {
+    exponent_bits: 4,
+    mantissa_bits: 3,
+    bias: 11,
+    signed: true,
+    has_inf: false,
+    has_negative_zero: false,
+    has_zero: true,
+    nan: NanEncoding::NegativeZero,
+    max_finite: 30.0,
+    min_normal: pow2(-10),
+    min_subnormal: Some(pow2(-13)),
+};
+
+/// An MX "fn" format: no infinity and no NaN, so the all-ones exponent holds normal values.
+const fn finite_only(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
+    let bias = (1 << (exponent_bits - 1)) - 1;
+    let max_exp = (1 << exponent_bits) - 1 - bias;
+    FloatFormat {
+        has_inf: false,
+        nan: NanEncoding::None,
+        max_finite: (2.0 - pow2(-(mantissa_bits as i32))) * pow2(max_exp),
+        ..ieee(exponent_bits, mantissa_bits)
+    }
+}
+
+pub(crate) const FLOAT6_E2M3FN: FloatFormat = finite_only(2, 3);
+pub(crate) const FLOAT6_E3M2FN: FloatFormat = finite_only(3, 2);
+pub(crate) const FLOAT4_E2M1FN: FloatFormat = finite_only(2, 1);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +227,27 @@ mod tests {
         assert_eq!(FLOAT8_E8M0FNU.total_bits(), 8);
         assert_eq!(FLOAT8_E4M3FN.total_bits(), 8);
         assert_eq!(FLOAT8_E8M0FNU.lowest(), 2f64.powi(-127));
+    }
+
+    #[test]
+    fn low_precision_formats_match_the_ml_dtypes_table() {
+        // ../shared/reference/lowp/README.md (ml_dtypes 0.6 finfo): max, min normal, min subnormal.
+        let rows = [
+            (FLOAT8_E4M3, 240.0, -6, -9),
+            (FLOAT8_E3M4, 15.5, -2, -6),
+            (FLOAT8_E4M3B11FNUZ, 30.0, -10, -13),
+            (FLOAT6_E2M3FN, 7.5, 0, -3),
+            (FLOAT6_E3M2FN, 28.0, -2, -4),
+            (FLOAT4_E2M1FN, 6.0, 0, -1),
+        ];
+        for (f, max, normal, sub) in rows {
+            assert_eq!(f.max_finite, max);
+            assert_eq!(f.min_normal, 2f64.powi(normal));
+            assert_eq!(f.min_subnormal, Some(2f64.powi(sub)));
+        }
+        assert_eq!(FLOAT6_E2M3FN.bias, 1);
+        assert_eq!(FLOAT6_E3M2FN.total_bits(), 6);
+        assert_eq!(FLOAT4_E2M1FN.total_bits(), 4);
+        assert_eq!(FLOAT8_E3M4.bias, 3);
     }
 }

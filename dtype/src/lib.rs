@@ -1,6 +1,6 @@
-//! The dtype set of dtcast: PyTorch's dtypes, down to float8.
+//! The dtype set of dtcast: PyTorch's dtypes and ml_dtypes' low-precision ones, down to 1 bit.
 //!
-//! [`DType`] names the 22 element types dtcast knows. Everything about a dtype that does not depend on
+//! [`DType`] names the 35 element types dtcast knows. Everything about a dtype that does not depend on
 //! values — its names, size, category and (for floating types) the exact encoding — lives here, in
 //! one table. [`Element`] maps Rust element types to their dtype.
 //!
@@ -10,7 +10,8 @@
 //! let dt: DType = "bf16".parse()?;
 //! assert_eq!(dt, DType::BFloat16);
 //! assert_eq!(dt.to_string(), "bfloat16");
-//! assert_eq!(dt.itemsize(), 2);
+//! assert_eq!(dt.bits(), 16);
+//! assert_eq!(DType::Float4E2M1Fn.storage_bytes(6)?, 3); // packed, two per byte
 //! assert_eq!(dt.category(), Category::Floating);
 //! assert_eq!(dt.to_complex(), Some(DType::BComplex32));
 //!
@@ -20,7 +21,7 @@
 //!
 //! let err = "float65".parse::<DType>().unwrap_err();
 //! assert_eq!(err.suggestion(), Some(DType::Float64));
-//! # Ok::<(), dtcast_dtype::ParseDTypeError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -30,12 +31,16 @@ mod dtype;
 mod element;
 mod float8;
 mod format;
+pub mod packing;
 mod parse;
 
 pub use category::Category;
-pub use dtype::DType;
+pub use dtype::{DType, TorchSupport};
 pub use element::Element;
-pub use float8::{Float8E4M3Fn, Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu};
+pub use float8::{
+    Float4E2M1FnX2, Float8E3M4, Float8E4M3, Float8E4M3B11Fnuz, Float8E4M3Fn, Float8E4M3Fnuz,
+    Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu,
+};
 pub use format::{FloatFormat, NanEncoding};
 pub use parse::ParseDTypeError;
 

@@ -329,7 +329,7 @@ mod tests {
             Some(DType::BFloat16)
         );
         assert_eq!(
-            "float8_e4m3".parse::<DType>().unwrap_err().suggestion(),
+            "float8_e4m3f".parse::<DType>().unwrap_err().suggestion(),
             Some(DType::Float8E4M3Fn)
         );
         assert_eq!(
@@ -339,7 +339,8 @@ mod tests {
                 DType::Float8E5M2,
                 DType::Float8E4M3Fnuz,
                 DType::Float8E5M2Fnuz,
-                DType::Float8E8M0Fnu
+                DType::Float8E8M0Fnu,
+                DType::Float8E4M3
             ]
         );
         assert_eq!(

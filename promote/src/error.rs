@@ -35,6 +35,22 @@ pub enum PromoteError {
     },
     /// The default dtype must be float16, bfloat16, float32 or float64.
     InvalidDefaultDType(DType),
+    /// A dtype this policy does not have (the Torch policy and ml_dtypes' float8_e4m3, float6,
+    /// float4...).
+    NotInPolicy {
+        /// The dtype.
+        dtype: DType,
+        /// The policy's name.
+        policy: &'static str,
+    },
+    /// A torch dtype without a row in `c10::promoteTypes`' table (int1..int4,
+    /// float4_e2m1fn_x2): torch fails an internal assertion (`ix_a != -1`).
+    NoTableEntry {
+        /// First operand type.
+        a: DType,
+        /// Second operand type.
+        b: DType,
+    },
 }
 
 impl fmt::Display for PromoteError {
@@ -61,6 +77,17 @@ impl fmt::Display for PromoteError {
                 "result type {} can't be cast to the desired output type {}",
                 common.cpp_name(),
                 out.cpp_name()
+            ),
+            PromoteError::NotInPolicy { dtype, policy } => write!(
+                f,
+                "{dtype} is not a {policy} dtype, so the {policy} rules cannot promote it"
+            ),
+            PromoteError::NoTableEntry { a, b } => write!(
+                f,
+                "torch has no promotion rule for {} and {} (its promoteTypes table has no row for \
+                 them: `ix_a != -1 INTERNAL ASSERT FAILED`)",
+                a.cpp_name(),
+                b.cpp_name()
             ),
             PromoteError::InvalidDefaultDType(dt) => write!(
                 f,

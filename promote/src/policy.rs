@@ -118,7 +118,7 @@ pub fn at_least(dtype: DType, lowest: DType) -> DType {
     let (rank, lowest_rank) = (dtype.category().rank(), lowest.category().rank());
     // Equal width in the same category goes to `lowest` too: uint64 -> int64, as torch's
     // `get_dtype_from_self` does for integer sums.
-    if rank < lowest_rank || (rank == lowest_rank && dtype.itemsize() <= lowest.itemsize()) {
+    if rank < lowest_rank || (rank == lowest_rank && dtype.bits() <= lowest.bits()) {
         lowest
     } else {
         dtype

@@ -1,6 +1,6 @@
 //! PyTorch 2.15's promotion rules.
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, TorchSupport};
 
 use crate::error::PromoteError;
 use crate::operand::Operand;
@@ -15,7 +15,7 @@ use crate::state::ResultTypeState;
 /// float64 → complex128).
 ///
 /// ```
-/// use dtcast_dtype::DType;
+/// use dtcast_dtype::{DType, TorchSupport};
 /// use dtcast_promote::{Operand, Policy, ScalarKind, Torch};
 /// let torch = Torch::new(DType::Float64)?;
 /// let ops = [Operand::Tensor(DType::Int32), Operand::WrappedScalar(ScalarKind::Complex)];
@@ -116,10 +116,20 @@ const TABLE_INDEX: [usize; DType::COUNT] = {
 };
 
 impl Policy for Torch {
-    /// `c10::promoteTypes`: equal types promote to themselves; float8 with anything else is an
-    /// error; uint16/32/64 promote only with floating types (to the floating type); the rest is
-    /// the table.
+    /// `c10::promoteTypes`: a dtype torch lacks (float8_e4m3, float6, float4...) is an error;
+    /// equal types promote to themselves; float8 with anything else is an error; uint16/32/64
+    /// and uint1/2/4 promote only with floating types (to the floating type, float4_e2m1fn_x2
+    /// included); the rest is the table, which has no row for int1/2/4 and float4_e2m1fn_x2.
     fn promote_types(&self, a: DType, b: DType) -> Result<DType, PromoteError> {
+        if let Some(dtype) = [a, b]
+            .into_iter()
+            .find(|d| d.torch_support() == TorchSupport::Absent)
+        {
+            return Err(PromoteError::NotInPolicy {
+                dtype,
+                policy: "torch",
+            });
+        }
         if a == b {
             return Ok(a);
         }
@@ -135,10 +145,23 @@ impl Policy for Torch {
                 Err(PromoteError::BarebonesUnsigned { a, b })
             };
         }
-        Ok(TABLE[TABLE_INDEX[a.index()]][TABLE_INDEX[b.index()]])
+        match (TABLE_INDEX[a.index()], TABLE_INDEX[b.index()]) {
+            (usize::MAX, _) | (_, usize::MAX) => Err(PromoteError::NoTableEntry { a, b }),
+            (i, j) => Ok(TABLE[i][j]),
+        }
     }
 
     fn result_type(&self, operands: &[Operand]) -> Result<DType, PromoteError> {
+        for op in operands {
+            if let Operand::Tensor(dtype) | Operand::ZeroDim(dtype) = *op {
+                if dtype.torch_support() == TorchSupport::Absent {
+                    return Err(PromoteError::NotInPolicy {
+                        dtype,
+                        policy: "torch",
+                    });
+                }
+            }
+        }
         let mut state = ResultTypeState::default();
         for &op in operands {
             state.update(self, op)?;
@@ -223,9 +246,10 @@ mod tests {
     fn every_dtype_outside_the_table_is_handled_before_the_lookup() {
         for dt in DType::ALL {
             let in_table = TABLE_INDEX[dt.index()] != usize::MAX;
+            let storage_only = dt.torch_support() != TorchSupport::Casts;
             assert_eq!(
                 !in_table,
-                dt.is_float8() || dt.is_barebones_unsigned(),
+                dt.is_float8() || dt.is_barebones_unsigned() || storage_only,
                 "{dt}"
             );
         }

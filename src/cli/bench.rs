@@ -57,7 +57,7 @@ struct Figures {
 
 impl Figures {
     fn bytes(&self) -> f64 {
-        (self.elements * (self.from.itemsize() + self.to.itemsize())) as f64
+        (self.elements * (self.from.bits() + self.to.bits())) as f64 / 8.0
     }
     fn gelem_per_s(&self) -> f64 {
         self.elements as f64 / self.cast.as_secs_f64() / 1e9
@@ -214,9 +214,10 @@ fn measure(
         })
         .unwrap_or_default();
     let src = sample(from, to, strictest, n)?;
-    let mut dst = vec![0u8; n * to.itemsize()];
+    // `n` is a power of two of at least 2^10 elements: whole bytes of every dtype.
+    let mut dst = vec![0u8; n * to.bits() / 8];
     // A memcpy that reads and writes as many bytes as the cast: half the volume each way.
-    let half = n * (from.itemsize() + to.itemsize()) / 2;
+    let half = n * (from.bits() + to.bits()) / 16;
     let a = vec![1u8; half];
     let mut b = vec![0u8; half];
     let mut cast = |v: Variant| match path {

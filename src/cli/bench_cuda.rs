@@ -43,7 +43,7 @@ pub(crate) fn run(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<
     for (from, to) in pairs {
         let src = sample(from, to, args.mode[0], n)?;
         let t = time_cast(ordinal, &src, from, to, args.mode[0], args.repeat)?;
-        let bytes = (n * (from.itemsize() + to.itemsize())) as f64;
+        let bytes = (n * (from.bits() + to.bits())) as f64 / 8.0;
         let (cast, copy, whole) = (
             gbps(bytes, t.kernel),
             gbps(bytes, t.copy),

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, TorchSupport};
 
 use super::args::DtypesArgs;
 use super::CmdError;
@@ -16,8 +16,8 @@ pub(crate) fn run(args: &DtypesArgs, out: &mut dyn Write) -> Result<(), CmdError
     }
     writeln!(
         out,
-        "{:<16} {:>4}  {:<17} {:<27} {:<12} aliases",
-        "dtype", "bits", "category", "float format", "safetensors"
+        "{:<18} {:>4}  {:<17} {:<27} {:<12} {:<8} aliases",
+        "dtype", "bits", "category", "float format", "safetensors", "torch"
     )?;
     for dt in DType::ALL {
         let format = dt.float_format().map_or_else(String::new, |f| {
@@ -28,20 +28,32 @@ pub(crate) fn run(args: &DtypesArgs, out: &mut dyn Write) -> Result<(), CmdError
         });
         writeln!(
             out,
-            "{:<16} {:>4}  {:<17} {:<27} {:<12} {}",
+            "{:<18} {:>4}  {:<17} {:<27} {:<12} {:<8} {}",
             dt.name(),
             dt.bits(),
             dt.category().to_string(),
             format,
             dt.safetensors_name().unwrap_or("-"),
+            torch(dt),
             aliases(dt).join(", ")
         )?;
     }
     writeln!(
         out,
-        "\nAny name may carry a `torch.`, `paddle.` or `np.` prefix; safetensors names are accepted as they are."
+        "\nAny name may carry a `torch.`, `paddle.` or `np.` prefix; safetensors names are accepted as they are.\n\
+         Dtypes under 8 bits are stored packed (two float4 per byte, first in the low nibble).\n\
+         torch: `casts` = torch casts it (Torch mode is torch's bytes); `storage` = torch only stores it and\n\
+         `-` = not a torch dtype (Torch mode is ml_dtypes' astype for both)."
     )?;
     Ok(())
+}
+
+fn torch(dt: DType) -> &'static str {
+    match dt.torch_support() {
+        TorchSupport::Casts => "casts",
+        TorchSupport::Storage => "storage",
+        TorchSupport::Absent => "-",
+    }
 }
 
 fn aliases(dt: DType) -> Vec<&'static str> {
@@ -71,6 +83,7 @@ fn json(dt: DType) -> String {
         "category": dt.category().to_string(),
         "float_format": format,
         "safetensors": dt.safetensors_name(),
+        "torch": torch(dt),
     })
     .to_string()
 }

@@ -16,8 +16,8 @@ pub fn safetensors_header(data: &[u8]) {
         assert_eq!(e.range.start, at, "tensors are contiguous");
         let numel: usize = e.shape.iter().product();
         assert_eq!(
-            e.range.len(),
-            numel * e.dtype.itemsize(),
+            Ok(e.range.len()),
+            e.dtype.storage_bytes(numel),
             "size matches shape"
         );
         at = e.range.end;

@@ -17,14 +17,22 @@ pub fn fixture_path(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A fixture, parsed.
+/// A fixture, parsed (decompressed first when its name ends in `.gz`).
 ///
 /// # Panics
 /// If the file is missing or is not JSON: the suite cannot run without its fixtures.
 pub fn fixture(name: &str) -> Value {
     let path = fixture_path(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let mut text = String::new();
+    if name.ends_with(".gz") {
+        use std::io::Read;
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap_or_else(|e| panic!("decompressing {}: {e}", path.display()));
+    } else {
+        text = String::from_utf8(bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
@@ -176,4 +184,15 @@ pub fn dtcast_cli(args: &[&str], stdin: &str) -> CliOutput {
         stdout: String::from_utf8(out).expect("utf-8"),
         stderr: String::from_utf8(err).expect("utf-8"),
     }
+}
+
+/// Bytes from the hex the fixtures write (`"0000803f"`).
+///
+/// # Panics
+/// On a character that is not a hex digit: the fixture is broken.
+pub fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
 }

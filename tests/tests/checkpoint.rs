@@ -303,10 +303,11 @@ fn corrupt_files_are_clear_errors() {
             file_with(
                 d,
                 "f4",
-                r#"{"a":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}"#,
-                &[0; 1],
+                // safetensors 0.8 refuses an F4 tensor that ends inside a byte (fixtures/lowp).
+                r#"{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}"#,
+                &[0; 2],
             ),
-            "does not support",
+            "does not end at a byte boundary",
         ),
     ];
     for (path, needle) in cases {
@@ -745,4 +746,66 @@ fn a_checkpoint_that_is_not_a_regular_file_is_refused_without_blocking() {
         e.ends_with("it is a character device, not a regular file"),
         "{e}"
     );
+}
+
+#[test]
+fn low_precision_checkpoints_store_packed_bytes_with_safetensors_shapes() {
+    // float4 values of the OCP table, 8 per tensor: F4 in the header with the element shape
+    // (safetensors 0.8: shape counts fp4 values), two per byte, the first in the low nibble.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("in.safetensors");
+    let w = Tensor::from_vec(vec![1.0f32, 6.0, 0.5, -2.0, -0.0, 3.0, 4.0, 0.0], &[2, 4]).unwrap();
+    let odd = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    save(&p, &[("w".to_owned(), w), ("odd".to_owned(), odd)], &meta()).unwrap();
+
+    // A tensor whose elements end inside a byte is refused before anything is written...
+    let out = dir.path().join("f4.safetensors");
+    let e = convert_file(
+        &p,
+        &out,
+        &ConvertOptions::new(DType::Float4E2M1Fn),
+        &|_, _| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("--keep odd"), "{e}");
+    assert!(!out.exists());
+    // ...and kept as it is with --keep.
+    let mut opts = ConvertOptions::new(DType::Float4E2M1Fn);
+    opts.keep = vec!["odd".to_owned()];
+    convert_file(&p, &out, &opts, &|_, _| {}).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    assert_eq!(header["w"]["dtype"], "F4");
+    assert_eq!(header["w"]["shape"], serde_json::json!([2, 4]));
+    let ck = Checkpoint::open(&out).unwrap();
+    let w = &ck.entries()[0];
+    assert_eq!(
+        (w.dtype, w.shape.as_slice()),
+        (DType::Float4E2M1Fn, &[2usize, 4][..])
+    );
+    // torch's nvfp4 packing of these values (fixtures/lowp/formats.json).
+    assert_eq!(ck.read(w).unwrap(), [0x72, 0xC1, 0x58, 0x06]);
+
+    // float6: four values in three bytes, F6_E2M3 in the header.
+    let out6 = dir.path().join("f6.safetensors");
+    let mut opts = ConvertOptions::new(DType::Float6E2M3Fn);
+    opts.keep = vec!["odd".to_owned()];
+    convert_file(&p, &out6, &opts, &|_, _| {}).unwrap();
+    let ck6 = Checkpoint::open(&out6).unwrap();
+    let w6 = &ck6.entries()[0];
+    assert_eq!(w6.dtype, DType::Float6E2M3Fn);
+    assert_eq!(ck6.read(w6).unwrap().len(), 6);
+    let back = cast_to_vec(
+        &ck6.read(w6).unwrap(),
+        DType::Float6E2M3Fn,
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .unwrap();
+    let want: Vec<u8> = [1.0f32, 6.0, 0.5, -2.0, -0.0, 3.0, 4.0, 0.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    assert_eq!(back, want);
 }

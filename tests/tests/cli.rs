@@ -147,7 +147,8 @@ fn table_agrees_with_torch_promote_types() {
             table.insert((row[0].clone(), col.clone()), cell.clone());
         }
     }
-    assert_eq!(table.len(), 22 * 22);
+    // torch's 29 dtypes: its 22 with casts and its 7 storage-only ones.
+    assert_eq!(table.len(), 29 * 29);
     for r in rows("torch_promote_types.json") {
         let key = (
             r[0].as_str().unwrap().to_owned(),
@@ -636,7 +637,7 @@ fn dtype_flags_take_safetensors_names_and_suggest_sensibly() {
     let first = o.stderr.lines().next().unwrap();
     assert_eq!(
         first,
-        "error: invalid value 'float8' for '--dtype <DT>': unknown dtype `float8`; did you mean one of `float8_e4m3fn`, `float8_e5m2`, `float8_e4m3fnuz`, `float8_e5m2fnuz`, `float8_e8m0fnu`? (`dtcast dtypes` lists every name)"
+        "error: invalid value 'float8' for '--dtype <DT>': unknown dtype `float8`; did you mean one of `float8_e4m3fn`, `float8_e5m2`, `float8_e4m3fnuz`, `float8_e5m2fnuz`, `float8_e8m0fnu`, `float8_e4m3`? (`dtcast dtypes` lists every name)"
     );
     let o = dtcast(&["can-cast", "flaot32", "int8"], "");
     assert!(o.stderr.contains("did you mean `float32`?"), "{}", o.stderr);
@@ -656,7 +657,7 @@ fn dtypes_lists_every_dtype_from_the_table() {
     }
     assert!(
         o.stdout
-            .contains("bfloat16           16  floating point    e8m7 bias 127"),
+            .contains("bfloat16             16  floating point    e8m7 bias 127"),
         "{}",
         o.stdout
     );
@@ -733,4 +734,38 @@ fn inspect_shows_a_sharded_checkpoint_per_shard_and_in_total() {
         "{}",
         o.stdout
     );
+}
+
+#[test]
+fn hex_tokens_of_packed_dtypes_are_one_element_each() {
+    // float4 6.0 is code 7 (formats.json); raw bytes are packed, low nibble first.
+    let o = dtcast(
+        &["cast", "--from", "f32", "--to", "float4_e2m1fn", "--hex"],
+        "0000803f 0000c040 0000003f 000000c0",
+    );
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (0, "2 7 1 c\n"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["cast", "--from", "f4e2m1", "--to", "f32", "--hex"], "2 7");
+    assert_eq!(o.stdout, "0000803f 0000c040\n");
+    // float6: two hex digits, at most 3f; elements must fill whole bytes (4 per 3 bytes).
+    let o = dtcast(
+        &["cast", "--from", "float6_e2m3fn", "--to", "f32", "--hex"],
+        "40 0 0 0",
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("--hex token 0 (`40`) is not one float6_e2m3fn element: expected 2 hex digit(s) (its 6 bits)"), "{}", o.stderr);
+    let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "7 8 f");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("packed int4 input needs a multiple of 2 values"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "7 8");
+    assert_eq!(o.stdout, "0000e040 000000c1\n"); // 7, -8
 }

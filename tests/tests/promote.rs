@@ -1,6 +1,7 @@
 //! Promotion: conformance with torch 2.15 fixtures, and the laws promotion must obey.
 
 use dtcast::cli::parse_operand;
+use dtcast::dtype::TorchSupport;
 use dtcast::promote::PromoteError;
 use dtcast::{DType, Operand, Policy, ScalarKind, Torch};
 use dtcast_tests::{dtype, expected_dtype, rows, Expected};
@@ -166,8 +167,13 @@ fn result_type_matches_torch_under_other_default_dtypes() {
     }
 }
 
+/// Torch's dtypes (ml_dtypes' are errors in the Torch policy, tested above).
 fn any_dtype() -> impl Strategy<Value = DType> {
-    proptest::sample::select(DType::ALL.to_vec())
+    let torch: Vec<DType> = DType::ALL
+        .into_iter()
+        .filter(|d| d.torch_support() != TorchSupport::Absent)
+        .collect();
+    proptest::sample::select(torch)
 }
 
 fn any_operand() -> impl Strategy<Value = Operand> {
@@ -204,9 +210,14 @@ fn category_rank(op: &Operand) -> u8 {
     }
 }
 
-/// Types whose promotion is outside torch's table: float8 and uint16/32/64.
+/// Types whose promotion is outside torch's table: float8, uint16/32/64 and the storage-only
+/// dtypes (int1/2/4, uint1/2/4, float4_e2m1fn_x2).
 fn restricted(op: &Operand) -> bool {
-    matches!(op, Operand::Tensor(d) | Operand::ZeroDim(d) if d.is_float8() || d.is_barebones_unsigned())
+    matches!(op, Operand::Tensor(d) | Operand::ZeroDim(d) if outside_table(*d))
+}
+
+fn outside_table(d: DType) -> bool {
+    d.is_float8() || d.is_barebones_unsigned() || d.torch_support() == TorchSupport::Storage
 }
 
 proptest! {
@@ -220,9 +231,10 @@ proptest! {
 
     #[test]
     fn bool_is_the_identity_of_the_table(a in any_dtype()) {
-        // float8 and uint16/32/64 refuse bool, as torch does; every other type is unchanged by it.
+        // float8, uint16/32/64 and the storage-only dtypes refuse bool, as torch does; every
+        // other type is unchanged by it.
         let got = Torch::default().promote_types(DType::Bool, a);
-        if a.is_float8() || a.is_barebones_unsigned() {
+        if outside_table(a) {
             prop_assert!(got.is_err());
         } else {
             prop_assert_eq!(got, Ok(a));
@@ -288,5 +300,53 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// torch 2.15's promotion with its storage-only dtypes (int1/2/4, uint1/2/4, float4_e2m1fn_x2)
+/// and errors for ml_dtypes' (`fixtures/lowp/promotion.json`); rows naming dtypes dtcast lacks
+/// (int3, uint5, quantized, bits) are skipped. Messages are checked where torch's is not an
+/// internal assertion.
+#[test]
+fn torch_promotion_with_the_low_precision_dtypes() {
+    let data = dtcast_tests::fixture("lowp/promotion.json");
+    let rows = data["torch"]["rows"].as_array().expect("rows");
+    let (mut failures, mut total) = (Vec::new(), 0);
+    for row in rows {
+        let name = |i: usize| row[i].as_str().expect("name");
+        let (Ok(a), Ok(b)) = (name(0).parse::<DType>(), name(1).parse::<DType>()) else {
+            continue;
+        };
+        total += 1;
+        let want = expected_dtype(&row[2]);
+        let exact = !name(2).contains("INTERNAL ASSERT");
+        if let Some(f) = check(
+            &format!("{a} + {b}"),
+            Torch::default().promote_types(a, b),
+            &want,
+            exact,
+        ) {
+            failures.push(f);
+        }
+    }
+    assert!(total > 300, "{total} rows");
+    report(failures, total);
+    // ml_dtypes' dtypes are not torch's: an error naming the dtype, alone or with another.
+    for dt in DType::ALL
+        .into_iter()
+        .filter(|d| d.torch_support() == TorchSupport::Absent)
+    {
+        let e = Torch::default().promote_types(dt, dt).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{dt} is not a torch dtype")),
+            "{e}"
+        );
+        assert!(
+            Torch::default()
+                .result_type(&[Operand::Tensor(dt)])
+                .is_err(),
+            "{dt}"
+        );
     }
 }

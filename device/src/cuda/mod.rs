@@ -14,7 +14,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use dtcast_cast::{cast_to_vec, CastError, CastMode, Quirks};
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, TorchSupport};
 
 use crate::backend::{Backend, Storage};
 use crate::error::TensorError;
@@ -212,7 +212,7 @@ const BLOCK_THREADS: u32 = 256;
 /// tile: the elements in 16 bytes on the wider side, `Tile` in `kernels.cu`), the kernels'
 /// grid-stride loops covering any rest.
 fn launch_config(n: usize, from: DType, to: DType) -> LaunchConfig {
-    let tiles = n.div_ceil(16 / from.itemsize().max(to.itemsize()));
+    let tiles = n.div_ceil(16 / size(from).max(size(to)));
     // The cast kernel's threads take two tiles per step; the check kernel's grid-stride loop
     // covers the rest of its tiles with the same grid.
     let blocks = tiles.div_ceil(2 * BLOCK_THREADS as usize).clamp(1, 1 << 20);
@@ -239,6 +239,22 @@ impl Storage for CudaStorage {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// Whether the CUDA kernels cast `from` → `to`: torch's castable dtypes only, so far.
+fn cuda_casts(from: DType, to: DType) -> Result<(), TensorError> {
+    match [from, to]
+        .into_iter()
+        .find(|d| d.torch_support() != TorchSupport::Casts)
+    {
+        Some(dtype) => Err(TensorError::CudaDType { dtype }),
+        None => Ok(()),
+    }
+}
+
+/// Bytes per element of a dtype the kernels cast (whole bytes: see `cuda_casts`).
+fn size(dtype: DType) -> usize {
+    dtype.byte_size().unwrap_or(1)
 }
 
 /// The lane type of `kernels.cu` for a dtype.
@@ -286,11 +302,14 @@ pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
 
 /// The pair's `dtcast_cast::Quirks`, as the arguments of `kernels.cu`'s `Quirks` (same order).
 fn quirk_args(from: DType, to: DType) -> String {
+    // `ml` is never set here: pairs with a dtype torch cannot cast do not reach the kernels
+    // (`cuda_casts`).
     let Quirks {
         f16_to_f32_nan,
         f32_to_bf16_nan,
         float8_nan_to_int_zero,
         part_bits,
+        ml: _,
     } = Quirks::of(from, to);
     format!("{f16_to_f32_nan}, {f32_to_bf16_nan}, {float8_nan_to_int_zero}, {part_bits}")
 }
@@ -460,7 +479,7 @@ impl Cuda {
         let Some(&index) = found.first().filter(|&&i| i < count) else {
             return Ok(());
         };
-        let (i, k) = (index as usize, from.itemsize());
+        let (i, k) = (index as usize, size(from));
         let mut element = vec![0u8; k];
         self.stream
             .memcpy_dtoh(&src.slice(i * k..(i + 1) * k), &mut element)
@@ -473,7 +492,7 @@ impl Cuda {
         }
     }
 
-    /// Casts the `n` elements of `src` into `out` (which holds `n * to.itemsize()` bytes): the
+    /// Casts the `n` elements of `src` into `out` (which holds `n * size(to)` bytes): the
     /// check kernel first in Checked and Exact modes, then the cast kernel, queued on the stream.
     fn cast_into(
         &self,
@@ -484,11 +503,12 @@ impl Cuda {
         to: DType,
         mode: CastMode,
     ) -> Result<(), TensorError> {
+        cuda_casts(from, to)?;
         if n == 0 {
             return Ok(());
         }
         if from == to {
-            let len = n * to.itemsize();
+            let len = n * size(to);
             return self
                 .stream
                 .memcpy_dtod(&src.slice(0..len), &mut out.slice_mut(0..len))
@@ -591,8 +611,9 @@ impl Backend for Cuda {
         mode: CastMode,
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
-        let n = host.len() / from.itemsize();
-        let buf = if host.len().max(n * to.itemsize()) >= staging::STAGED_BYTES {
+        cuda_casts(from, to)?;
+        let n = host.len() / size(from);
+        let buf = if host.len().max(n * size(to)) >= staging::STAGED_BYTES {
             self.upload_staged(host, from, to, mode)?
         } else {
             let cast_on_host;
@@ -617,7 +638,7 @@ impl Backend for Cuda {
         }
         Ok(Arc::new(CudaStorage {
             buf,
-            len: n * to.itemsize(),
+            len: n * size(to),
             ordinal: self.ordinal,
         }))
     }
@@ -667,9 +688,10 @@ impl Backend for Cuda {
         to: DType,
         mode: CastMode,
     ) -> Result<Arc<dyn Storage>, TensorError> {
+        cuda_casts(from, to)?;
         let s = self.storage(src)?;
-        let n = s.len / from.itemsize();
-        let len = n * to.itemsize();
+        let n = s.len / size(from);
+        let len = n * size(to);
         let mut out = self.alloc_for_writing(len)?;
         self.cast_into(&s.buf, &mut out, n, from, to, mode)?;
         Ok(Arc::new(CudaStorage {

@@ -87,7 +87,7 @@ impl Cuda {
         to: DType,
         mode: CastMode,
     ) -> Result<CudaSlice<u8>, TensorError> {
-        let (fs, ts) = (from.itemsize(), to.itemsize());
+        let (fs, ts) = (from.byte_size().unwrap_or(1), to.byte_size().unwrap_or(1));
         let n = host.len() / fs;
         let mut dst = self.alloc_for_writing(n * ts)?;
         let mut buffers = self.take_staging()?;

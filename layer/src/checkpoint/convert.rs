@@ -211,6 +211,19 @@ pub(crate) fn write_converted(
 ) -> Result<Summary, LayerError> {
     let entries = ckpt.entries();
     let plan: Vec<DType> = entries.iter().map(|e| selection.dtype_of(e)).collect();
+    // A packed dtype stores whole bytes only (as safetensors requires): refuse before writing.
+    for (e, &to) in entries.iter().zip(&plan) {
+        let n = e.numel();
+        if to.storage_bytes(n).is_err() {
+            return Err(LayerError::Output(format!(
+                "tensor `{}` has {n} elements, which do not fill whole bytes of {to} ({} bits \
+                 each); leave it as it is with --keep {}",
+                quote(&e.name),
+                to.bits(),
+                quote(&e.name)
+            )));
+        }
+    }
     let specs: Vec<_> = entries
         .iter()
         .zip(&plan)
@@ -227,8 +240,9 @@ pub(crate) fn write_converted(
             summary.converted += 1;
         }
         summary.bytes_before += e.range.len() as u64;
-        summary.bytes_after += (n * to.itemsize()) as u64;
-        let per = CHUNK_BYTES / e.dtype.itemsize().max(to.itemsize());
+        summary.bytes_after += storage(to, n) as u64; // whole bytes: checked above
+                                                      // Chunks start at multiples of 8 elements: whole bytes for every packed dtype.
+        let per = (CHUNK_BYTES * 8 / e.dtype.bits().max(to.bits())) & !7;
         let mut first = 0;
         while first < n {
             let count = per.min(n - first);
@@ -265,9 +279,8 @@ pub(crate) fn write_converted(
                 let Ok(mut bytes) = read_pool.recv() else {
                     return Ok(());
                 };
-                let size = c.from.itemsize();
-                bytes.resize(c.count * size, 0);
-                ckpt.read_into(&entries[c.entry], c.first * size, &mut bytes)?;
+                bytes.resize(storage(c.from, c.count), 0);
+                ckpt.read_into(&entries[c.entry], storage(c.from, c.first), &mut bytes)?;
                 if read_tx.send((*c, Buf { bytes, pool: 0 })).is_err() {
                     return Ok(());
                 }
@@ -278,7 +291,7 @@ pub(crate) fn write_converted(
             let mut done = 0u64;
             for (c, buf) in write_rx {
                 out.write_all(&buf.bytes)?;
-                done += (c.count * c.from.itemsize()) as u64;
+                done += storage(c.from, c.count) as u64;
                 progress(done);
                 let _ = writer_returns[buf.pool].send(buf.bytes);
             }
@@ -292,7 +305,7 @@ pub(crate) fn write_converted(
                     let Ok(mut bytes) = cast_pool.recv() else {
                         return Ok(());
                     };
-                    bytes.resize(c.count * c.to.itemsize(), 0);
+                    bytes.resize(storage(c.to, c.count), 0);
                     cast_chunk(&input.bytes, &mut bytes, &c, options).map_err(|source| {
                         LayerError::Tensor {
                             name: entries[c.entry].name.clone(),
@@ -351,4 +364,10 @@ fn cast_chunk(
             Ok(())
         }
     }
+}
+
+/// The bytes of `elements` elements of a chunk (whole bytes: chunks start at multiples of 8
+/// elements and end at a multiple of 8 or at the end of a tensor, whose size was checked).
+fn storage(dtype: DType, elements: usize) -> usize {
+    elements * dtype.bits() / 8
 }

@@ -34,7 +34,8 @@ pub struct Entry {
 impl Entry {
     /// The number of elements.
     pub fn numel(&self) -> usize {
-        self.range.len() / self.dtype.itemsize()
+        // The header's validation made the range a whole number of elements.
+        self.dtype.elements_in(self.range.len()).unwrap_or(0)
     }
 }
 
@@ -197,13 +198,20 @@ fn parse_entry(name: String, v: Value, data_start: usize) -> Result<Entry, Strin
     let dtype = parse_dtype(&q, &dtype)?;
     let shape = parse_shape(&q, &shape)?;
     let (start, end) = parse_offsets(&q, &offsets)?;
-    let numel = shape
+    let elements = shape
         .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
-        .and_then(|n| n.checked_mul(dtype.itemsize() as u64))
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|n| n.checked_mul(dtype.bits()).is_some())
         .ok_or_else(|| {
             format!("tensor `{q}`: shape {shape:?} is too large (its size overflows)")
         })?;
+    let numel = dtype.storage_bytes(elements).map_err(|_| {
+        format!(
+            "tensor `{q}`: shape {shape:?} of {} ({} bits each) does not end at a byte boundary",
+            dtype.name(),
+            dtype.bits()
+        )
+    })? as u64;
     if end - start != numel {
         return Err(format!(
             "tensor `{q}`: shape {shape:?} of {} needs {numel} bytes but its data_offsets [{start}, {end}] hold {}",
@@ -301,7 +309,11 @@ pub(crate) fn build(
                 quote(name)
             )));
         }
-        let len = shape.iter().product::<usize>() as u64 * dtype.itemsize() as u64;
+        let elements = shape.iter().product::<usize>();
+        let len = dtype
+            .storage_bytes(elements)
+            .map_err(|e| LayerError::Output(format!("cannot save `{}`: {e}", quote(name))))?
+            as u64;
         map.insert(
             name.clone(),
             serde_json::json!({ "dtype": st, "shape": shape, "data_offsets": [offset, offset + len] }),

@@ -1,0 +1,93 @@
+//! ml_dtypes' value rules, for the pairs that torch 2.15 cannot cast (any pair with a dtype that
+//! torch lacks or only stores: float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float6, float4,
+//! int4/2/1, uint4/2/1). Reproduced from ml_dtypes 0.6's `astype` (vectors in
+//! `tests/fixtures/lowp/`):
+//!
+//! - A value reaches a narrow float through float32: float64 and 64-bit integers round to f32
+//!   first (double rounding, as ml_dtypes does), then round to nearest-even.
+//! - Past the largest finite value, and for ±inf: ±inf where the format has it, else its NaN, else
+//!   (float6, float4: neither) ±max.
+//! - NaN: the format's NaN with the value's sign (fnuz: `0x80`); formats without NaN write the zero
+//!   of the opposite sign (NaN → -0.0), as ml_dtypes does.
+//! - A narrow float read as a value is exact; its NaN is the quiet NaN of its sign (an fnuz NaN,
+//!   `0x80`, is negative).
+//! - float → integer truncates. Into int8..int64/uint8..uint64: NaN → 0, ±inf → the type's
+//!   max/min, otherwise the low bits of the 64-bit integer. Into int4/2/1, uint4/2/1: the low bits
+//!   of the truncated value, and 0 for NaN, ±inf and |x| ≥ 2^31 (ml_dtypes through float32; its
+//!   float8 → int4 path differs for ±inf and NaN, which C leaves undefined — dtcast uses this one
+//!   rule).
+//! - integer → integer keeps the low bits (numpy refuses some of these pairs, e.g. int4 → int2;
+//!   dtcast defines them as its other integer casts work).
+
+use crate::formats::{Narrow, Out};
+use crate::rules::{self, Val};
+
+/// ml_dtypes' conversion of `v` to the format `n` (through f32).
+#[inline(always)]
+pub(crate) fn encode(n: &Narrow, v: Val) -> u32 {
+    let x = rules::to_f32(v, false);
+    if x.is_nan() {
+        return n.nan(x.is_sign_negative());
+    }
+    let beyond = if n.has_inf() {
+        Out::Inf
+    } else if n.has_nan() {
+        Out::Nan
+    } else {
+        Out::Max
+    };
+    n.encode(f64::from(x), beyond, beyond)
+}
+
+/// Saturate mode: one rounding from the exact value; finite overflow gives ±max, ±inf gives ±inf
+/// where the format has it (else ±max), and NaN gives the format's NaN — or +0 where it has none.
+#[inline(always)]
+pub(crate) fn saturate(n: &Narrow, v: Val) -> u32 {
+    let x = rules::to_f64_for_rounding(v);
+    if x.is_nan() {
+        return if n.has_nan() {
+            n.nan(x.is_sign_negative())
+        } else {
+            0
+        };
+    }
+    let inf = if n.has_inf() { Out::Inf } else { Out::Max };
+    n.encode(x, Out::Max, inf)
+}
+
+/// The value of `code`, exactly; a NaN is the quiet f32 NaN with the code's sign.
+#[inline(always)]
+pub(crate) fn decode(n: &Narrow, code: u32) -> f32 {
+    if n.is_nan(code) {
+        let negative = code & n.sign_bit() != 0;
+        f32::from_bits(if negative { 0xFFC0_0000 } else { 0x7FC0_0000 })
+    } else {
+        n.decode(code) as f32
+    }
+}
+
+/// float → int8..int64 / uint8..uint64: NaN → 0, ±inf → the type's bounds, else the low bits of
+/// the truncated 64-bit value. `MIN`/`MAX` are the destination's bounds as i128.
+#[inline(always)]
+pub(crate) fn float_to_int(x: f64, min: i128, max: i128) -> i128 {
+    if x.is_nan() {
+        0
+    } else if x == f64::INFINITY {
+        max
+    } else if x == f64::NEG_INFINITY {
+        min
+    } else {
+        i128::from(rules::cvtt64(x))
+    }
+}
+
+/// float → int4/2/1, uint4/2/1 (before keeping the low bits): the truncated value, or 0 for NaN,
+/// ±inf and |x| ≥ 2^31.
+#[inline(always)]
+pub(crate) fn float_to_narrow_int(x: f64) -> i64 {
+    if x > -2_147_483_648.0 && x < 2_147_483_648.0 {
+        x as i64
+    } else {
+        0
+    }
+}

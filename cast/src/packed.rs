@@ -1,0 +1,159 @@
+//! Casts where either side is packed (float6, float4, int4/2/1, uint4/2/1): each block of
+//! elements is unpacked to one byte per element, checked and converted by the ordinary kernels,
+//! and packed again — so the value rules are written once, for one-byte codes.
+
+use dtcast_dtype::{packing, DType};
+use rayon::prelude::*;
+
+use crate::dispatch::{Checker, Kernel};
+use crate::error::CastError;
+use crate::lanes::unit;
+use crate::mode::Verify;
+
+/// Elements per block: a multiple of 8, so that a block of any packed dtype starts and ends on a
+/// byte (float6: 4 elements in 3 bytes).
+const BLOCK: usize = 4096;
+
+/// Elements below which a packed cast stays on the calling thread.
+const PARALLEL_THRESHOLD: usize = 1 << 16;
+
+/// How a packed cast verifies.
+pub(crate) struct Verification {
+    pub(crate) check: Checker,
+    pub(crate) verify: Verify,
+    /// Check every element before writing any (a caller's buffer), or each block before
+    /// converting it (an output dropped on error).
+    pub(crate) read_first: bool,
+}
+
+/// Converts `n` elements `from` → `to` (either packed) with the unit-form `kernel`.
+pub(crate) fn cast(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    n: usize,
+    kernel: Kernel,
+    verification: Option<Verification>,
+) -> Result<(), CastError> {
+    let check = verification.as_ref().map(|v| (v.check, v.verify));
+    match verification {
+        Some(v) if v.read_first => {
+            over_pieces(src, from, None, to, n, &|s, _, base, scratch| {
+                let s = unpacked(s, from, &mut scratch.src);
+                (v.check)(s, v.verify, base)
+            })?;
+            over_pieces(src, from, Some(dst), to, n, &|s, d, _, scratch| {
+                convert_block(s, from, d, to, kernel, scratch);
+                Ok(())
+            })
+        }
+        _ => over_pieces(src, from, Some(dst), to, n, &|s, d, base, scratch| {
+            if let Some((check, verify)) = check {
+                let codes = unpacked(s, from, &mut scratch.src);
+                check(codes, verify, base)?;
+            }
+            convert_block(s, from, d, to, kernel, scratch);
+            Ok(())
+        }),
+    }
+}
+
+/// Reusable unpacked buffers of one thread.
+#[derive(Default)]
+struct Scratch {
+    src: Vec<u8>,
+    dst: Vec<u8>,
+}
+
+/// What one block does: source bytes, destination bytes (`None` when only checking), the index of
+/// its first element.
+type BlockFn<'a> =
+    dyn Fn(&[u8], &mut [u8], usize, &mut Scratch) -> Result<(), CastError> + Sync + 'a;
+
+/// Runs `block` over every block, in parallel pieces for large buffers; the first error by
+/// element index.
+fn over_pieces(
+    src: &[u8],
+    from: DType,
+    dst: Option<&mut [u8]>,
+    to: DType,
+    n: usize,
+    block: &BlockFn<'_>,
+) -> Result<(), CastError> {
+    let piece = |s: &[u8], mut d: Option<&mut [u8]>, first: usize| -> Result<(), CastError> {
+        let mut scratch = Scratch::default();
+        let (sb, db) = (bytes(from, BLOCK), bytes(to, BLOCK));
+        for (j, s) in s.chunks(sb).enumerate() {
+            let d: &mut [u8] = match d.as_deref_mut() {
+                Some(d) => {
+                    let len = d.len().min((j + 1) * db);
+                    &mut d[j * db..len]
+                }
+                None => &mut [],
+            };
+            block(s, d, first + j * BLOCK, &mut scratch)?;
+        }
+        Ok(())
+    };
+    if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
+        return piece(src, dst, 0);
+    }
+    let per = (n.div_ceil(rayon::current_num_threads() * 4)).next_multiple_of(BLOCK);
+    let pieces = src.par_chunks(bytes(from, per)).enumerate();
+    let errors = match dst {
+        Some(dst) => pieces
+            .zip(dst.par_chunks_mut(bytes(to, per)))
+            .filter_map(|((i, s), d)| piece(s, Some(d), i * per).err())
+            .min_by_key(first_index),
+        None => pieces
+            .filter_map(|(i, s)| piece(s, None, i * per).err())
+            .min_by_key(first_index),
+    };
+    errors.map_or(Ok(()), Err)
+}
+
+/// The storage of `elements` elements, `elements` a multiple of 8 (so always whole bytes).
+fn bytes(dtype: DType, elements: usize) -> usize {
+    elements * dtype.bits() / 8
+}
+
+fn first_index(e: &CastError) -> usize {
+    match e {
+        CastError::Value { index, .. } => *index,
+        _ => usize::MAX,
+    }
+}
+
+/// `s` in unit form: unpacked into `scratch` for a packed dtype, itself otherwise.
+fn unpacked<'a>(s: &'a [u8], dtype: DType, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    if !dtype.is_packed() {
+        return s;
+    }
+    let n = s.len() * 8 / dtype.bits();
+    scratch.resize(n, 0);
+    // The lengths come from whole blocks of a buffer whose size was checked.
+    let unpacked = packing::unpack(dtype, s, scratch);
+    debug_assert!(unpacked.is_ok());
+    scratch
+}
+
+fn convert_block(
+    s: &[u8],
+    from: DType,
+    d: &mut [u8],
+    to: DType,
+    kernel: Kernel,
+    scratch: &mut Scratch,
+) {
+    let codes = unpacked(s, from, &mut scratch.src);
+    if !to.is_packed() {
+        kernel(codes, d);
+        return;
+    }
+    let n = codes.len() / unit(from);
+    scratch.dst.resize(n, 0);
+    kernel(codes, &mut scratch.dst);
+    let packed = packing::pack(to, &scratch.dst, d);
+    debug_assert!(packed.is_ok());
+}

@@ -1,0 +1,293 @@
+//! Casts with the low-precision dtypes against ml_dtypes 0.6 (`fixtures/lowp/casts.json.gz`):
+//! every defined element of every pair the fixture records, in Torch mode (torch cannot cast any
+//! of these pairs, so Torch mode is ml_dtypes' `astype`), through packed storage; and the other
+//! modes by independent reasoning.
+
+use std::collections::BTreeMap;
+
+use dtcast::cast::{cast, cast_to_vec, CastError, CastMode, ValueErrorKind};
+use dtcast::dtype::packing;
+use dtcast::DType;
+use dtcast_tests::{dtype, fixture, hex};
+use serde_json::Value;
+
+/// Elements (one byte per element for packed dtypes, as the fixture writes them) as dtcast
+/// stores them.
+fn store(dt: DType, elements: &[Vec<u8>]) -> Vec<u8> {
+    let flat: Vec<u8> = elements.concat();
+    if !dt.is_packed() {
+        return flat;
+    }
+    let mut packed = vec![0u8; dt.storage_bytes(flat.len()).expect("whole bytes")];
+    packing::pack(dt, &flat, &mut packed).expect("pack");
+    packed
+}
+
+/// dtcast's storage back to one element per entry (packed: one byte each).
+fn load(dt: DType, bytes: &[u8], n: usize) -> Vec<Vec<u8>> {
+    if dt.is_packed() {
+        let mut codes = vec![0u8; n];
+        packing::unpack(dt, bytes, &mut codes).expect("unpack");
+        return codes.into_iter().map(|c| vec![c]).collect();
+    }
+    bytes
+        .chunks(dt.byte_size().unwrap())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The source values, repeated to a multiple of 8 elements (whole bytes of every dtype).
+fn padded(values: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let n = values.len().next_multiple_of(8);
+    values.iter().cycle().take(n).cloned().collect()
+}
+
+#[test]
+fn torch_mode_is_ml_dtypes_astype_for_every_defined_element() {
+    let data = fixture("lowp/casts.json.gz");
+    let mut checked = 0usize;
+    let mut pairs = 0usize;
+    let mut failures: BTreeMap<(DType, DType), Vec<String>> = BTreeMap::new();
+    for s in data["sources"].as_array().expect("sources") {
+        let from = dtype(&s["src"]);
+        let values: Vec<Vec<u8>> = s["values"]
+            .as_array()
+            .expect("values")
+            .iter()
+            .map(|v| hex(v.as_str().expect("hex")))
+            .collect();
+        let src_elements = padded(&values);
+        let src = store(from, &src_elements);
+        for (to_name, t) in s["to"].as_object().expect("to") {
+            let to: DType = to_name.parse().expect("dtype");
+            let got = cast_to_vec(&src, from, to, CastMode::Torch);
+            if t.get("error").is_some() {
+                // numpy refuses the pair; dtcast defines it (see dtcast-cast's docs): it casts.
+                assert!(got.is_ok(), "{from} -> {to}: {got:?}");
+                continue;
+            }
+            pairs += 1;
+            let got = load(
+                to,
+                &got.expect("torch mode never fails"),
+                src_elements.len(),
+            );
+            let undefined: Vec<u64> = t
+                .get("undefined")
+                .and_then(Value::as_array)
+                .map(|u| u.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            for (i, want) in t["out"].as_array().expect("out").iter().enumerate() {
+                if undefined.contains(&(i as u64)) {
+                    continue;
+                }
+                checked += 1;
+                let want = hex(want.as_str().expect("hex"));
+                if got[i] != want {
+                    failures.entry((from, to)).or_default().push(format!(
+                        "{:02x?} -> {:02x?} (ml_dtypes {:02x?})",
+                        values[i], got[i], want
+                    ));
+                }
+            }
+        }
+    }
+    let report: Vec<String> = failures
+        .iter()
+        .map(|((f, t), v)| {
+            format!(
+                "{f} -> {t}: {} wrong, e.g. {}",
+                v.len(),
+                v[..v.len().min(3)].join("; ")
+            )
+        })
+        .collect();
+    assert!(report.is_empty(), "{}", report.join("\n"));
+    // 620 pairs numpy casts; every element but the C-undefined float -> int ones.
+    assert_eq!(pairs, 620);
+    assert!(checked > 530_000, "{checked} elements");
+}
+
+/// float4_e2m1fn's values, code by code (OCP MX spec; `formats.json`).
+const FLOAT4: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+
+fn f32_bytes(xs: &[f32]) -> Vec<u8> {
+    xs.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn float4_packs_two_per_byte_low_nibble_first() {
+    // torch's nvfp4 packing (formats.json): (1, 6), (0.5, -2), (-0, 3), (4, 0) -> 72 c1 58 06.
+    let src = f32_bytes(&[1.0, 6.0, 0.5, -2.0, -0.0, 3.0, 4.0, 0.0]);
+    let out = cast_to_vec(&src, DType::Float32, DType::Float4E2M1Fn, CastMode::Torch).unwrap();
+    assert_eq!(out, [0x72, 0xC1, 0x58, 0x06]);
+    let back = cast_to_vec(&out, DType::Float4E2M1Fn, DType::Float32, CastMode::Torch).unwrap();
+    assert_eq!(back, src);
+}
+
+#[test]
+fn the_modes_extend_to_float4_as_defined() {
+    let src = f32_bytes(&[0.25, 0.75, 5.0, 7.0, 100.0, f32::INFINITY, f32::NAN, -0.0]);
+    let cast4 = |mode| cast_to_vec(&src, DType::Float32, DType::Float4E2M1Fn, mode);
+    let codes = |bytes: Vec<u8>| load(DType::Float4E2M1Fn, &bytes, 8).concat();
+    // Torch (= ml_dtypes): ties to even (0.25 -> 0, 0.75 -> 1, 5 -> 4, 7 -> 6 would be odd: 8 is
+    // out of range so it saturates), overflow and inf saturate, NaN -> -0.
+    assert_eq!(
+        codes(cast4(CastMode::Torch).unwrap()),
+        [0, 2, 6, 7, 7, 7, 8, 8]
+    );
+    // Saturate: the same values, but NaN -> +0.
+    assert_eq!(
+        codes(cast4(CastMode::Saturate).unwrap()),
+        [0, 2, 6, 7, 7, 7, 0, 8]
+    );
+    // Checked: 7 rounds past 6 (the tie goes to the even 8): overflow; element 3 is the first.
+    let err = cast4(CastMode::Checked).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CastError::Value {
+                index: 3,
+                kind: ValueErrorKind::Overflow,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Exact: 0.25 is not a float4 value.
+    assert!(matches!(
+        cast4(CastMode::Exact).unwrap_err(),
+        CastError::Value { index: 0, .. }
+    ));
+    // Every float4 value passes Exact; NaN does not pass Checked (float4 has no NaN).
+    let exact = f32_bytes(&FLOAT4);
+    assert!(cast_to_vec(&exact, DType::Float32, DType::Float4E2M1Fn, CastMode::Exact).is_ok());
+    let nan = f32_bytes(&[1.0, f32::NAN, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let err =
+        cast_to_vec(&nan, DType::Float32, DType::Float4E2M1Fn, CastMode::Checked).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CastError::Value {
+                index: 1,
+                kind: ValueErrorKind::NotFinite,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn int4_wraps_in_torch_mode_and_clamps_in_saturate() {
+    let src = f32_bytes(&[100.0, -100.0, 7.9, -8.5]);
+    let torch = cast_to_vec(&src, DType::Float32, DType::Int4, CastMode::Torch).unwrap();
+    // 100 -> low bits 4, -100 -> -4 (0xC), 7.9 -> 7, -8.5 -> -8 (ml_dtypes: truncate, keep bits).
+    assert_eq!(load(DType::Int4, &torch, 4).concat(), [4, 0xC, 7, 8]);
+    let sat = cast_to_vec(&src, DType::Float32, DType::Int4, CastMode::Saturate).unwrap();
+    assert_eq!(load(DType::Int4, &sat, 4).concat(), [7, 8, 7, 8]);
+    let err = cast_to_vec(&src, DType::Float32, DType::Int4, CastMode::Checked).unwrap_err();
+    assert!(matches!(
+        err,
+        CastError::Value {
+            index: 0,
+            kind: ValueErrorKind::OutOfRange,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn packed_lengths_that_end_inside_a_byte_are_errors() {
+    // 3 float32 values make 12 bits of int4 storage: refused, nothing written.
+    let src = f32_bytes(&[1.0, 2.0, 3.0]);
+    let err = cast_to_vec(&src, DType::Float32, DType::Int4, CastMode::Torch).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "3 int4 elements (4 bits each) do not end at a byte boundary"
+    );
+    // 2 bytes of float6 are 2.67 elements.
+    let mut dst = [0u8; 8];
+    let err = cast(
+        &[0, 0],
+        DType::Float6E2M3Fn,
+        &mut dst,
+        DType::UInt8,
+        CastMode::Torch,
+    )
+    .unwrap_err();
+    assert!(matches!(err, CastError::PartialElement { .. }), "{err}");
+}
+
+#[test]
+fn float4_e2m1fn_x2_casts_only_to_itself() {
+    let err = cast_to_vec(
+        &[0x72],
+        DType::Float4E2M1FnX2,
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("view its bytes as float4_e2m1fn"),
+        "{err}"
+    );
+    let same = cast_to_vec(
+        &[0x72],
+        DType::Float4E2M1FnX2,
+        DType::Float4E2M1FnX2,
+        CastMode::Exact,
+    );
+    assert_eq!(same.unwrap(), [0x72]);
+}
+
+#[test]
+fn large_packed_casts_agree_with_the_reference_in_every_mode() {
+    // Across threads and blocks: cast (read first), cast_to_vec (one pass) and the scalar
+    // reference give the same bytes or the same first error.
+    let n = 300_000;
+    let values: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 2001) as f32 / 100.0 - 10.0)
+        .collect();
+    let src = f32_bytes(&values);
+    for to in [
+        DType::Float4E2M1Fn,
+        DType::Float6E3M2Fn,
+        DType::Int4,
+        DType::UInt2,
+        DType::Int1,
+    ] {
+        for mode in [
+            CastMode::Torch,
+            CastMode::Saturate,
+            CastMode::Checked,
+            CastMode::Exact,
+        ] {
+            let bytes = to.storage_bytes(n).unwrap();
+            let (mut a, mut b) = (vec![0u8; bytes], vec![0u8; bytes]);
+            let fast = cast(&src, DType::Float32, &mut a, to, mode);
+            let reference = dtcast::cast::cast_reference(&src, DType::Float32, &mut b, to, mode);
+            assert_eq!(fast, reference, "{to} {mode}");
+            assert_eq!(
+                cast_to_vec(&src, DType::Float32, to, mode).err(),
+                fast.clone().err(),
+                "{to} {mode}"
+            );
+            if fast.is_ok() {
+                assert_eq!(a, b, "{to} {mode}");
+                // And back: packed source, unpacked destination.
+                let back = cast_to_vec(&a, to, DType::Float32, CastMode::Torch).unwrap();
+                let mut back_ref = vec![0u8; n * 4];
+                dtcast::cast::cast_reference(
+                    &a,
+                    to,
+                    &mut back_ref,
+                    DType::Float32,
+                    CastMode::Torch,
+                )
+                .unwrap();
+                assert_eq!(back, back_ref, "{to} back");
+            }
+        }
+    }
+}
