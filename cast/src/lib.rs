@@ -155,7 +155,7 @@ pub fn cast_with_isa(
         return Ok(());
     };
     let plan = plan::plan(from, to, mode, n, isa, &fns);
-    if from.is_packed() || to.is_packed() {
+    if by_blocks(from, to, &plan) {
         let verification = packed_verification(&plan, &fns, true);
         return packed::cast(src, from, dst, to, n, plan.kernel, verification);
     }
@@ -235,6 +235,13 @@ fn storage_error(e: packing::StorageError) -> CastError {
     }
 }
 
+/// Whether a cast goes block by block through `packed.rs`: packed buffers always, and one-byte
+/// sources without a SIMD kernel when nothing is verified (their per-byte table is faster than the
+/// scalar rules; verified casts keep their vectorised screens).
+fn by_blocks(from: DType, to: DType, plan: &plan::Plan) -> bool {
+    from.is_packed() || to.is_packed() || (from.bits() == 8 && !plan.simd && plan.check.is_none())
+}
+
 /// What a packed cast verifies, from the plan.
 fn packed_verification(
     plan: &plan::Plan,
@@ -306,7 +313,7 @@ pub fn cast_into_scratch(
         return Ok(());
     };
     let plan = plan::plan(from, to, mode, n, isa, &fns);
-    if from.is_packed() || to.is_packed() {
+    if by_blocks(from, to, &plan) {
         let verification = packed_verification(&plan, &fns, false);
         return packed::cast(src, from, dst, to, n, plan.kernel, verification);
     }

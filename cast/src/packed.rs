@@ -37,6 +37,13 @@ pub(crate) fn cast(
     verification: Option<Verification>,
 ) -> Result<(), CastError> {
     let check = verification.as_ref().map(|v| (v.check, v.verify));
+    // Sources of 1, 2, 4 or 8 bits into a whole-byte destination: the outputs of every source
+    // byte, computed once by the kernel itself, then looked up (the same bytes by construction).
+    let table = byte_table(from, to, kernel);
+    let convert = |s: &[u8], d: &mut [u8], scratch: &mut Scratch| match &table {
+        Some(t) => t.apply(s, d),
+        None => convert_block(s, from, d, to, kernel, scratch),
+    };
     match verification {
         Some(v) if v.read_first => {
             over_pieces(src, from, None, to, n, &|s, _, base, scratch| {
@@ -44,7 +51,7 @@ pub(crate) fn cast(
                 (v.check)(s, v.verify, base)
             })?;
             over_pieces(src, from, Some(dst), to, n, &|s, d, _, scratch| {
-                convert_block(s, from, d, to, kernel, scratch);
+                convert(s, d, scratch);
                 Ok(())
             })
         }
@@ -53,7 +60,7 @@ pub(crate) fn cast(
                 let codes = unpacked(s, from, &mut scratch.src);
                 check(codes, verify, base)?;
             }
-            convert_block(s, from, d, to, kernel, scratch);
+            convert(s, d, scratch);
             Ok(())
         }),
     }
@@ -136,6 +143,53 @@ fn unpacked<'a>(s: &'a [u8], dtype: DType, scratch: &'a mut Vec<u8>) -> &'a [u8]
     let unpacked = packing::unpack(dtype, s, scratch);
     debug_assert!(unpacked.is_ok());
     scratch
+}
+
+/// What every source byte becomes: `8 / bits(from)` destination elements, `width` bytes in all.
+struct ByteTable {
+    bytes: Vec<u8>,
+    width: usize,
+}
+
+fn byte_table(from: DType, to: DType, kernel: Kernel) -> Option<ByteTable> {
+    if to.is_packed() || !matches!(from.bits(), 1 | 2 | 4 | 8) {
+        return None;
+    }
+    let per = 8 / from.bits();
+    let all: Vec<u8> = (0..=255).collect();
+    let mut codes = vec![0u8; 256 * per];
+    packing::unpack(from, &all, &mut codes).ok()?;
+    let width = per * unit(to);
+    let mut bytes = vec![0u8; 256 * width];
+    kernel(&codes, &mut bytes);
+    Some(ByteTable { bytes, width })
+}
+
+impl ByteTable {
+    fn apply(&self, s: &[u8], d: &mut [u8]) {
+        match self.width {
+            1 => self.apply_n::<1>(s, d),
+            2 => self.apply_n::<2>(s, d),
+            4 => self.apply_n::<4>(s, d),
+            8 => self.apply_n::<8>(s, d),
+            16 => self.apply_n::<16>(s, d),
+            32 => self.apply_n::<32>(s, d),
+            w => {
+                for (&b, out) in s.iter().zip(d.chunks_exact_mut(w)) {
+                    out.copy_from_slice(&self.bytes[usize::from(b) * w..][..w]);
+                }
+            }
+        }
+    }
+
+    /// The lookup with the entry size known to the compiler (one fixed-size copy per byte).
+    fn apply_n<const W: usize>(&self, s: &[u8], d: &mut [u8]) {
+        let (entries, _) = self.bytes.as_chunks::<W>();
+        let (outs, _) = d.as_chunks_mut::<W>();
+        for (&b, out) in s.iter().zip(outs) {
+            *out = entries[usize::from(b)];
+        }
+    }
 }
 
 fn convert_block(

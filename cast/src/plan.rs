@@ -18,6 +18,8 @@ pub(crate) struct Plan {
     /// The same, with streaming stores into any destination: for a large destination written a
     /// block at a time.
     pub(crate) streaming: Kernel,
+    /// Whether `kernel` is a SIMD kernel (else the scalar rules).
+    pub(crate) simd: bool,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
     /// source can fail (every value of `from` is exactly a value of `to`).
     pub(crate) check: Option<(Verify, Check)>,
@@ -35,6 +37,7 @@ pub(crate) fn plan(
     let rounding = mode.rounding();
     let fast = select(isa, from, to, rounding);
     let scalar = fns.scalar(rounding);
+    let simd = fast.is_some();
     let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
     let check = mode.verify().filter(|_| !lossless(from, to)).map(|verify| {
         (
@@ -45,6 +48,7 @@ pub(crate) fn plan(
     Plan {
         kernel,
         streaming,
+        simd,
         check,
     }
 }

@@ -291,3 +291,100 @@ fn large_packed_casts_agree_with_the_reference_in_every_mode() {
         }
     }
 }
+
+/// A value as Python's `float.hex` (or `nan`, `-nan`, `inf`, `-0.0`) writes it.
+fn py_float(s: &str) -> f64 {
+    let (negative, body) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let magnitude = match body {
+        "nan" => f64::NAN,
+        "inf" => f64::INFINITY,
+        "0.0" => 0.0,
+        _ => {
+            let hex = body.strip_prefix("0x").expect("float.hex");
+            let (mantissa, exponent) = hex.split_once('p').expect("exponent");
+            let (int, frac) = mantissa.split_once('.').expect("point");
+            assert_eq!(frac.len(), 13, "{s}");
+            let m = u64::from_str_radix(int, 16).unwrap() << 52
+                | u64::from_str_radix(frac, 16).unwrap();
+            m as f64 * 2f64.powi(exponent.parse::<i32>().unwrap() - 52)
+        }
+    };
+    if negative {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+#[test]
+fn every_code_decodes_to_ml_dtypes_value_and_the_formats_match_finfo() {
+    let data = fixture("lowp/formats.json");
+    let mut codes_checked = 0;
+    for (name, facts) in data["dtypes"].as_object().expect("dtypes") {
+        let dt: DType = name.parse().expect("dtype");
+        assert_eq!(dt.bits() as u64, facts["bits"].as_u64().unwrap(), "{dt}");
+        let values = facts["values"].as_array().expect("values");
+        assert_eq!(values.len(), 1 << dt.bits(), "{dt}");
+        // Every code, packed, to float64.
+        let codes: Vec<Vec<u8>> = (0..values.len()).map(|c| vec![c as u8]).collect();
+        let src = store(dt, &padded(&codes));
+        let out = cast_to_vec(&src, dt, DType::Float64, CastMode::Torch).unwrap();
+        for (code, want) in values.iter().enumerate() {
+            let got = f64::from_le_bytes(out[8 * code..8 * code + 8].try_into().unwrap());
+            let want = match want {
+                Value::String(s) => py_float(s),
+                other => other.as_f64().expect("integer value"),
+            };
+            let same = got.to_bits() == want.to_bits()
+                || (got.is_nan()
+                    && want.is_nan()
+                    && got.is_sign_negative() == want.is_sign_negative());
+            assert!(same, "{dt} code {code:#x}: {got} (ml_dtypes {want})");
+            codes_checked += 1;
+        }
+        if let Some(f) = dt.float_format() {
+            assert_eq!(
+                u64::from(f.exponent_bits),
+                facts["exponent_bits"].as_u64().unwrap(),
+                "{dt}"
+            );
+            assert_eq!(
+                u64::from(f.mantissa_bits),
+                facts["mantissa_bits"].as_u64().unwrap(),
+                "{dt}"
+            );
+            assert_eq!(i64::from(f.bias), facts["bias"].as_i64().unwrap(), "{dt}");
+            assert_eq!(f.has_inf, facts["has_inf"].as_bool().unwrap(), "{dt}");
+            assert_eq!(f.max_finite, facts["max"].as_f64().unwrap(), "{dt}");
+            assert_eq!(
+                f.min_normal,
+                facts["smallest_normal"].as_f64().unwrap(),
+                "{dt}"
+            );
+            assert_eq!(
+                f.min_subnormal,
+                facts["smallest_subnormal"].as_f64(),
+                "{dt}"
+            );
+            assert_eq!(
+                f.has_negative_zero,
+                facts["has_negative_zero"].as_bool().unwrap(),
+                "{dt}"
+            );
+            assert_eq!(
+                f.nan != dtcast::dtype::NanEncoding::None,
+                facts["has_nan"].as_bool().unwrap(),
+                "{dt}"
+            );
+        } else {
+            assert_eq!(dt.is_signed(), facts["signed"].as_bool().unwrap(), "{dt}");
+        }
+    }
+    assert_eq!(
+        codes_checked,
+        3 * 256 + 2 * 64 + 16 + 2 * 16 + 2 * 4 + 2 * 2
+    );
+}
