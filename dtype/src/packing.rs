@@ -101,14 +101,37 @@ pub fn unpack(dtype: DType, packed: &[u8], codes: &mut [u8]) -> Result<(), Stora
         }
         return Ok(());
     }
-    let per = 8 / bits;
-    let mask = (1u8 << bits) - 1;
-    for (&byte, out) in packed.iter().zip(codes.chunks_exact_mut(per)) {
-        for (k, c) in out.iter_mut().enumerate() {
-            *c = (byte >> (k * bits)) & mask;
-        }
+    match bits {
+        4 => unpack_n::<2, 4>(packed, codes),
+        2 => unpack_n::<4, 2>(packed, codes),
+        _ => unpack_n::<8, 1>(packed, codes),
     }
     Ok(())
+}
+
+/// Unpacks `PER` elements of `BITS` bits from each byte (sizes known to the compiler, so that
+/// the loop vectorises).
+fn unpack_n<const PER: usize, const BITS: usize>(packed: &[u8], codes: &mut [u8]) {
+    let mask = ((1u16 << BITS) - 1) as u8;
+    let (groups, _) = codes.as_chunks_mut::<PER>();
+    for (&byte, out) in packed.iter().zip(groups) {
+        for (k, c) in out.iter_mut().enumerate() {
+            *c = (byte >> (k * BITS)) & mask;
+        }
+    }
+}
+
+/// Packs `PER` codes of `BITS` bits into each byte.
+fn pack_n<const PER: usize, const BITS: usize>(codes: &[u8], packed: &mut [u8]) {
+    let mask = ((1u16 << BITS) - 1) as u8;
+    let (groups, _) = codes.as_chunks::<PER>();
+    for (byte, group) in packed.iter_mut().zip(groups) {
+        let mut b = 0u8;
+        for (k, &c) in group.iter().enumerate() {
+            b |= (c & mask) << (k * BITS);
+        }
+        *byte = b;
+    }
 }
 
 /// Packs one-byte codes into `dtype`'s storage (the inverse of [`unpack`]); bits of a code above
@@ -131,13 +154,10 @@ pub fn pack(dtype: DType, codes: &[u8], packed: &mut [u8]) -> Result<(), Storage
         }
         return Ok(());
     }
-    let per = 8 / bits;
-    let mask = (1u8 << bits) - 1;
-    for (byte, group) in packed.iter_mut().zip(codes.chunks_exact(per)) {
-        *byte = group
-            .iter()
-            .enumerate()
-            .fold(0u8, |b, (k, &c)| b | (c & mask) << (k * bits));
+    match bits {
+        4 => pack_n::<2, 4>(codes, packed),
+        2 => pack_n::<4, 2>(codes, packed),
+        _ => pack_n::<8, 1>(codes, packed),
     }
     Ok(())
 }

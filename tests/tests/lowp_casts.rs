@@ -388,3 +388,59 @@ fn every_code_decodes_to_ml_dtypes_value_and_the_formats_match_finfo() {
         3 * 256 + 2 * 64 + 16 + 2 * 16 + 2 * 4 + 2 * 2
     );
 }
+
+#[test]
+fn simd_narrowings_match_the_scalar_rules_on_every_isa() {
+    use dtcast::cast::{cast_reference, cast_with_isa, hot_pairs, isas};
+    use dtcast::dtype::TorchSupport;
+    let pairs: Vec<(DType, DType)> = hot_pairs()
+        .iter()
+        .copied()
+        .filter(|(_, to)| to.torch_support() != TorchSupport::Casts)
+        .collect();
+    assert_eq!(pairs.len(), 17);
+    // Every 16-bit pattern; for float32, every value of the fixture's float32 source (each
+    // representable value, tie and overflow tie of every new format, specials) and random bits.
+    let every16: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+    let data = fixture("lowp/casts.json.gz");
+    let f32_source = data["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["src"] == "float32")
+        .unwrap();
+    let mut f32_bytes: Vec<u8> = f32_source["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|v| hex(v.as_str().unwrap()))
+        .collect();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    while f32_bytes.len() < 4 * (1 << 20) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        f32_bytes.extend(((state >> 32) as u32).to_le_bytes());
+    }
+    for (from, to) in pairs {
+        let src = if from == DType::Float32 {
+            &f32_bytes
+        } else {
+            &every16
+        };
+        let n = from.elements_in(src.len()).unwrap();
+        for mode in [CastMode::Torch, CastMode::Saturate] {
+            let mut want = vec![0u8; to.storage_bytes(n).unwrap()];
+            cast_reference(src, from, &mut want, to, mode).unwrap();
+            for isa in isas() {
+                let mut got = vec![0u8; want.len()];
+                cast_with_isa(src, from, &mut got, to, mode, isa).unwrap();
+                let first = got.iter().zip(&want).position(|(g, w)| g != w);
+                assert!(
+                    first.is_none(),
+                    "{from} -> {to} ({mode}, {isa}): byte {first:?} differs"
+                );
+            }
+        }
+    }
+}

@@ -7,6 +7,7 @@
 //! property tests compare them on random bit patterns, NaN payloads, subnormals and out-of-range
 //! values included, for every instruction set the machine has.
 
+mod ml_steps;
 mod portable;
 mod steps;
 mod vector;
@@ -23,6 +24,7 @@ pub(crate) use x86::{avx2_available, avx512_available, prefetch_ahead, with_avx5
 use crate::dispatch::Kernel;
 use crate::isa::Isa;
 use crate::mode::Rounding;
+use ml_steps::*;
 use steps::*;
 
 /// The fast kernels for one rounding on one instruction set (`None` where the set is not built).
@@ -39,7 +41,7 @@ pub(crate) struct Fast {
 
 /// The pairs with SIMD kernels, in the order `dtcast bench` lists them, with their steps in
 /// Torch and Saturate rounding.
-const FAST: [(DType, DType, Pick); 18] = {
+const FAST: [(DType, DType, Pick); 35] = {
     use DType::*;
     [
         (Float32, BFloat16, pick::<F32ToBf16<false>, F32ToBf16<true>>),
@@ -68,6 +70,85 @@ const FAST: [(DType, DType, Pick); 18] = {
         (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),
         (Float16, BFloat16, pick::<F16ToBf16<false>, F16ToBf16<true>>),
         (BFloat16, Float16, pick::<Bf16ToF16<false>, Bf16ToF16<true>>),
+        // ml_dtypes' narrowings (the packed destinations get one byte per element; packed.rs
+        // packs them).
+        (
+            Float32,
+            Float8E4M3,
+            pick::<F32ToE4M3<false>, F32ToE4M3<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E4M3,
+            pick::<Bf16ToE4M3<false>, Bf16ToE4M3<true>>,
+        ),
+        (
+            Float16,
+            Float8E4M3,
+            pick::<F16ToE4M3<false>, F16ToE4M3<true>>,
+        ),
+        (
+            Float32,
+            Float8E3M4,
+            pick::<F32ToE3M4<false>, F32ToE3M4<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E3M4,
+            pick::<Bf16ToE3M4<false>, Bf16ToE3M4<true>>,
+        ),
+        (
+            Float16,
+            Float8E3M4,
+            pick::<F16ToE3M4<false>, F16ToE3M4<true>>,
+        ),
+        (
+            Float32,
+            Float6E2M3Fn,
+            pick::<F32ToE2M3Fn<false>, F32ToE2M3Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float6E2M3Fn,
+            pick::<Bf16ToE2M3Fn<false>, Bf16ToE2M3Fn<true>>,
+        ),
+        (
+            Float16,
+            Float6E2M3Fn,
+            pick::<F16ToE2M3Fn<false>, F16ToE2M3Fn<true>>,
+        ),
+        (
+            Float32,
+            Float6E3M2Fn,
+            pick::<F32ToE3M2Fn<false>, F32ToE3M2Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float6E3M2Fn,
+            pick::<Bf16ToE3M2Fn<false>, Bf16ToE3M2Fn<true>>,
+        ),
+        (
+            Float16,
+            Float6E3M2Fn,
+            pick::<F16ToE3M2Fn<false>, F16ToE3M2Fn<true>>,
+        ),
+        (
+            Float32,
+            Float4E2M1Fn,
+            pick::<F32ToE2M1Fn<false>, F32ToE2M1Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float4E2M1Fn,
+            pick::<Bf16ToE2M1Fn<false>, Bf16ToE2M1Fn<true>>,
+        ),
+        (
+            Float16,
+            Float4E2M1Fn,
+            pick::<F16ToE2M1Fn<false>, F16ToE2M1Fn<true>>,
+        ),
+        (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
+        (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
     ]
 };
 

@@ -81,9 +81,11 @@ macro_rules! step {
 
 // ---- shared pieces
 
+pub(crate) use step;
+
 /// The lanes of `x` (f32 bits) that are NaN.
 #[inline(always)]
-unsafe fn is_nan<V: Vector>(x: V) -> V::Mask {
+pub(crate) unsafe fn is_nan<V: Vector>(x: V) -> V::Mask {
     // SAFETY: the caller's contract.
     unsafe { x.and(V::splat(0x7FFF_FFFF)).gt_i32(V::splat(0x7F80_0000)) }
 }
