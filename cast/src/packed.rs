@@ -41,6 +41,8 @@ pub(crate) fn cast(
     // byte, computed once by the kernel itself, then looked up (the same bytes by construction).
     let table = byte_table(from, to, kernel);
     let convert = |s: &[u8], d: &mut [u8], scratch: &mut Scratch| match &table {
+        // float6's codes straddle bytes: unpacked first, then looked up code by code.
+        Some(t) if t.per_code => t.apply(unpacked(s, from, &mut scratch.src), d),
         Some(t) => t.apply(s, d),
         None => convert_block(s, from, d, to, kernel, scratch),
     };
@@ -145,24 +147,36 @@ fn unpacked<'a>(s: &'a [u8], dtype: DType, scratch: &'a mut Vec<u8>) -> &'a [u8]
     scratch
 }
 
-/// What every source byte becomes: `8 / bits(from)` destination elements, `width` bytes in all.
+/// What every source byte becomes — `8 / bits(from)` destination elements, `width` bytes in all —
+/// or, for float6 (`per_code`), what every code becomes.
 struct ByteTable {
     bytes: Vec<u8>,
     width: usize,
+    per_code: bool,
 }
 
 fn byte_table(from: DType, to: DType, kernel: Kernel) -> Option<ByteTable> {
-    if to.is_packed() || !matches!(from.bits(), 1 | 2 | 4 | 8) {
+    if to.is_packed() {
         return None;
     }
-    let per = 8 / from.bits();
-    let all: Vec<u8> = (0..=255).collect();
-    let mut codes = vec![0u8; 256 * per];
-    packing::unpack(from, &all, &mut codes).ok()?;
-    let width = per * unit(to);
-    let mut bytes = vec![0u8; 256 * width];
+    let (codes, per_code) = match from.bits() {
+        6 => ((0..64).collect::<Vec<u8>>(), true),
+        1 | 2 | 4 | 8 => {
+            let all: Vec<u8> = (0..=255).collect();
+            let mut codes = vec![0u8; 256 * 8 / from.bits()];
+            packing::unpack(from, &all, &mut codes).ok()?;
+            (codes, false)
+        }
+        _ => return None,
+    };
+    let width = if per_code { 1 } else { 8 / from.bits() } * unit(to);
+    let mut bytes = vec![0u8; codes.len() * unit(to)];
     kernel(&codes, &mut bytes);
-    Some(ByteTable { bytes, width })
+    Some(ByteTable {
+        bytes,
+        width,
+        per_code,
+    })
 }
 
 impl ByteTable {
