@@ -79,10 +79,12 @@ mod packed;
 mod plan;
 mod rules;
 mod screen;
+mod split;
 
 use dtcast_dtype::{packing, DType, Element};
 use lanes::unit;
 use rayon::prelude::*;
+use split::{first_index, pieces, CHUNK_ELEMENTS, PARALLEL_THRESHOLD};
 
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
@@ -95,11 +97,6 @@ pub use mode::{CastMode, ParseCastModeError};
 pub fn hot_pairs() -> &'static [(DType, DType)] {
     &kernels::FAST_PAIRS
 }
-
-/// Elements below which a cast stays on the calling thread.
-const PARALLEL_THRESHOLD: usize = 1 << 16;
-/// Elements per task when a cast is split across threads.
-const CHUNK_ELEMENTS: usize = 1 << 15;
 
 /// Converts `src`, little-endian elements of `from`, into `dst` as elements of `to`.
 ///
@@ -149,16 +146,9 @@ pub fn cast_with_isa(
     mode: CastMode,
     isa: Isa,
 ) -> Result<(), CastError> {
-    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
-    let Some(fns) = fns.filter(|_| from != to) else {
-        dst.copy_from_slice(src); // the same dtype: a copy
+    let Some((_, fns, plan)) = begin(src, from, dst, to, mode, isa, true)? else {
         return Ok(());
     };
-    let plan = plan::plan(from, to, mode, n, isa, &fns);
-    if by_blocks(from, to, &plan) {
-        let verification = packed_verification(&plan, &fns, true);
-        return packed::cast(src, from, dst, to, n, plan.kernel, verification);
-    }
     if let Some((verify, check)) = plan.check {
         match check {
             screen::Check::Nothing => {}
@@ -213,6 +203,33 @@ pub fn cast_reference(
         (plan.kernel)(src, dst);
     }
     Ok(())
+}
+
+/// The start every cast shares: checks the lengths, copies when the dtypes are equal, and runs the
+/// casts that go block by block (`packed.rs`, verifying everything first when `read_first`).
+/// What is left for the caller — the element count, the pair's kernels and the plan — or `None`
+/// when the cast is done.
+fn begin(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+    isa: Isa,
+    read_first: bool,
+) -> Result<Option<(usize, dispatch::PairFns, plan::Plan)>, CastError> {
+    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
+    let Some(fns) = fns.filter(|_| from != to) else {
+        dst.copy_from_slice(src); // the same dtype: a copy
+        return Ok(None);
+    };
+    let plan = plan::plan(from, to, mode, n, isa, &fns);
+    if by_blocks(from, to, &plan) {
+        let verification = packed_verification(&plan, &fns, read_first);
+        packed::cast(src, from, dst, to, n, plan.kernel, verification)?;
+        return Ok(None);
+    }
+    Ok(Some((n, fns, plan)))
 }
 
 /// `src` one byte per element: unpacked into `codes` for a packed dtype, itself otherwise.
@@ -307,16 +324,9 @@ pub fn cast_into_scratch(
     mode: CastMode,
 ) -> Result<(), CastError> {
     let isa = isa();
-    let (n, fns) = prepare(src.len(), from, dst.len(), to)?;
-    let Some(fns) = fns.filter(|_| from != to) else {
-        dst.copy_from_slice(src); // the same dtype: a copy
+    let Some((n, fns, plan)) = begin(src, from, dst, to, mode, isa, false)? else {
         return Ok(());
     };
-    let plan = plan::plan(from, to, mode, n, isa, &fns);
-    if by_blocks(from, to, &plan) {
-        let verification = packed_verification(&plan, &fns, false);
-        return packed::cast(src, from, dst, to, n, plan.kernel, verification);
-    }
     let (verify, screen) = match plan.check {
         Some((verify, screen::Check::Screen(s))) => (verify, Some((s, isa))),
         Some((verify, screen::Check::Elements)) => (verify, None),
@@ -370,14 +380,6 @@ pub fn cast_into_scratch(
 /// Elements a one-pass check screens and converts at a time: the block stays in L1/L2 between the
 /// two.
 const FUSED_BLOCK: usize = 4096;
-
-/// The element an error names (`usize::MAX` for errors about the whole buffer), to find the first.
-fn first_index(e: &CastError) -> usize {
-    match e {
-        CastError::Value { index, .. } => *index,
-        _ => usize::MAX,
-    }
-}
 
 /// Converts `src` into a new buffer of `to` elements (checking and converting in one pass in
 /// Checked and Exact mode, as [`cast_into_scratch`]: the buffer is dropped on error).
@@ -434,16 +436,8 @@ fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
         .ok_or(CastError::PartialElement { dtype, len })
 }
 
-/// Converts every element (a copy when the dtypes are equal), nothing checked.
+/// Converts every element, nothing checked; in parallel pieces for large buffers.
 fn convert_all(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
-    if from == to {
-        dst.copy_from_slice(src);
-    } else {
-        run_parallel(src, from, dst, to, kernel);
-    }
-}
-
-fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
     let n = src.len() / unit(from);
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
         kernel(src, dst);
@@ -453,14 +447,6 @@ fn run_parallel(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: disp
     src.par_chunks(per * unit(from))
         .zip(dst.par_chunks_mut(per * unit(to)))
         .for_each(|(s, d)| kernel(s, d));
-}
-
-/// Elements per piece when `n` are split across the pool: a few long contiguous pieces per thread,
-/// not many short ones — each core then streams through its own memory, which the hardware
-/// prefetchers follow (measured: ~25% faster than 32K-element tasks for widening pairs on 2 cores).
-fn pieces(n: usize) -> usize {
-    let pieces = rayon::current_num_threads() * 4;
-    n.div_ceil(pieces).max(CHUNK_ELEMENTS)
 }
 
 /// Checks every element, in parallel for large buffers; a screen (when the pair has one) clears

@@ -9,13 +9,11 @@ use crate::dispatch::{Checker, Kernel};
 use crate::error::CastError;
 use crate::lanes::unit;
 use crate::mode::Verify;
+use crate::split::{first_index, pieces, PARALLEL_THRESHOLD};
 
 /// Elements per block: a multiple of 8, so that a block of any packed dtype starts and ends on a
 /// byte (float6: 4 elements in 3 bytes).
 const BLOCK: usize = 4096;
-
-/// Elements below which a packed cast stays on the calling thread.
-const PARALLEL_THRESHOLD: usize = 1 << 16;
 
 /// How a packed cast verifies.
 pub(crate) struct Verification {
@@ -108,7 +106,7 @@ fn over_pieces(
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
         return piece(src, dst, 0);
     }
-    let per = (n.div_ceil(rayon::current_num_threads() * 4)).next_multiple_of(BLOCK);
+    let per = pieces(n).next_multiple_of(BLOCK);
     let pieces = src.par_chunks(bytes(from, per)).enumerate();
     let errors = match dst {
         Some(dst) => pieces
@@ -125,13 +123,6 @@ fn over_pieces(
 /// The storage of `elements` elements, `elements` a multiple of 8 (so always whole bytes).
 fn bytes(dtype: DType, elements: usize) -> usize {
     elements * dtype.bits() / 8
-}
-
-fn first_index(e: &CastError) -> usize {
-    match e {
-        CastError::Value { index, .. } => *index,
-        _ => usize::MAX,
-    }
 }
 
 /// `s` in unit form: unpacked into `scratch` for a packed dtype, itself otherwise.

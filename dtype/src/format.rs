@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn low_precision_formats_match_the_ml_dtypes_table() {
-        // ../shared/reference/lowp/README.md (ml_dtypes 0.6 finfo): max, min normal, min subnormal.
+        // ml_dtypes 0.6 finfo (tests/fixtures/lowp/formats.json): max, min normal, min subnormal.
         let rows = [
             (FLOAT8_E4M3, 240.0, -6, -9),
             (FLOAT8_E3M4, 15.5, -2, -6),
