@@ -21,21 +21,21 @@ pub(crate) enum Out {
 /// `dtcast-dtype` (the one description of each format).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Narrow {
-    exp_bits: u32,
-    man_bits: u32,
-    bias: i32,
+    pub(crate) exp_bits: u32,
+    pub(crate) man_bits: u32,
+    pub(crate) bias: i32,
     /// The largest finite magnitude code.
     pub(crate) max_mag: u32,
     /// The magnitude code of infinity, if the format has one.
-    inf_mag: Option<u32>,
+    pub(crate) inf_mag: Option<u32>,
     /// Whether the format has a NaN (the MX float6/float4 formats have none).
-    has_nan: bool,
+    pub(crate) has_nan: bool,
     /// The code written for a positive NaN; `nan_signed` says whether a negative NaN flips the
     /// sign bit of it.
-    nan_code: u32,
-    nan_signed: bool,
+    pub(crate) nan_code: u32,
+    pub(crate) nan_signed: bool,
     /// `false` for the fnuz formats: -0 is their NaN, so a negative zero encodes as +0.
-    neg_zero: bool,
+    pub(crate) neg_zero: bool,
 }
 
 /// The format of a floating dtype, at compile time.

@@ -334,7 +334,7 @@ impl Lane for BF16 {
 // ---- float8
 
 macro_rules! float8_lane {
-    ($name:ident, $dtype:ident, $rules:path, $doc:literal) => {
+    ($name:ident, $dtype:ident, $doc:literal) => {
         #[doc = $doc]
         #[derive(Clone, Copy, Debug)]
         pub(crate) struct $name(pub(crate) u8);
@@ -344,7 +344,7 @@ macro_rules! float8_lane {
             one_byte_storage!($name);
             #[inline(always)]
             fn val(self) -> Val {
-                const F: Float8 = $rules;
+                const F: Float8 = Float8::of(DType::$dtype).unwrap();
                 Val::Float(F.decode(self.0))
             }
             #[inline(always)]
@@ -353,7 +353,7 @@ macro_rules! float8_lane {
             }
             #[inline(always)]
             fn torch(v: Val, q: Quirks) -> Self {
-                const F: Float8 = $rules;
+                const F: Float8 = Float8::of(DType::$dtype).unwrap();
                 if q.ml {
                     $name(ml::encode(&Narrow::of(DType::$dtype), v) as u8)
                 } else {
@@ -362,27 +362,17 @@ macro_rules! float8_lane {
             }
             #[inline(always)]
             fn saturate(v: Val) -> Self {
-                const F: Float8 = $rules;
+                const F: Float8 = Float8::of(DType::$dtype).unwrap();
                 $name(F.saturate(v))
             }
         }
     };
 }
 
-float8_lane!(E4M3Fn, Float8E4M3Fn, rules::E4M3FN, "`float8_e4m3fn` bits.");
-float8_lane!(E5M2, Float8E5M2, rules::E5M2, "`float8_e5m2` bits.");
-float8_lane!(
-    E4M3Fnuz,
-    Float8E4M3Fnuz,
-    rules::E4M3FNUZ,
-    "`float8_e4m3fnuz` bits."
-);
-float8_lane!(
-    E5M2Fnuz,
-    Float8E5M2Fnuz,
-    rules::E5M2FNUZ,
-    "`float8_e5m2fnuz` bits."
-);
+float8_lane!(E4M3Fn, Float8E4M3Fn, "`float8_e4m3fn` bits.");
+float8_lane!(E5M2, Float8E5M2, "`float8_e5m2` bits.");
+float8_lane!(E4M3Fnuz, Float8E4M3Fnuz, "`float8_e4m3fnuz` bits.");
+float8_lane!(E5M2Fnuz, Float8E5M2Fnuz, "`float8_e5m2fnuz` bits.");
 
 /// `float8_e8m0fnu` bits.
 #[derive(Clone, Copy, Debug)]

@@ -72,6 +72,7 @@ mod formats;
 mod isa;
 mod kernels;
 mod lanes;
+pub mod layout;
 mod lowp_lanes;
 mod ml;
 mod mode;

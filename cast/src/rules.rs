@@ -8,6 +8,8 @@
 //! PyTorch's NaN bits depend on the path a pair takes through ATen's copy kernel, not on one rule;
 //! the quirks we reproduce (recorded from torch 2.15 on x86-64) are named where they apply.
 
+use dtcast_dtype::DType;
+
 use crate::formats::{self, Out};
 
 /// A source value as torch's conversion sees it.
@@ -216,7 +218,27 @@ pub(crate) const E5M2FNUZ: Float8 = Float8 {
     },
 };
 
+/// torch's float8 formats with a mantissa and their rules: the one list (`Float8::of`).
+const TORCH_FLOAT8: [(DType, Float8); 4] = [
+    (DType::Float8E4M3Fn, E4M3FN),
+    (DType::Float8E5M2, E5M2),
+    (DType::Float8E4M3Fnuz, E4M3FNUZ),
+    (DType::Float8E5M2Fnuz, E5M2FNUZ),
+];
+
 impl Float8 {
+    /// torch's rules for `dtype`, if it is one of its float8 formats with a mantissa.
+    pub(crate) const fn of(dtype: DType) -> Option<Float8> {
+        let mut i = 0;
+        while i < TORCH_FLOAT8.len() {
+            if TORCH_FLOAT8[i].0 as usize == dtype as usize {
+                return Some(TORCH_FLOAT8[i].1);
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// Torch mode: round the f32 of `v` to nearest-even.
     #[inline(always)]
     pub(crate) fn torch(&self, v: Val) -> u8 {

@@ -51,11 +51,6 @@ pub enum TensorError {
     CudaUnavailable(String),
     /// A CUDA call failed.
     Cuda(String),
-    /// The CUDA kernels do not cast this dtype yet (the low-precision dtypes cast on the CPU).
-    CudaDType {
-        /// The dtype.
-        dtype: DType,
-    },
     /// Memory for a tensor could not be allocated.
     OutOfMemory {
         /// The bytes asked for.
@@ -90,10 +85,6 @@ impl fmt::Display for TensorError {
             ),
             TensorError::CudaUnavailable(why) => write!(f, "CUDA is not available: {why}"),
             TensorError::Cuda(e) => write!(f, "CUDA error: {e}"),
-            TensorError::CudaDType { dtype } => write!(
-                f,
-                "the CUDA kernels do not cast {dtype} yet (torch's dtypes only); cast it on the CPU"
-            ),
             TensorError::OutOfMemory { bytes } => write!(f, "out of memory: could not allocate {bytes} bytes"),
             TensorError::WrongDevice { backend, storage } => {
                 write!(f, "a {storage} storage was given to the {backend} backend")

@@ -15,17 +15,39 @@ use dtcast::device::cuda_available;
 use dtcast::{DType, Device, Tensor, ToOptions};
 use dtcast_tests::fixture;
 
-/// The dtypes the CUDA kernels cast: torch's castable ones (the low-precision dtypes cast on the
-/// CPU so far; the backend refuses them with `TensorError::CudaDType`).
+/// The dtypes the CUDA kernels cast: every dtype with values (all but float4_e2m1fn_x2, which
+/// casts as a float4_e2m1fn view, on either device).
 fn cuda_dtypes() -> Vec<DType> {
     DType::ALL
         .into_iter()
-        .filter(|d| d.torch_support() == dtcast::dtype::TorchSupport::Casts)
+        .filter(|d| dtcast::device::cuda::lane(*d).is_some())
         .collect()
 }
 
-/// Source values for a dtype: the torch fixture's values plus pseudo-random bit patterns.
+/// Bytes per element as the kernels hold one (a packed element: one byte, its code).
+fn unit(dt: DType) -> usize {
+    dt.byte_size().unwrap_or(1)
+}
+
+/// Source values for a dtype: the torch fixture's values plus pseudo-random bit patterns; for a
+/// packed dtype every code four times, then random codes (256 elements, packed).
 fn values(dt: DType) -> Vec<u8> {
+    if dt.is_packed() {
+        let codes = 1usize << dt.bits();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ dt.index() as u64;
+        let elements: Vec<u8> = (0..256)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let random = (state >> 32) as usize;
+                (if i < 4 * codes { i } else { random } % codes) as u8
+            })
+            .collect();
+        let mut packed = vec![0u8; dt.storage_bytes(256).unwrap()];
+        dtcast::dtype::packing::pack(dt, &elements, &mut packed).unwrap();
+        return packed;
+    }
     let mut bytes = Vec::new();
     if let serde_json::Value::Array(sources) = fixture("torch_cast.json") {
         for s in sources.iter().filter(|s| s["src"] == dt.name()) {
@@ -49,8 +71,20 @@ fn values(dt: DType) -> Vec<u8> {
     bytes
 }
 
+/// How many of a source's elements a job casts into `to`: all of them, or a multiple of 8 where
+/// `to` is packed (its storage must end on a byte).
+fn job_elements(src: &[u8], from: DType, to: DType) -> usize {
+    let n = from.elements_in(src.len()).unwrap();
+    if to.is_packed() {
+        n - n % 8
+    } else {
+        n
+    }
+}
+
 fn reference(src: &[u8], from: DType, to: DType, saturate: bool) -> Vec<u8> {
-    let mut out = vec![0u8; src.len() / from.byte_size().unwrap() * to.byte_size().unwrap()];
+    let n = from.elements_in(src.len()).unwrap();
+    let mut out = vec![0u8; to.storage_bytes(n).unwrap()];
     let mode = if saturate {
         CastMode::Saturate
     } else {
@@ -61,26 +95,32 @@ fn reference(src: &[u8], from: DType, to: DType, saturate: bool) -> Vec<u8> {
 }
 
 /// Compiles a C++ file that includes `kernels.cu` into an executable, with whichever C++ compiler
-/// the machine has; `None` (after a SKIPPED note) when it has none.
+/// the machine has; `None` (after a SKIPPED note) when it has none. A compiler that rejects the
+/// source fails the test with its messages.
 fn compile_cpp(cpp: &std::path::Path, exe: &std::path::Path) -> Option<()> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap();
-    let compiled = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
+    let Some(output) = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
         Command::new(cxx)
             .args(["-O1", "-std=c++14", "-I"])
             .arg(root.join("device/src/cuda"))
             .arg("-o")
             .arg(exe)
             .arg(cpp)
-            .status()
+            .output()
             .ok()
-            .filter(|s| s.success())
-    });
-    if compiled.is_none() {
+    }) else {
         eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
-    }
-    compiled.map(|_| ())
+        return None;
+    };
+    assert!(
+        output.status.success(),
+        "kernels.cu does not compile as C++ ({}):\n{}",
+        cpp.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(())
 }
 
 /// Runs a harness with `input` on stdin; its stdout.
@@ -112,9 +152,10 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
     let mut expected = Vec::new();
     let mut labels = Vec::new();
     for from in cuda_dtypes() {
-        let src = values(from);
-        let n = src.len() / from.byte_size().unwrap();
+        let all = values(from);
         for to in cuda_dtypes() {
+            let n = job_elements(&all, from, to);
+            let src = &all[..from.storage_bytes(n).unwrap()];
             for saturate in [false, true] {
                 let q = dtcast::cast::Quirks::of(from, to);
                 let quirks = [
@@ -122,6 +163,7 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
                     q.f32_to_bf16_nan,
                     q.float8_nan_to_int_zero,
                     q.part_bits,
+                    q.ml,
                 ]
                 .iter()
                 .enumerate()
@@ -133,8 +175,8 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
                     quirks,
                 ]);
                 jobs.extend((n as u32).to_le_bytes());
-                jobs.extend(&src);
-                let want = reference(&src, from, to, saturate);
+                jobs.extend(src);
+                let want = reference(src, from, to, saturate);
                 labels.push((from, to, saturate, want.len()));
                 expected.push(want);
             }
@@ -146,14 +188,11 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
     for ((from, to, saturate, len), want) in labels.iter().zip(&expected) {
         let got = &stdout[at..at + len];
         at += len;
-        if let Some(i) = got
-            .chunks(to.byte_size().unwrap())
-            .zip(want.chunks(to.byte_size().unwrap()))
-            .position(|(g, w)| g != w)
-        {
-            let k = to.byte_size().unwrap();
+        // Packed destinations compare byte by byte.
+        let k = to.byte_size().unwrap_or(1);
+        if let Some(i) = got.chunks(k).zip(want.chunks(k)).position(|(g, w)| g != w) {
             failures.push(format!(
-                "{from} -> {to} (saturate {saturate}) element {i}: cuda {:02x?}, cpu {:02x?}",
+                "{from} -> {to} (saturate {saturate}) element/byte {i}: cuda {:02x?}, cpu {:02x?}",
                 &got[i * k..(i + 1) * k],
                 &want[i * k..(i + 1) * k]
             ));
@@ -228,8 +267,11 @@ fn cuda_casts_give_the_cpu_bytes_and_errors_on_a_gpu() {
     }
     let failures = per_source(|from| {
         let mut failures = Vec::new();
-        let src = values(from);
-        let n = src.len() / from.byte_size().unwrap();
+        // A multiple of 8 elements, so that every destination's storage ends on a byte; the short
+        // lengths below take the partial tiles.
+        let all = values(from);
+        let n = from.elements_in(all.len()).unwrap() / 8 * 8;
+        let src = all[..from.storage_bytes(n).unwrap()].to_vec();
         let t = Tensor::from_bytes(&src, from, &[n]).unwrap();
         let on_gpu = match t.to(Device::Cuda(0)) {
             Ok(g) => g,
@@ -255,9 +297,14 @@ fn cuda_casts_give_the_cpu_bytes_and_errors_on_a_gpu() {
                 if !matches!(mode, CastMode::Torch | CastMode::Saturate) {
                     continue;
                 }
-                for len in [0, 1, 15, 17, 33].into_iter().filter(|&l| l < n) {
-                    let k = from.byte_size().unwrap();
-                    let short = Tensor::from_bytes(&src[..len * k], from, &[len]).unwrap();
+                let whole =
+                    |len: usize| from.storage_bytes(len).is_ok() && to.storage_bytes(len).is_ok();
+                for len in [0, 1, 8, 15, 16, 17, 24, 33, 40]
+                    .into_iter()
+                    .filter(|&l| l < n && whole(l))
+                {
+                    let bytes = from.storage_bytes(len).unwrap();
+                    let short = Tensor::from_bytes(&src[..bytes], from, &[len]).unwrap();
                     let short_gpu = short.to(Device::Cuda(0)).unwrap();
                     let (g, c) = (outcome(&short_gpu, to, mode), outcome(&short, to, mode));
                     if g != c {
@@ -281,7 +328,7 @@ fn describe(r: &Result<Vec<u8>, String>, to: DType) -> String {
         Ok(b) => format!(
             "{} bytes, first {:02x?}",
             b.len(),
-            &b[..b.len().min(2 * to.byte_size().unwrap())]
+            &b[..b.len().min(2 * unit(to))]
         ),
         Err(e) => format!("error `{e}`"),
     }
@@ -296,14 +343,22 @@ fn cuda_every_8_and_16_bit_pattern_casts_as_on_the_cpu_on_a_gpu() {
         return;
     }
     let failures = per_source(|from| {
-        let bits = from.byte_size().unwrap() * 8;
+        let bits = from.bits();
         if bits > 16 || from.is_complex() {
             return Vec::new();
         }
-        let src: Vec<u8> = (0..1u32 << bits)
-            .flat_map(|p| p.to_le_bytes()[..from.byte_size().unwrap()].to_vec())
+        // Every pattern (a packed dtype's codes repeated to 64 elements, packed).
+        let n = (1usize << bits).max(64);
+        let patterns: Vec<u8> = (0..n)
+            .flat_map(|p| p.to_le_bytes()[..unit(from)].to_vec())
             .collect();
-        let n = src.len() / from.byte_size().unwrap();
+        let mut src = vec![0u8; from.storage_bytes(n).unwrap()];
+        if from.is_packed() {
+            let codes: Vec<u8> = patterns.iter().map(|c| c % (1 << bits)).collect();
+            dtcast::dtype::packing::pack(from, &codes, &mut src).unwrap();
+        } else {
+            src = patterns;
+        }
         let t = Tensor::from_bytes(&src, from, &[n]).unwrap();
         let g = t.to(Device::Cuda(0)).unwrap();
         let mut failures = Vec::new();
@@ -372,7 +427,7 @@ fn first_difference(
 ) -> String {
     match (gpu, cpu) {
         (Ok(g), Ok(c)) => {
-            let k = to.byte_size().unwrap();
+            let k = unit(to);
             let i = g
                 .chunks(k)
                 .zip(c.chunks(k))
@@ -430,9 +485,9 @@ fn cuda_every_dtype_round_trips_blocking_and_non_blocking_on_a_gpu() {
         let bytes: Vec<u8> = values(dt)
             .into_iter()
             .cycle()
-            .take(dt.byte_size().unwrap() * 40_000)
+            .take(dt.storage_bytes(320_000).unwrap())
             .collect();
-        let n = bytes.len() / dt.byte_size().unwrap();
+        let n = 320_000;
         let t = Tensor::from_bytes(&bytes, dt, &[n]).unwrap();
         for non_blocking in [false, true] {
             let opts = ToOptions {
@@ -583,7 +638,9 @@ fn without_cuda_every_cuda_call_is_a_clear_error() {
 #[test]
 fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
     // NVRTC needs no GPU, only libnvrtc: where it is present, every pair and mode must compile.
-    use dtcast::device::cuda::compile_kernel;
+    // One program per source dtype (all its kernels, each under its own name), spread over the
+    // machine's cores.
+    use dtcast::device::cuda::{compile_kernel, compile_kernels};
     if let Err(e) = compile_kernel(DType::Float32, DType::BFloat16, CastMode::Torch, None) {
         if matches!(e, dtcast::TensorError::CudaUnavailable(_)) {
             eprintln!("SKIPPED: {e}");
@@ -591,27 +648,49 @@ fn nvrtc_compiles_every_kernel_where_nvrtc_is_installed() {
         }
         panic!("{e}");
     }
-    for from in cuda_dtypes() {
-        for to in cuda_dtypes() {
-            for mode in CastMode::ALL {
-                if let Err(e) = compile_kernel(from, to, mode, None) {
-                    panic!("{e}");
-                }
-            }
-        }
-    }
     // On sm_89 and later the float16 and float8 casts use the GPU's conversion instructions
-    // (inline PTX that only an architecture that has them assembles): compile those for Hopper.
+    // (inline PTX that only an architecture that has them assembles): those compile for Hopper too.
     let hardware = [DType::Float16, DType::Float8E4M3Fn, DType::Float8E5M2];
+    let mut programs = Vec::new();
     for from in cuda_dtypes() {
+        let mut all = Vec::new();
+        let mut hopper = Vec::new();
         for to in cuda_dtypes() {
+            all.extend(CastMode::ALL.map(|mode| (from, to, mode)));
             if hardware.contains(&from) || hardware.contains(&to) {
-                if let Err(e) = compile_kernel(from, to, CastMode::Torch, Some("compute_90")) {
-                    panic!("{e}");
-                }
+                hopper.push((from, to, CastMode::Torch));
             }
         }
+        programs.push((all, None));
+        if !hopper.is_empty() {
+            programs.push((hopper, Some("compute_90")));
+        }
     }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((kernels, arch)) = programs.get(k) else {
+                            return failures;
+                        };
+                        if let Err(e) = compile_kernels(kernels, *arch) {
+                            failures.push(e.to_string());
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("an NVRTC thread panicked"))
+            .collect()
+    });
+    assert_none(failures, "NVRTC programs");
 }
 
 /// Runs `tests/cuda_host/float32_paths.cpp` with `args`; its report, or `None` without a compiler.
@@ -652,13 +731,15 @@ fn cuda_float32_fast_paths_equal_the_double_rules_for_every_float32() {
 fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     // The Checked / Exact check kernels (`DTCAST_CHECK` lines, limits included) compiled as C++ on
     // the host: their verdict on every element must be the CPU rules' verdict.
-    use dtcast::device::cuda::check_line;
+    use dtcast::device::cuda::{check_line, tile_elements};
     let dir = tempfile::tempdir().unwrap();
     let mut src = String::from(
-        "#include \"kernels.cu\"\n#include <cstdio>\n#include <vector>\n\
-         #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, ...) \
-         static u64 run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8, QPB}; Limits l = {__VA_ARGS__}; \
-         for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(src, i, q, l) ? 1 : 0; \
+        "#include \"kernels.cu\"\n#include <cstdio>\n#include <cstring>\n#include <vector>\n\
+         #define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, QML, ...) \
+         static u64 run(const u8* src, u64 n, u8* out) { Quirks q = {Q16, QBF, QF8, QPB, QML}; Limits l = {__VA_ARGS__}; \
+         std::vector<u8> codes(n * S::SIZE + 1); \
+         if (S::BITS < 8) unpack<S::BITS < 8 ? S::BITS : 1>(src, codes.data(), (int)n); else if (n) memcpy(codes.data(), src, n * S::SIZE); \
+         for (u64 i = 0; i < n; ++i) out[i] = check_one<S, D, EXACT>(codes.data(), (int)i, q, l) ? 1 : 0; \
          for (u64 t = 0; t < tiles<S, D>(n); ++t) { u64 bad = check_tile<S, D, EXACT>(src, t, n, q, l); \
          out[n + t] = bad < n ? (u8)(bad - t * Tile<S, D>::ELEMS) : 0xFF; } return n + tiles<S, D>(n); }\n",
     );
@@ -683,7 +764,7 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
         "};\nint main() { std::vector<u8> in, out; for (;;) { unsigned char h[6]; if (fread(h, 1, 6, stdin) != 6) return 0; \
          unsigned k = h[0] | (h[1] << 8); u64 n = (u64)h[2] | ((u64)h[3] << 8) | ((u64)h[4] << 16) | ((u64)h[5] << 24); \
          out.resize(n + n); \
-         u64 bytes; if (fread(&bytes, 8, 1, stdin) != 1) return 3; in.resize(bytes); if (bytes && fread(in.data(), 1, bytes, stdin) != bytes) return 4; \
+         u64 bytes; if (fread(&bytes, 8, 1, stdin) != 1) return 3; in.resize(bytes + 1); if (bytes && fread(in.data(), 1, bytes, stdin) != bytes) return 4; \
          u64 len = TABLE[k](in.data(), n, out.data()); fwrite(out.data(), 1, len, stdout); } }\n",
     );
     let cpp = dir.path().join("checks.cpp");
@@ -695,9 +776,11 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     let values: Vec<Vec<u8>> = DType::ALL.iter().map(|d| values(*d)).collect();
     let mut input = Vec::new();
     let mut expected = Vec::new();
+    let mut counts = Vec::new();
     for (k, (from, to, exact)) in jobs.iter().enumerate() {
-        let v = &values[from.index()];
-        let n = v.len() / from.byte_size().unwrap();
+        let all = &values[from.index()];
+        let n = job_elements(all, *from, *to);
+        let v = &all[..from.storage_bytes(n).unwrap()];
         input.extend((k as u16).to_le_bytes());
         input.extend(&(n as u32).to_le_bytes());
         input.extend((v.len() as u64).to_le_bytes());
@@ -707,30 +790,44 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
         } else {
             CastMode::Checked
         };
-        let mut verdicts: Vec<u8> = v
-            .chunks(from.byte_size().unwrap())
+        // Each element's verdict from the CPU: eight copies of it (whole bytes for any width) cast
+        // alone.
+        let mut elements = vec![0u8; n * unit(*from)];
+        if from.is_packed() {
+            dtcast::dtype::packing::unpack(*from, v, &mut elements).unwrap();
+        } else {
+            elements.copy_from_slice(v);
+        }
+        let mut verdicts: Vec<u8> = elements
+            .chunks(unit(*from))
             .map(|e| {
-                let mut out = vec![0u8; to.byte_size().unwrap()];
-                u8::from(cast_reference(e, *from, &mut out, *to, mode).is_ok())
+                let copies: Vec<u8> = e.repeat(8);
+                let mut group = vec![0u8; from.storage_bytes(8).unwrap()];
+                if from.is_packed() {
+                    dtcast::dtype::packing::pack(*from, &copies, &mut group).unwrap();
+                } else {
+                    group = copies;
+                }
+                let mut out = vec![0u8; to.storage_bytes(8).unwrap()];
+                u8::from(cast_reference(&group, *from, &mut out, *to, mode).is_ok())
             })
             .collect();
-        // Then per tile (as the GPU threads take them: 16 bytes on the wider side): the offset of
-        // its first refused element, 0xFF when none.
-        let tile = 16 / from.byte_size().unwrap().max(to.byte_size().unwrap());
+        // Then per tile (as the GPU threads take them): the offset of its first refused element,
+        // 0xFF when none.
         let firsts: Vec<u8> = verdicts
-            .chunks(tile)
+            .chunks(tile_elements(*from, *to))
             .map(|c| c.iter().position(|&ok| ok == 0).map_or(0xFF, |i| i as u8))
             .collect();
         verdicts.extend(firsts);
         expected.push(verdicts);
+        counts.push(n);
     }
     let stdout = run_harness(&exe, input);
     let mut at = 0;
     let mut failures = Vec::new();
-    for ((from, to, exact), want) in jobs.iter().zip(&expected) {
+    for (((from, to, exact), want), &n) in jobs.iter().zip(&expected).zip(&counts) {
         let got = &stdout[at..at + want.len()];
         at += want.len();
-        let n = values[from.index()].len() / from.byte_size().unwrap();
         if let Some(i) = got.iter().zip(want).position(|(g, w)| g != w) {
             failures.push(if i < n {
                 format!(
@@ -754,4 +851,28 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
         jobs.len(),
         failures.join("\n")
     );
+}
+
+#[test]
+fn cuda_generated_sources_match_the_dtype_table() {
+    // The per-dtype parts of the kernels (formats and lanes) are written from the dtype table; the
+    // copies beside kernels.cu, which the host-side tests compile, must be what the generator
+    // writes today.
+    use dtcast::device::cuda::{formats_cuh, lanes_cuh};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("device/src/cuda");
+    for (file, text) in [("formats.cuh", formats_cuh()), ("lanes.cuh", lanes_cuh())] {
+        let path = dir.join(file);
+        if std::env::var_os("DTCAST_BLESS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == text,
+            "device/src/cuda/{file} is not what dtcast-device writes from the dtype table; run \
+             `DTCAST_BLESS=1 cargo test -p dtcast-tests --test cuda generated` and commit it"
+        );
+    }
 }

@@ -6,8 +6,14 @@
 // The same file compiles as plain C++ (without __CUDACC__) so the test suite can run it on the host
 // and compare it with the Rust kernels byte for byte.
 //
-// The host appends one line naming the pair, its mode and torch's path quirks, e.g.
-//   DTCAST_KERNEL(F32Lane, BF16Lane, 0, false, true, false, false)
+// The per-dtype parts are generated from dtcast-dtype's table and dtcast-cast's rule numbers
+// (dtcast-device's `cuda/source.rs`): `formats.cuh` (each narrow float format's layout) and
+// `lanes.cuh` (which lane type each dtype is), included below. For NVRTC the host pastes them in;
+// the copies in this directory are what the host-side tests compile, checked against the
+// generator by a test.
+//
+// The host appends one line naming the pair, its mode and the pair's quirks, e.g.
+//   DTCAST_KERNEL(Lane_float32, Lane_bfloat16, 0, false, true, false, false, false)
 // which defines  extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n), one tile of
 // elements per thread (see `convert_tile`).
 
@@ -59,25 +65,25 @@ DEV double pow2(int e) { return u2d((u64)(e + 1023) << 52); }
 
 enum Out { OUT_INF = 0, OUT_NAN = 1, OUT_MAX = 2 };
 
+// dtcast_cast::layout::FormatLayout, field for field.
 struct Narrow {
     u32 exp_bits, man_bits;
     i32 bias;
     u32 max_mag;
     i32 inf_mag;  // -1: no infinity
-    u32 nan_code;
+    bool has_nan;
+    u32 nan_code;  // a format without NaN: the code its NaN rule writes (-0)
     bool nan_signed, neg_zero;
 };
 
-DEV Narrow F16F() { Narrow n = {5, 10, 15, 0x7BFF, 0x7C00, 0x7E00, true, true}; return n; }
-DEV Narrow BF16F() { Narrow n = {8, 7, 127, 0x7F7F, 0x7F80, 0x7FC0, true, true}; return n; }
-DEV Narrow E4M3FNF() { Narrow n = {4, 3, 7, 0x7E, -1, 0x7F, true, true}; return n; }
-DEV Narrow E5M2F() { Narrow n = {5, 2, 15, 0x7B, 0x7C, 0x7F, true, true}; return n; }
-DEV Narrow E4M3FNUZF() { Narrow n = {4, 3, 8, 0x7F, -1, 0x80, false, false}; return n; }
-DEV Narrow E5M2FNUZF() { Narrow n = {5, 2, 16, 0x7F, -1, 0x80, false, false}; return n; }
+// Fmt_<dtype>() for every narrow float format (ml_dtypes' NaN byte), TorchFmt_<dtype>() for
+// torch's float8 formats (torch's NaN byte).
+#include "formats.cuh"
 
 DEV u32 sign_bit(const Narrow& f) { return 1u << (f.exp_bits + f.man_bits); }
+// A negative NaN flips the sign bit (a format without NaN: NaN -> -0, -NaN -> +0, as ml_dtypes).
 DEV u32 nan_code(const Narrow& f, bool negative) {
-    return (negative && f.nan_signed) ? (f.nan_code | sign_bit(f)) : f.nan_code;
+    return (negative && f.nan_signed) ? (f.nan_code ^ sign_bit(f)) : f.nan_code;
 }
 DEV u32 special(const Narrow& f, int out, bool negative) {
     u32 sign = negative ? sign_bit(f) : 0;
@@ -134,6 +140,7 @@ DEV u32 encode_f32(const Narrow& f, float x, int overflow, int inf) {
     return mag | (negative ? sign_bit(f) : 0);
 }
 DEV bool is_nan_code(const Narrow& f, u32 code) {
+    if (!f.has_nan) return false;
     u32 mag = code & (sign_bit(f) - 1);
     if (f.inf_mag >= 0) return mag > (u32)f.inf_mag;
     if (f.neg_zero) return mag == f.nan_code;
@@ -210,11 +217,11 @@ DEV u8 hw_f32_to_e5m2_sat(float x) { u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0,
 
 DEV float f16_to_f32(u16 h) {
     u32 c = h;
-    if (is_nan_code(F16F(), c)) return u2f(((c >> 15) << 31) | 0x7FC00000u | ((c & 0x3FF) << 13));
+    if (is_nan_code(Fmt_float16(), c)) return u2f(((c >> 15) << 31) | 0x7FC00000u | ((c & 0x3FF) << 13));
 #if defined(DTCAST_HW_F16)
     return hw_f16_to_f32(h);
 #else
-    return decode_f32(F16F(), c);
+    return decode_f32(Fmt_float16(), c);
 #endif
 }
 DEV u16 f32_to_f16(float x) {
@@ -225,12 +232,12 @@ DEV u16 f32_to_f16(float x) {
 #if defined(DTCAST_HW_F16)
     return hw_f32_to_f16(x);
 #else
-    return (u16)encode_f32(F16F(), x, OUT_INF, OUT_INF);
+    return (u16)encode_f32(Fmt_float16(), x, OUT_INF, OUT_INF);
 #endif
 }
 DEV u16 f64_to_f16_once(double x) {
     if (isnan_d(x)) return f32_to_f16(f64_to_f32(x));
-    return (u16)encode(F16F(), x, OUT_INF, OUT_INF);
+    return (u16)encode(Fmt_float16(), x, OUT_INF, OUT_INF);
 }
 DEV float bf16_to_f32(u16 b) { return u2f((u32)b << 16); }
 DEV u16 f32_to_bf16(float x) {
@@ -240,7 +247,7 @@ DEV u16 f32_to_bf16(float x) {
 }
 DEV u16 f64_to_bf16_once(double x) {
     if (isnan_d(x)) return (u16)((f2u(f64_to_f32(x)) >> 16) | 0x40);
-    return (u16)encode(BF16F(), x, OUT_INF, OUT_INF);
+    return (u16)encode(Fmt_bfloat16(), x, OUT_INF, OUT_INF);
 }
 DEV u8 f32_to_e8m0(float x) {
     u32 b = f2u(x);
@@ -393,51 +400,85 @@ DEV double to_f64_for_rounding(Val v) {
     return to_f64(v);
 }
 
-struct Float8 {
-    int which;  // 0 e4m3fn, 1 e5m2, 2 e4m3fnuz, 3 e5m2fnuz
-};
-DEV Narrow f8_format(int which) {
-    return which == 0 ? E4M3FNF() : which == 1 ? E5M2F() : which == 2 ? E4M3FNUZF() : E5M2FNUZF();
-}
-DEV int f8_torch_overflow(int which) { return which == 0 ? OUT_MAX : which == 1 ? OUT_INF : OUT_NAN; }
-DEV int f8_saturate_inf(int which) { return which == 1 ? OUT_INF : OUT_MAX; }
-DEV u8 f8_torch(int which, Val v) {
+// ---- torch's float8 formats (rules.rs `Float8`) and ml_dtypes' rules (ml.rs)
+//
+// `lanes.cuh` describes each torch float8 format as a struct T8_<dtype>: format() (torch's NaN
+// byte), ml() (ml_dtypes'), OVERFLOW / INF / SAT_INF (what torch writes past the largest value and
+// for ±inf, and Saturate for ±inf), NAN_F32 / NAN_SIGNED (the float32 bits torch decodes a NaN
+// to; NAN_F32 0: through float16), HW (1: the layout of the GPU's e4m3 instructions, saturating;
+// 2: e5m2's, overflowing to inf; 0: none).
+
+template <class F> DEV u8 f8_torch(Val v) {
     float x = to_f32(v, false);
-    Narrow f = f8_format(which);
+    Narrow f = F::format();
     if (isnan_f(x)) return (u8)nan_code(f, (f2u(x) >> 31) != 0);
 #if defined(DTCAST_HW_F8)
     // e4m3fn: overflow and infinity give the largest finite value, as satfinite does. e5m2:
     // they give infinity; from 61440 = 0x47700000 (halfway between the largest finite value,
     // 57344, and 2^16) round-to-nearest-even goes to 2^16, which is past the format: infinity.
-    if (which == 0) return hw_f32_to_e4m3_sat(x);
-    if (which == 1) return (f2u(x) & 0x7FFFFFFFu) >= 0x47700000u ? (u8)((f2u(x) >> 24 & 0x80) | 0x7C) : hw_f32_to_e5m2_sat(x);
+    if (F::HW == 1) return hw_f32_to_e4m3_sat(x);
+    if (F::HW == 2) return (f2u(x) & 0x7FFFFFFFu) >= 0x47700000u ? (u8)((f2u(x) >> 24 & 0x80) | 0x7C) : hw_f32_to_e5m2_sat(x);
 #endif
-    int o = f8_torch_overflow(which);
-    return (u8)encode_f32(f, x, o, o);
+    return (u8)encode_f32(f, x, F::OVERFLOW, F::INF);
 }
-DEV u8 f8_saturate(int which, Val v) {
+template <class F> DEV u8 f8_saturate(Val v) {
     double x = to_f64_for_rounding(v);
-    Narrow f = f8_format(which);
+    Narrow f = F::format();
     if (isnan_d(x)) return (u8)nan_code(f, (d2u(x) >> 63) != 0);
-    return (u8)encode(f, x, OUT_MAX, f8_saturate_inf(which));
+    return (u8)encode(f, x, OUT_MAX, F::SAT_INF);
 }
-DEV float f8_decode(int which, u8 code) {
-    Narrow f = f8_format(which);
+template <class F> DEV float f8_decode(u8 code) {
+    Narrow f = F::format();
     u32 c = code;
     if (is_nan_code(f, c)) {
-        if (which == 1) return f16_to_f32((u16)(c << 8));
-        if (which == 0) return u2f(((c >> 7) << 31) | 0x7FF00000u);
-        return u2f(0x7F800001u);
+        if (F::NAN_F32 == 0) return f16_to_f32((u16)(c << 8));
+        return u2f((F::NAN_SIGNED ? (c >> 7) << 31 : 0u) | F::NAN_F32);
     }
     return decode_f32(f, c);
+}
+
+// ml_dtypes' conversion to a narrow format: through float32; past the largest finite value and
+// for ±inf, ±inf where the format has it, else its NaN, else ±max; NaN: the format's NaN (-0 / +0
+// where it has none).
+DEV u32 ml_encode(const Narrow& f, Val v) {
+    float x = to_f32(v, false);
+    if (isnan_f(x)) return nan_code(f, (f2u(x) >> 31) != 0);
+    int beyond = f.inf_mag >= 0 ? OUT_INF : f.has_nan ? OUT_NAN : OUT_MAX;
+    return encode_f32(f, x, beyond, beyond);
+}
+// Saturate for ml_dtypes' formats: one rounding; finite overflow -> ±max, ±inf -> ±inf where the
+// format has it (else ±max), NaN -> the format's NaN, or +0 where it has none.
+DEV u32 ml_saturate(const Narrow& f, Val v) {
+    double x = to_f64_for_rounding(v);
+    if (isnan_d(x)) return f.has_nan ? nan_code(f, (d2u(x) >> 63) != 0) : 0u;
+    return encode(f, x, OUT_MAX, f.inf_mag >= 0 ? OUT_INF : OUT_MAX);
+}
+// A code's value, exactly; a NaN is the quiet float32 NaN of the code's sign.
+DEV float ml_decode(const Narrow& f, u32 code) {
+    if (is_nan_code(f, code)) return u2f((code & sign_bit(f)) ? 0xFFC00000u : 0x7FC00000u);
+    return decode_f32(f, code);
+}
+// float -> int8..int64 / uint8..uint64 for ml_dtypes' sources: NaN -> 0, ±inf -> the bounds,
+// else the low bits of the truncated 64-bit value.
+DEV i64 ml_float_to_int(double x, i64 lo, i64 hi) {
+    if (isnan_d(x)) return 0;
+    if (isinf_d(x)) return x > 0 ? hi : lo;
+    return cvtt64(x);
+}
+// float -> int4/2/1, uint4/2/1 (before the low bits are kept): the truncated value, 0 for NaN,
+// ±inf and |x| >= 2^31.
+DEV i64 ml_float_to_narrow_int(double x) {
+    if (x > -2147483648.0 && x < 2147483648.0) return (i64)x;
+    return 0;
 }
 
 // ---- quirks and lanes (lanes.rs)
 
 // dtcast_cast::Quirks, field for field (the host writes them into each kernel's line).
 struct Quirks {
-    bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero, part_bits;
+    bool f16_to_f32_nan, f32_to_bf16_nan, float8_nan_to_int_zero, part_bits, ml;
 };
+#define NO_QUIRKS {false, false, false, false, false}
 
 // Element loads and stores. On the GPU (little-endian, every element at a multiple of its size
 // from a 256-byte aligned allocation, tiles in 16-byte aligned registers) one typed access; on the
@@ -456,26 +497,37 @@ template <class T> DEV void store_le(u8* p, T x) {
 }
 #endif
 
+// Every lane: SIZE (bytes as the kernels hold an element: one for the packed dtypes, code in the
+// low bits), BITS (in storage), load (the value torch's conversion sees), load_ml (ml_dtypes'),
+// torch and saturate (the two kernel modes' rules). `lanes.cuh` names one lane per dtype.
+#define PLAIN_LOAD_ML MEM static Val load_ml(const u8* p) { return load(p); }
+
 // Integer lanes: TORCH_FLOAT is how torch's scalar path turns a double into this type,
 // TORCH_F32 the same for a float32 value (which may skip the double).
-#define INT_LANE(NAME, T, UT, ID, IS_U64, TORCH_FLOAT, TORCH_F32, SAT_FLOAT)                        \
-    struct NAME {                                                                                  \
+template <int BITS, bool SIGNED> struct IntLane;
+#define INT_LANE(NBITS, NSIGNED, T, UT, IS_U64, TORCH_FLOAT, TORCH_F32, SAT_FLOAT)                  \
+    template <> struct IntLane<NBITS, NSIGNED> {                                                   \
         static const int SIZE = sizeof(T);                                                         \
-        static const int DT = ID;                                                                  \
+        static const int BITS = NBITS;                                                             \
         MEM static Val load(const u8* p) {                                                         \
             T x = (T)load_le<UT>(p);                                                               \
             return IS_U64 ? v_uint((u64)x) : v_int((i64)x);                                        \
         }                                                                                          \
+        PLAIN_LOAD_ML                                                                              \
         MEM static T from_float(double x) { return TORCH_FLOAT; }                                 \
         MEM static T from_f32(float x) { return TORCH_F32; }                                      \
         MEM static T sat_float(double x) { return SAT_FLOAT; }                                    \
         MEM static void torch(Val v, Quirks q, u8* p) {                                            \
             v = real(v);                                                                           \
+            const T lo = NSIGNED ? (T)((UT)1 << (NBITS - 1)) : (T)0;                               \
             T r;                                                                                   \
             switch (v.kind) {                                                                      \
                 case K_BOOL: case K_INT: r = (T)v.i; break;                                        \
                 case K_UINT: r = (T)v.u; break;                                                    \
-                case K_FLOAT: r = (q.float8_nan_to_int_zero && isnan_f(v.f)) ? (T)0 : from_f32(v.f); break; \
+                case K_FLOAT:                                                                      \
+                    if (q.ml) r = (T)ml_float_to_int((double)v.f, (i64)lo, (i64)(T)~(UT)lo);         \
+                    else r = (q.float8_nan_to_int_zero && isnan_f(v.f)) ? (T)0 : from_f32(v.f);     \
+                    break;                                                                         \
                 default: r = from_float(v.d); break;                                               \
             }                                                                                      \
             store_le<UT>(p, (UT)r);                                                                \
@@ -485,104 +537,173 @@ template <class T> DEV void store_le(u8* p, T x) {
             if (v.kind == K_FLOAT || v.kind == K_DOUBLE) {                                         \
                 store_le<UT>(p, (UT)sat_float(v.kind == K_FLOAT ? (double)v.f : v.d));              \
             } else {                                                                               \
-                Quirks none = {false, false, false, false};                                              \
+                Quirks none = NO_QUIRKS;                                                           \
                 torch(v, none, p);                                                                 \
             }                                                                                      \
         }                                                                                          \
     };
 
-// DTypes are numbered as dtcast_dtype::DType::index().
-INT_LANE(U8Lane, u8, u8, 1, false, (u8)cvtt64(x), (u8)cvtt64((double)x), (u8)sat_u(x, 256.0, 255))
-INT_LANE(I8Lane, i8, u8, 2, false, (i8)cvtt32(x), (i8)cvtt32_f(x), (i8)sat_i(x, -128.0, 128.0, -128, 127))
-INT_LANE(I16Lane, i16, u16, 3, false, (i16)cvtt32(x), (i16)cvtt32_f(x), (i16)sat_i(x, -32768.0, 32768.0, -32768, 32767))
-INT_LANE(I32Lane, i32, u32, 4, false, cvtt32(x), cvtt32_f(x), (i32)sat_i(x, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647))
-INT_LANE(I64Lane, i64, u64, 5, false, cvtt64(x), cvtt64((double)x), sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll))
-INT_LANE(U16Lane, u16, u16, 6, false, (u16)cvtt32(x), (u16)cvtt32_f(x), (u16)sat_u(x, 65536.0, 65535))
-INT_LANE(U32Lane, u32, u32, 7, false, (u32)cvtt64(x), (u32)cvtt64((double)x), (u32)sat_u(x, 4294967296.0, 4294967295u))
-INT_LANE(U64Lane, u64, u64, 8, true, cvtt_u64(x), cvtt_u64((double)x), sat_u(x, 18446744073709551616.0, 0xFFFFFFFFFFFFFFFFull))
+// torch's scalar path: int8/int16/uint16 through a 32-bit truncation, uint8/uint32 through a
+// 64-bit one, uint64 with the 2^63 shift (lanes.rs).
+INT_LANE(8, false, u8, u8, false, (u8)cvtt64(x), (u8)cvtt64((double)x), (u8)sat_u(x, 256.0, 255))
+INT_LANE(8, true, i8, u8, false, (i8)cvtt32(x), (i8)cvtt32_f(x), (i8)sat_i(x, -128.0, 128.0, -128, 127))
+INT_LANE(16, true, i16, u16, false, (i16)cvtt32(x), (i16)cvtt32_f(x), (i16)sat_i(x, -32768.0, 32768.0, -32768, 32767))
+INT_LANE(32, true, i32, u32, false, cvtt32(x), cvtt32_f(x), (i32)sat_i(x, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647))
+INT_LANE(64, true, i64, u64, false, cvtt64(x), cvtt64((double)x), sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll))
+INT_LANE(16, false, u16, u16, false, (u16)cvtt32(x), (u16)cvtt32_f(x), (u16)sat_u(x, 65536.0, 65535))
+INT_LANE(32, false, u32, u32, false, (u32)cvtt64(x), (u32)cvtt64((double)x), (u32)sat_u(x, 4294967296.0, 4294967295u))
+INT_LANE(64, false, u64, u64, true, cvtt_u64(x), cvtt_u64((double)x), sat_u(x, 18446744073709551616.0, 0xFFFFFFFFFFFFFFFFull))
+
+// int4/2/1, uint4/2/1 (lowp_lanes.rs): the code in the low bits of a byte; values wrap to the
+// low bits, floats by ml_dtypes' rule; Saturate clamps.
+template <int NBITS, bool SIGNED> struct NarrowIntLane {
+    static const int SIZE = 1;
+    static const int BITS = NBITS;
+    MEM static i64 mask() { return (1 << NBITS) - 1; }
+    MEM static i64 lo() { return SIGNED ? -(1 << (NBITS - 1)) : 0; }
+    MEM static i64 hi() { return SIGNED ? (1 << (NBITS - 1)) - 1 : mask(); }
+    MEM static void wrap(i64 i, u8* p) { p[0] = (u8)(i & mask()); }
+    MEM static Val load(const u8* p) {
+        i64 code = p[0] & mask();
+        return v_int(SIGNED && code > hi() ? code - (1 << NBITS) : code);
+    }
+    PLAIN_LOAD_ML
+    MEM static void torch(Val v, Quirks, u8* p) {
+        v = real(v);
+        switch (v.kind) {
+            case K_BOOL: p[0] = (u8)v.i; break;
+            case K_INT: wrap(v.i, p); break;
+            case K_UINT: wrap((i64)v.u, p); break;
+            case K_FLOAT: wrap(ml_float_to_narrow_int((double)v.f), p); break;
+            default: wrap(ml_float_to_narrow_int(v.d), p); break;
+        }
+    }
+    MEM static void saturate(Val v, u8* p) {
+        v = real(v);
+        if (v.kind == K_FLOAT || v.kind == K_DOUBLE) {
+            double x = v.kind == K_FLOAT ? (double)v.f : v.d;
+            // Rust's saturating `as i64` (NaN -> 0), then the type's range.
+            i64 i = sat_i(x, -9223372036854775808.0, 9223372036854775808.0, (i64)0x8000000000000000ull, 0x7FFFFFFFFFFFFFFFll);
+            wrap(i < lo() ? lo() : i > hi() ? hi() : i, p);
+        } else {
+            Quirks none = NO_QUIRKS;
+            torch(v, none, p);
+        }
+    }
+};
 
 struct BoolLane {
     static const int SIZE = 1;
+    static const int BITS = 8;
     MEM static Val load(const u8* p) { return v_bool(p[0] != 0); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks, u8* p) { p[0] = to_bool(v) ? 1 : 0; }
     MEM static void saturate(Val v, u8* p) { p[0] = to_bool(v) ? 1 : 0; }
 };
 struct F32Lane {
     static const int SIZE = 4;
+    static const int BITS = 32;
     MEM static Val load(const u8* p) { return v_float(u2f(load_le<u32>(p))); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks q, u8* p) { store_le<u32>(p, f2u(to_f32(v, q.f16_to_f32_nan))); }
     MEM static void saturate(Val v, u8* p) { store_le<u32>(p, f2u(to_f32(v, false))); }
 };
 struct F64Lane {
     static const int SIZE = 8;
+    static const int BITS = 64;
     MEM static Val load(const u8* p) { return v_double(u2d(load_le<u64>(p))); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks, u8* p) { store_le<u64>(p, d2u(to_f64(v))); }
     MEM static void saturate(Val v, u8* p) { store_le<u64>(p, d2u(to_f64(v))); }
 };
 struct F16Lane {
     static const int SIZE = 2;
+    static const int BITS = 16;
     MEM static Val load(const u8* p) { return v_float(f16_to_f32(load_le<u16>(p))); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks, u8* p) { store_le<u16>(p, f32_to_f16(to_f32(v, false))); }
     MEM static void saturate(Val v, u8* p) { store_le<u16>(p, f64_to_f16_once(to_f64_for_rounding(v))); }
 };
 struct BF16Lane {
     static const int SIZE = 2;
+    static const int BITS = 16;
     MEM static Val load(const u8* p) { return v_float(bf16_to_f32(load_le<u16>(p))); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks q, u8* p) {
         float x = to_f32(v, false);
-        store_le<u16>(p, (q.f32_to_bf16_nan && isnan_f(x)) ? (u16)0xFFFF : f32_to_bf16(x));
+        u16 r;
+        if (q.f32_to_bf16_nan && isnan_f(x)) r = 0xFFFF;
+        else if (q.ml && isnan_f(x)) r = (u16)nan_code(Fmt_bfloat16(), (f2u(x) >> 31) != 0);  // ml_dtypes keeps the sign
+        else r = f32_to_bf16(x);
+        store_le<u16>(p, r);
     }
     MEM static void saturate(Val v, u8* p) { store_le<u16>(p, f64_to_bf16_once(to_f64_for_rounding(v))); }
 };
-template <int WHICH> struct F8Lane {
+// torch's float8 formats: torch's rules, ml_dtypes' where the pair is one torch cannot cast.
+template <class F> struct TorchF8Lane {
     static const int SIZE = 1;
-    MEM static Val load(const u8* p) { return v_float(f8_decode(WHICH, p[0])); }
-    MEM static void torch(Val v, Quirks, u8* p) { p[0] = f8_torch(WHICH, v); }
-    MEM static void saturate(Val v, u8* p) { p[0] = f8_saturate(WHICH, v); }
+    static const int BITS = 8;
+    MEM static Val load(const u8* p) { return v_float(f8_decode<F>(p[0])); }
+    MEM static Val load_ml(const u8* p) { return v_float(ml_decode(F::ml(), p[0])); }
+    MEM static void torch(Val v, Quirks q, u8* p) { p[0] = q.ml ? (u8)ml_encode(F::ml(), v) : f8_torch<F>(v); }
+    MEM static void saturate(Val v, u8* p) { p[0] = f8_saturate<F>(v); }
 };
-typedef F8Lane<0> E4M3FnLane;
-typedef F8Lane<1> E5M2Lane;
-typedef F8Lane<2> E4M3FnuzLane;
-typedef F8Lane<3> E5M2FnuzLane;
+// The narrow floats torch lacks (ml_dtypes' float8 variants, float6, float4): ml_dtypes' rules.
+template <class F> struct MlFloatLane {
+    static const int SIZE = 1;
+    static const int BITS = F::BITS;
+    MEM static Val load(const u8* p) { return v_float(ml_decode(F::ml(), p[0])); }
+    PLAIN_LOAD_ML
+    MEM static void torch(Val v, Quirks, u8* p) { p[0] = (u8)ml_encode(F::ml(), v); }
+    MEM static void saturate(Val v, u8* p) { p[0] = (u8)ml_saturate(F::ml(), v); }
+};
 struct E8M0Lane {
     static const int SIZE = 1;
+    static const int BITS = 8;
     MEM static Val load(const u8* p) { return v_float(e8m0_to_f32(p[0])); }
+    PLAIN_LOAD_ML
     MEM static void torch(Val v, Quirks, u8* p) { p[0] = f32_to_e8m0(to_f32(v, false)); }
     MEM static void saturate(Val v, u8* p) { p[0] = f64_to_e8m0_saturating(to_f64_for_rounding(v)); }
 };
 template <class Part, int KIND> struct ComplexLane {
     static const int SIZE = 2 * Part::SIZE;
+    static const int BITS = 2 * Part::BITS;
     MEM static Val load(const u8* p) {
         Val re = Part::load(p), im = Part::load(p + Part::SIZE);
         if (KIND == K_CDOUBLE) return v_cdouble(re.d, im.d);
         return v_cfloat(re.f, im.f);
     }
-    MEM static void torch(Val v, Quirks, u8* p) {
-        Quirks none = {false, false, false, false};
-        Part::torch(real(v), none, p);
-        Part::torch(imag(v), none, p + Part::SIZE);
+    PLAIN_LOAD_ML
+    MEM static void torch(Val v, Quirks q, u8* p) {
+        Quirks part = NO_QUIRKS;
+        part.ml = q.ml;
+        Part::torch(real(v), part, p);
+        Part::torch(imag(v), part, p + Part::SIZE);
     }
     MEM static void saturate(Val v, u8* p) {
         Part::saturate(real(v), p);
         Part::saturate(imag(v), p + Part::SIZE);
     }
 };
-typedef ComplexLane<F16Lane, K_CFLOAT> C32Lane;
-typedef ComplexLane<F32Lane, K_CFLOAT> C64Lane;
-typedef ComplexLane<F64Lane, K_CDOUBLE> C128Lane;
-typedef ComplexLane<BF16Lane, K_CFLOAT> BC32Lane;
+
+// Lane_<dtype> for every dtype that has values, and DTCAST_LANES(X): X(index, lane) for each.
+#include "lanes.cuh"
 
 // ---- the element loop
 
+// The value a conversion reads: ml_dtypes' reading where torch cannot cast the pair.
+template <class S> DEV Val value(const u8* p, Quirks q) { return q.ml ? S::load_ml(p) : S::load(p); }
+
+// Element `i` of a tile buffer (lanes' SIZE bytes each) into element `i` of another.
 template <class S, class D, int SATURATE>
-DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
+DEV void convert_one(const u8* src, u8* dst, int i, Quirks q) {
     if (!SATURATE && q.part_bits) {
         // The real part's bytes as they are; a complex destination's imaginary part is +0.
         const int part = S::SIZE < D::SIZE ? S::SIZE : D::SIZE;
         for (int k = 0; k < D::SIZE; ++k) dst[i * D::SIZE + k] = k < part ? src[i * S::SIZE + k] : 0;
         return;
     }
-    Val v = S::load(src + i * S::SIZE);
+    Val v = value<S>(src + i * S::SIZE, q);
     if (SATURATE) D::saturate(v, dst + i * D::SIZE);
     else D::torch(v, q, dst + i * D::SIZE);
 }
@@ -590,10 +711,14 @@ DEV void convert_one(const u8* src, u8* dst, u64 i, Quirks q) {
 // ---- tiles: what one GPU thread does per step
 //
 // A tile is the run of elements whose source and destination both fit in 16 bytes
-// (16 / max(S::SIZE, D::SIZE) elements; every lane size divides 16). It is read with one load and
-// written with one store, each as wide as its bytes (16 on the wider side), so a warp moves up to
-// 512 contiguous bytes per instruction: enough bytes in flight to run at memory speed. The last tile of a tensor whose length is not a
-// multiple of the tile takes the element path. The host harness runs these same functions.
+// (16 / max(S::SIZE, D::SIZE) elements; every lane size divides 16), or 8 elements where a side is
+// packed (8 elements of any width are whole bytes). It is read with one load and written with one
+// store, each as wide as its bytes (16 on the wider side), so a warp moves up to 512 contiguous
+// bytes per instruction: enough bytes in flight to run at memory speed. Packed elements are
+// unpacked into one byte each (the code in the low bits, as the lanes hold them) after the load and
+// packed before the store — the CPU's layout: element i in bits i*BITS.. of a little-endian bit
+// stream. The last tile of a tensor whose length is not a multiple of the tile goes through the same
+// buffers a byte at a time. The host harness runs these same functions.
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ALIGN16 __align__(16)
@@ -618,22 +743,90 @@ template <int N> DEV void copy_bytes(u8* to, const u8* from) { memcpy(to, from, 
 #endif
 
 template <class S, class D> struct Tile {
-    static const int ELEMS = 16 / (S::SIZE > D::SIZE ? S::SIZE : D::SIZE);
+    static const int WIDER = S::SIZE > D::SIZE ? S::SIZE : D::SIZE;
+    static const bool PACKED = S::BITS < 8 || D::BITS < 8;
+    static const int ELEMS = PACKED ? 8 : 16 / WIDER;
+    // Bytes of a tile buffer: the elements as the lanes hold them (at least 16).
+    static const int BUF = ELEMS * WIDER < 16 ? 16 : ELEMS * WIDER;
 };
+
+// `count` codes of BITS < 8 bits from a bit stream into a byte each, and back (`packed` zeroed
+// first by the caller). A float6 code may straddle two bytes.
+template <int BITS> DEV void unpack(const u8* packed, u8* codes, int count) {
+    for (int k = 0; k < count; ++k) {
+        int bit = k * BITS, at = bit >> 3, shift = bit & 7;
+        u32 w = packed[at];
+        if (shift + BITS > 8) w |= (u32)packed[at + 1] << 8;
+        codes[k] = (u8)((w >> shift) & ((1u << BITS) - 1));
+    }
+}
+template <int BITS> DEV void pack(const u8* codes, u8* packed, int count) {
+    for (int k = 0; k < count; ++k) {
+        int bit = k * BITS, at = bit >> 3, shift = bit & 7;
+        u32 w = (u32)(codes[k] & ((1u << BITS) - 1)) << shift;
+        packed[at] |= (u8)w;
+        if (shift + BITS > 8) packed[at + 1] |= (u8)(w >> 8);
+    }
+}
+
+// A whole tile of lane L starting at element `first` (a multiple of the tile) of `from`, into
+// `codes`; and back.
+template <class L, int E> DEV void load_tile(u8* codes, const u8* from, u64 first) {
+    if (L::BITS >= 8) {
+        copy_bytes<E * L::SIZE>(codes, from + first * L::SIZE);
+    } else {
+        ALIGN16 u8 raw[16];
+        copy_bytes<E * L::BITS / 8>(raw, from + first * L::BITS / 8);
+        unpack<L::BITS < 8 ? L::BITS : 1>(raw, codes, E);
+    }
+}
+template <class L, int E> DEV void store_tile(u8* to, u64 first, const u8* codes) {
+    if (L::BITS >= 8) {
+        copy_bytes<E * L::SIZE>(to + first * L::SIZE, codes);
+    } else {
+        ALIGN16 u8 raw[16] = {0};
+        pack<L::BITS < 8 ? L::BITS : 1>(codes, raw, E);
+        copy_bytes<E * L::BITS / 8>(to + first * L::BITS / 8, raw);
+    }
+}
+// The same for the `count` < tile elements at the end of a tensor, a byte at a time (the count
+// of a packed dtype always ends on a byte: the host refuses other lengths).
+template <class L> DEV void load_part(u8* codes, const u8* from, u64 first, int count) {
+    if (L::BITS >= 8) {
+        for (int k = 0; k < count * L::SIZE; ++k) codes[k] = from[first * L::SIZE + k];
+    } else {
+        ALIGN16 u8 raw[16];
+        for (int k = 0; k < count * L::BITS / 8; ++k) raw[k] = from[first * L::BITS / 8 + k];
+        unpack<L::BITS < 8 ? L::BITS : 1>(raw, codes, count);
+    }
+}
+template <class L> DEV void store_part(u8* to, u64 first, const u8* codes, int count) {
+    if (L::BITS >= 8) {
+        for (int k = 0; k < count * L::SIZE; ++k) to[first * L::SIZE + k] = codes[k];
+    } else {
+        ALIGN16 u8 raw[16] = {0};
+        pack<L::BITS < 8 ? L::BITS : 1>(codes, raw, count);
+        for (int k = 0; k < count * L::BITS / 8; ++k) to[first * L::BITS / 8 + k] = raw[k];
+    }
+}
 
 // Tile `t` of an `n`-element cast.
 template <class S, class D, int SATURATE>
 DEV void convert_tile(const u8* src, u8* dst, u64 t, u64 n, Quirks q) {
-    const int E = Tile<S, D>::ELEMS;
+    typedef Tile<S, D> T;
+    const int E = T::ELEMS;
     u64 first = t * E;
+    ALIGN16 u8 in[T::BUF];
+    ALIGN16 u8 out[T::BUF];
     if (first + E <= n) {
-        ALIGN16 u8 in[16];
-        ALIGN16 u8 out[16];
-        copy_bytes<E * S::SIZE>(in, src + first * S::SIZE);
+        load_tile<S, E>(in, src, first);
         for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in, out, k, q);
-        copy_bytes<E * D::SIZE>(dst + first * D::SIZE, out);
+        store_tile<D, E>(dst, first, out);
     } else {
-        for (u64 i = first; i < n; ++i) convert_one<S, D, SATURATE>(src, dst, i, q);
+        int count = (int)(n - first);
+        load_part<S>(in, src, first, count);
+        for (int k = 0; k < count; ++k) convert_one<S, D, SATURATE>(in, out, k, q);
+        store_part<D>(dst, first, out, count);
     }
 }
 // Tiles `a` and `b > a` of an `n`-element cast, both loads issued before either tile is
@@ -641,18 +834,19 @@ DEV void convert_tile(const u8* src, u8* dst, u64 t, u64 n, Quirks q) {
 // the memory.
 template <class S, class D, int SATURATE>
 DEV void convert_tile_pair(const u8* src, u8* dst, u64 a, u64 b, u64 n, Quirks q) {
-    const int E = Tile<S, D>::ELEMS;
+    typedef Tile<S, D> T;
+    const int E = T::ELEMS;
     if ((b + 1) * E <= n) {
-        ALIGN16 u8 in_a[16];
-        ALIGN16 u8 in_b[16];
-        ALIGN16 u8 out_a[16];
-        ALIGN16 u8 out_b[16];
-        copy_bytes<E * S::SIZE>(in_a, src + a * E * S::SIZE);
-        copy_bytes<E * S::SIZE>(in_b, src + b * E * S::SIZE);
+        ALIGN16 u8 in_a[T::BUF];
+        ALIGN16 u8 in_b[T::BUF];
+        ALIGN16 u8 out_a[T::BUF];
+        ALIGN16 u8 out_b[T::BUF];
+        load_tile<S, E>(in_a, src, a * E);
+        load_tile<S, E>(in_b, src, b * E);
         for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in_a, out_a, k, q);
         for (int k = 0; k < E; ++k) convert_one<S, D, SATURATE>(in_b, out_b, k, q);
-        copy_bytes<E * D::SIZE>(dst + a * E * D::SIZE, out_a);
-        copy_bytes<E * D::SIZE>(dst + b * E * D::SIZE, out_b);
+        store_tile<D, E>(dst, a * E, out_a);
+        store_tile<D, E>(dst, b * E, out_b);
     } else {
         if (a * E < n) convert_tile<S, D, SATURATE>(src, dst, a, n, q);
         if (b * E < n) convert_tile<S, D, SATURATE>(src, dst, b, n, q);
@@ -673,7 +867,7 @@ struct Limits {
     double lo_f, hi_excl_f;  // the integer range for float values: trunc(x) in [lo_f, hi_excl_f)
     double threshold;        // floating destinations: magnitudes from here overflow...
     bool tie_overflows;      // ...the threshold itself too, if this is set
-    bool has_inf, fsigned;
+    bool has_inf, has_nan, fsigned;
 };
 
 DEV bool is_int_kind(int k) { return k == K_BOOL || k == K_INT || k == K_UINT; }
@@ -705,7 +899,7 @@ DEV bool real_ok(Val v, const Limits& l) {
         if (l.dst_signed) return v.i >= l.lo_i && v.i <= l.hi_i;
         return v.i >= 0 && (u64)v.i <= l.hi_u;
     }
-    if (isnan_d(x)) return true;
+    if (isnan_d(x)) return l.has_nan;
     if (!l.fsigned && x <= 0.0) return false;
     if (isinf_d(x)) return l.has_inf;
     double a = x < 0 ? -x : x;
@@ -738,8 +932,8 @@ DEV bool same_num(Val a, Val b) {
 DEV bool same_value(Val v, Val r) { return same_num(real(v), real(r)) && same_num(imag(v), imag(r)); }
 
 template <class S, class D, int EXACT>
-DEV bool check_one(const u8* src, u64 i, Quirks q, const Limits& l) {
-    Val v = S::load(src + i * S::SIZE);
+DEV bool check_one(const u8* src, int i, Quirks q, const Limits& l) {
+    Val v = value<S>(src + i * S::SIZE, q);
     if (!EXACT) return checked_ok(v, l);
     ALIGN16 u8 out[16];
     D::torch(v, q, out);
@@ -749,17 +943,19 @@ DEV bool check_one(const u8* src, u64 i, Quirks q, const Limits& l) {
 // The first element of tile `t` that the destination cannot take, or `n` when there is none.
 template <class S, class D, int EXACT>
 DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
-    const int E = Tile<S, D>::ELEMS;
+    typedef Tile<S, D> T;
+    const int E = T::ELEMS;
     u64 first = t * E;
+    ALIGN16 u8 in[T::BUF];
+    int count = E;
     if (first + E <= n) {
-        ALIGN16 u8 in[16];
-        copy_bytes<E * S::SIZE>(in, src + first * S::SIZE);
-        for (int k = 0; k < E; ++k)
-            if (!check_one<S, D, EXACT>(in, k, q, l)) return first + k;
+        load_tile<S, E>(in, src, first);
     } else {
-        for (u64 i = first; i < n; ++i)
-            if (!check_one<S, D, EXACT>(src, i, q, l)) return i;
+        count = (int)(n - first);
+        load_part<S>(in, src, first, count);
     }
+    for (int k = 0; k < count; ++k)
+        if (!check_one<S, D, EXACT>(in, k, q, l)) return first + k;
     return n;
 }
 
@@ -768,9 +964,9 @@ DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
 //
 // extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad): the index of the
 // first element the destination cannot take (as *first_bad starts at n, it stays n when none).
-#define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, ...)                                        \
+#define DTCAST_CHECK(S, D, EXACT, Q16, QBF, QF8, QPB, QML, ...)                                   \
     extern "C" __global__ void dtcast_check(const u8* src, u64 n, u64* first_bad) {              \
-        Quirks q = {Q16, QBF, QF8, QPB};                                                              \
+        Quirks q = {Q16, QBF, QF8, QPB, QML};                                                              \
         Limits l = {__VA_ARGS__};                                                                  \
         u64 count = tiles<S, D>(n);                                                                \
         for (u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x) { \
@@ -780,9 +976,9 @@ DEV u64 check_tile(const u8* src, u64 t, u64 n, Quirks q, const Limits& l) {
     }
 // The cast kernel: each block takes 2 * blockDim tiles per step, each thread two of them a block
 // apart (so each load instruction of a warp still reads contiguous memory).
-#define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8, QPB)                                         \
+#define DTCAST_KERNEL(S, D, SATURATE, Q16, QBF, QF8, QPB, QML)                                    \
     extern "C" __global__ void dtcast_cast(const u8* src, u8* dst, u64 n) {                      \
-        Quirks q = {Q16, QBF, QF8, QPB};                                                              \
+        Quirks q = {Q16, QBF, QF8, QPB, QML};                                                              \
         u64 count = tiles<S, D>(n);                                                                \
         for (u64 t = (u64)blockIdx.x * blockDim.x * 2 + threadIdx.x; t < count; t += (u64)gridDim.x * blockDim.x * 2) \
             convert_tile_pair<S, D, SATURATE>(src, dst, t, t + blockDim.x, n, q);                 \

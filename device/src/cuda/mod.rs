@@ -3,8 +3,9 @@
 //! Nothing is linked at build time. Before anything touches CUDA, the driver library is looked
 //! for; without it, or without a GPU, every call returns `TensorError::CudaUnavailable` naming the
 //! reason — cudarc would otherwise panic on a missing library. Cast kernels are compiled by NVRTC
-//! from `kernels.cu` the first time a (source, destination, mode) is used on a device, and cached
-//! for that device's context.
+//! from `kernels.cu` (with its per-dtype parts written from the dtype table: `source.rs`) the
+//! first time a (source, destination, mode) is used on a device, and cached for that device's
+//! context.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -14,18 +15,17 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use dtcast_cast::{cast_to_vec, CastError, CastMode, Quirks};
-use dtcast_dtype::{DType, TorchSupport};
+use dtcast_dtype::DType;
 
 use crate::backend::{Backend, Storage};
 use crate::error::TensorError;
 use crate::Device;
 
+mod source;
 mod staging;
 mod timing;
+pub use source::{formats_cuh, kernel_source, lane, lanes_cuh};
 pub use timing::{time_cast, time_transfers, CastTiming, TransferTiming};
-
-/// The kernel source; the host appends one `DTCAST_KERNEL(...)` line per compiled pair.
-pub const KERNELS_CU: &str = include_str!("kernels.cu");
 
 /// Whether the driver library can be loaded, and why not.
 fn driver_library() -> Result<(), TensorError> {
@@ -212,7 +212,7 @@ const BLOCK_THREADS: u32 = 256;
 /// tile: the elements in 16 bytes on the wider side, `Tile` in `kernels.cu`), the kernels'
 /// grid-stride loops covering any rest.
 fn launch_config(n: usize, from: DType, to: DType) -> LaunchConfig {
-    let tiles = n.div_ceil(16 / size(from).max(size(to)));
+    let tiles = n.div_ceil(tile_elements(from, to));
     // The cast kernel's threads take two tiles per step; the check kernel's grid-stride loop
     // covers the rest of its tiles with the same grid.
     let blocks = tiles.div_ceil(2 * BLOCK_THREADS as usize).clamp(1, 1 << 20);
@@ -241,60 +241,56 @@ impl Storage for CudaStorage {
     }
 }
 
-/// Whether the CUDA kernels cast `from` → `to`: torch's castable dtypes only, so far.
+/// Whether the CUDA kernels cast `from` → `to`: every pair of dtypes with values (a dtype to
+/// itself is a copy), as on the CPU.
 fn cuda_casts(from: DType, to: DType) -> Result<(), TensorError> {
-    match [from, to]
-        .into_iter()
-        .find(|d| d.torch_support() != TorchSupport::Casts)
-    {
-        Some(dtype) => Err(TensorError::CudaDType { dtype }),
-        None => Ok(()),
+    if from == to || (lane(from).is_some() && lane(to).is_some()) {
+        Ok(())
+    } else {
+        Err(CastError::Unsupported { from, to }.into())
     }
 }
 
-/// Bytes per element of a dtype the kernels cast (whole bytes: see `cuda_casts`).
-fn size(dtype: DType) -> usize {
+/// The elements of one kernel tile (`Tile` in `kernels.cu`): as many as fit in 16 bytes on the
+/// wider side, or 8 where a side is packed (8 elements of any width end on a byte).
+pub fn tile_elements(from: DType, to: DType) -> usize {
+    if from.is_packed() || to.is_packed() {
+        8
+    } else {
+        16 / unit(from).max(unit(to))
+    }
+}
+
+/// Bytes per element as the kernels hold one (packed dtypes: one byte, unpacked in the tile).
+fn unit(dtype: DType) -> usize {
     dtype.byte_size().unwrap_or(1)
 }
 
-/// The lane type of `kernels.cu` for a dtype.
-fn lane(dtype: DType) -> &'static str {
-    match dtype {
-        DType::Bool => "BoolLane",
-        DType::UInt8 => "U8Lane",
-        DType::Int8 => "I8Lane",
-        DType::Int16 => "I16Lane",
-        DType::Int32 => "I32Lane",
-        DType::Int64 => "I64Lane",
-        DType::UInt16 => "U16Lane",
-        DType::UInt32 => "U32Lane",
-        DType::UInt64 => "U64Lane",
-        DType::Float16 => "F16Lane",
-        DType::BFloat16 => "BF16Lane",
-        DType::Float32 => "F32Lane",
-        DType::Float64 => "F64Lane",
-        DType::Complex32 => "C32Lane",
-        DType::Complex64 => "C64Lane",
-        DType::Complex128 => "C128Lane",
-        DType::BComplex32 => "BC32Lane",
-        DType::Float8E4M3Fn => "E4M3FnLane",
-        DType::Float8E5M2 => "E5M2Lane",
-        DType::Float8E4M3Fnuz => "E4M3FnuzLane",
-        DType::Float8E5M2Fnuz => "E5M2FnuzLane",
-        DType::Float8E8M0Fnu => "E8M0Lane",
-        // `DType` is non-exhaustive: a dtype added without a lane names a type kernels.cu lacks,
-        // so its kernels fail to compile (in the host and NVRTC tests) instead of running as
-        // some other dtype.
-        _ => "NoLaneForThisDType",
-    }
+/// The bytes of `n` elements of `dtype` in storage; an error where they end inside a byte.
+fn bytes_of(dtype: DType, n: usize) -> Result<usize, TensorError> {
+    dtype
+        .storage_bytes(n)
+        .map_err(|_| CastError::NotByteAligned { dtype, elements: n }.into())
+}
+
+/// The elements in `len` bytes of `dtype`.
+fn elements_of(dtype: DType, len: usize) -> Result<usize, TensorError> {
+    dtype
+        .elements_in(len)
+        .ok_or_else(|| CastError::PartialElement { dtype, len }.into())
+}
+
+/// The lane of a dtype that has one (callers check `cuda_casts` first).
+fn lane_of(dtype: DType) -> String {
+    lane(dtype).unwrap_or_else(|| format!("NoLaneFor_{}", dtype.name()))
 }
 
 /// The `DTCAST_KERNEL` line for a pair: lanes, mode and torch's path quirks.
 pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
     format!(
         "DTCAST_KERNEL({}, {}, {}, {})\n",
-        lane(from),
-        lane(to),
+        lane_of(from),
+        lane_of(to),
         u8::from(saturate),
         quirk_args(from, to)
     )
@@ -302,16 +298,14 @@ pub fn kernel_line(from: DType, to: DType, saturate: bool) -> String {
 
 /// The pair's `dtcast_cast::Quirks`, as the arguments of `kernels.cu`'s `Quirks` (same order).
 fn quirk_args(from: DType, to: DType) -> String {
-    // `ml` is never set here: pairs with a dtype torch cannot cast do not reach the kernels
-    // (`cuda_casts`).
     let Quirks {
         f16_to_f32_nan,
         f32_to_bf16_nan,
         float8_nan_to_int_zero,
         part_bits,
-        ml: _,
+        ml,
     } = Quirks::of(from, to);
-    format!("{f16_to_f32_nan}, {f32_to_bf16_nan}, {float8_nan_to_int_zero}, {part_bits}")
+    format!("{f16_to_f32_nan}, {f32_to_bf16_nan}, {float8_nan_to_int_zero}, {part_bits}, {ml}")
 }
 
 /// The `DTCAST_CHECK` line for a pair: lanes, Exact or Checked, quirks, and what `to` can hold
@@ -353,11 +347,12 @@ pub fn check_line(from: DType, to: DType, exact: bool) -> String {
     let format = part.float_format();
     let (threshold, tie) = format.map_or((0.0, false), |f| f.overflow_threshold());
     let has_inf = format.is_some_and(|f| f.has_inf);
+    let has_nan = format.is_some_and(|f| f.nan != dtcast_dtype::NanEncoding::None);
     let fsigned = format.is_none_or(|f| f.signed);
     format!(
-        "DTCAST_CHECK({}, {}, {}, {}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {fsigned})\n",
-        lane(from),
-        lane(to),
+        "DTCAST_CHECK({}, {}, {}, {}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {has_nan}, {fsigned})\n",
+        lane_of(from),
+        lane_of(to),
         u8::from(exact),
         quirk_args(from, to),
         to.is_complex(),
@@ -382,6 +377,25 @@ pub fn compile_kernel(
     ptx(from, to, mode, arch).map(|_| ())
 }
 
+/// [`compile_kernel`] for many pairs and modes at once: one NVRTC program holding every kernel,
+/// each under a name of its own (NVRTC's fixed cost is paid once).
+pub fn compile_kernels(
+    kernels: &[(DType, DType, CastMode)],
+    arch: Option<&str>,
+) -> Result<(), TensorError> {
+    let mut src = kernel_source();
+    for (k, &(from, to, mode)) in kernels.iter().enumerate() {
+        // The kernel macros name their function `dtcast_cast` / `dtcast_check`: renamed per line.
+        src.push_str(&format!(
+            "#define dtcast_cast dtcast_cast_{k}\n#define dtcast_check dtcast_check_{k}\n{}\
+             #undef dtcast_cast\n#undef dtcast_check\n",
+            source_line(from, to, mode)
+        ));
+    }
+    let what = format!("{} kernels", kernels.len());
+    compile(src, arch, &what).map(|_| ())
+}
+
 /// The kernel source line for a pair and mode: the cast kernel for Torch and Saturate, the check
 /// kernel for Checked and Exact.
 fn source_line(from: DType, to: DType, mode: CastMode) -> String {
@@ -398,8 +412,13 @@ fn ptx(
     mode: CastMode,
     arch: Option<&str>,
 ) -> Result<cudarc::nvrtc::Ptx, TensorError> {
+    let src = format!("{}\n{}", kernel_source(), source_line(from, to, mode));
+    compile(src, arch, &format!("the {from} -> {to} ({mode}) kernel"))
+}
+
+/// NVRTC's PTX for `src`; `what` names it in an error.
+fn compile(src: String, arch: Option<&str>, what: &str) -> Result<cudarc::nvrtc::Ptx, TensorError> {
     nvrtc_library()?;
-    let src = format!("{KERNELS_CU}\n{}", source_line(from, to, mode));
     let options = cudarc::nvrtc::CompileOptions {
         // No contraction of a multiply and an add into one rounding: the rules round each step.
         fmad: Some(false),
@@ -410,7 +429,7 @@ fn ptx(
     };
     cudarc::nvrtc::compile_ptx_with_opts(src, options).map_err(|e| {
         TensorError::Cuda(format!(
-            "compiling the {from} -> {to} ({mode}) kernel{}: {e:?}",
+            "compiling {what}{}: {e:?}",
             arch.map(|a| format!(" for {a}")).unwrap_or_default()
         ))
     })
@@ -479,14 +498,24 @@ impl Cuda {
         let Some(&index) = found.first().filter(|&&i| i < count) else {
             return Ok(());
         };
-        let (i, k) = (index as usize, size(from));
-        let mut element = vec![0u8; k];
+        // The element's group of 8 (whole bytes for any width; one element where it is bytes)
+        // comes back, and the CPU rules find it the first they refuse in it.
+        let i = index as usize;
+        let group = if from.is_packed() || to.is_packed() {
+            8
+        } else {
+            1
+        };
+        let start = i - i % group;
+        let count = group.min(n - start);
+        let (at, len) = (bytes_of(from, start)?, bytes_of(from, count)?);
+        let mut elements = vec![0u8; len];
         self.stream
-            .memcpy_dtoh(&src.slice(i * k..(i + 1) * k), &mut element)
+            .memcpy_dtoh(&src.slice(at..at + len), &mut elements)
             .map_err(cuda_error)?;
         self.stream.synchronize().map_err(cuda_error)?;
-        match cast_to_vec(&element, from, to, mode) {
-            Err(CastError::Value { value, from, to, kind, .. }) => Err(CastError::Value { index: i, value, from, to, kind }.into()),
+        match cast_to_vec(&elements, from, to, mode) {
+            Err(CastError::Value { index, value, from, to, kind }) => Err(CastError::Value { index: start + index, value, from, to, kind }.into()),
             Err(e) => Err(e.into()),
             Ok(_) => Err(TensorError::Cuda(format!("the device check refused element {i} of a {from} -> {to} cast that the CPU rules accept"))),
         }
@@ -508,7 +537,7 @@ impl Cuda {
             return Ok(());
         }
         if from == to {
-            let len = n * size(to);
+            let len = bytes_of(to, n)?;
             return self
                 .stream
                 .memcpy_dtod(&src.slice(0..len), &mut out.slice_mut(0..len))
@@ -612,8 +641,9 @@ impl Backend for Cuda {
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
         cuda_casts(from, to)?;
-        let n = host.len() / size(from);
-        let buf = if host.len().max(n * size(to)) >= staging::STAGED_BYTES {
+        let n = elements_of(from, host.len())?;
+        let len = bytes_of(to, n)?;
+        let buf = if host.len().max(len) >= staging::STAGED_BYTES {
             self.upload_staged(host, from, to, mode)?
         } else {
             let cast_on_host;
@@ -638,7 +668,7 @@ impl Backend for Cuda {
         }
         Ok(Arc::new(CudaStorage {
             buf,
-            len: n * size(to),
+            len,
             ordinal: self.ordinal,
         }))
     }
@@ -690,8 +720,8 @@ impl Backend for Cuda {
     ) -> Result<Arc<dyn Storage>, TensorError> {
         cuda_casts(from, to)?;
         let s = self.storage(src)?;
-        let n = s.len / size(from);
-        let len = n * size(to);
+        let n = elements_of(from, s.len)?;
+        let len = bytes_of(to, n)?;
         let mut out = self.alloc_for_writing(len)?;
         self.cast_into(&s.buf, &mut out, n, from, to, mode)?;
         Ok(Arc::new(CudaStorage {

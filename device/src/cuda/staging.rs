@@ -87,24 +87,27 @@ impl Cuda {
         to: DType,
         mode: CastMode,
     ) -> Result<CudaSlice<u8>, TensorError> {
-        let (fs, ts) = (from.byte_size().unwrap_or(1), to.byte_size().unwrap_or(1));
-        let n = host.len() / fs;
-        let mut dst = self.alloc_for_writing(n * ts)?;
+        // Bits per element, and byte offsets at element counts that are multiples of 8 (or the
+        // end, which the caller has checked ends on a byte): exact for packed dtypes too.
+        let (fb, tb) = (from.bits(), to.bits());
+        let n = host.len() * 8 / fb;
+        let mut dst = self.alloc_for_writing(n * tb / 8)?;
         let mut buffers = self.take_staging()?;
-        let per_chunk = CHUNK / fs.max(ts);
+        let per_chunk = CHUNK * 8 / fb.max(tb) / 8 * 8;
         let mut sent = || -> Result<(), TensorError> {
             for (k, first) in (0..n).step_by(per_chunk).enumerate() {
                 let end = (first + per_chunk).min(n);
                 let b = &mut buffers[k % BUFFERS];
                 b.free.synchronize().map_err(cuda_error)?;
-                let stage = &mut b.host.as_mut_slice().map_err(cuda_error)?[..(end - first) * ts];
-                let part = &host[first * fs..end * fs];
+                let stage =
+                    &mut b.host.as_mut_slice().map_err(cuda_error)?[..(end - first) * tb / 8];
+                let part = &host[first * fb / 8..end * fb / 8];
                 if from == to {
                     parallel_copy(part, stage);
                 } else {
                     cast(part, from, stage, to, mode).map_err(|e| e.offset_by(first))?;
                 }
-                let mut view = dst.slice_mut(first * ts..end * ts);
+                let mut view = dst.slice_mut(first * tb / 8..end * tb / 8);
                 // `stage` is page-locked: the copy is asynchronous; `free` marks its end.
                 self.stream
                     .memcpy_htod(&*stage, &mut view)

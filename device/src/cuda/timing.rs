@@ -39,11 +39,12 @@ pub fn time_cast(
     repeat: u32,
 ) -> Result<CastTiming, TensorError> {
     let cuda = backend_of(ordinal)?;
-    let n = src.len() / from.byte_size().unwrap_or(1);
+    let n = super::elements_of(from, src.len())?;
+    let out_len = super::bytes_of(to, n)?;
     let on_device = cuda.upload(src)?;
     let input = cuda.storage(on_device.as_ref())?;
-    let mut out = cuda.alloc_for_writing(n * to.byte_size().unwrap_or(1))?;
-    let half = (src.len() + n * to.byte_size().unwrap_or(1)) / 2;
+    let mut out = cuda.alloc_for_writing(out_len)?;
+    let half = (src.len() + out_len) / 2;
     let copy_from = cuda.alloc_zeroed(half)?;
     let mut copy_to = cuda.alloc_for_writing(half)?;
     let event = || {
