@@ -4,10 +4,11 @@
 //!
 //! | module | crate | what |
 //! |---|---|---|
-//! | [`dtype`] | `dtcast-dtype` | the 22 dtypes, names, sizes, float formats, [`Element`] |
+//! | [`dtype`] | `dtcast-dtype` | the 35 dtypes, names, sizes in bits, float formats, [`Element`] |
 //! | [`promote`] | `dtcast-promote` | [`Policy`], [`Torch`]: `promote_types`, `result_type`, `can_cast` |
 //! | [`bitcast`] | `dtcast-bitcast` | bitcast shape rules ([`Xla`], [`View`]) and zero-copy reinterpretation |
 //! | [`cast`] | `dtcast-cast` | value casts between every pair of dtypes |
+//! | [`quant`] | `dtcast-quant` | scaled formats (FP8 with scales, MXFP8, MXFP4, NVFP4): dequantization |
 //! | [`device`] | `dtcast-device` | devices, backends and `Tensor::to` |
 //! | [`layer`] | `dtcast-layer` | model traversal, `Layer::astype`, checkpoints |
 //!
@@ -40,6 +41,8 @@ pub use dtcast_dtype as dtype;
 pub use dtcast_layer as layer;
 #[doc(inline)]
 pub use dtcast_promote as promote;
+#[doc(inline)]
+pub use dtcast_quant as quant;
 
 pub use dtcast_bitcast::{Rule, View, Xla};
 pub use dtcast_cast::CastMode;

@@ -1,0 +1,82 @@
+//! What can go wrong.
+
+use std::fmt;
+
+use dtcast_dtype::DType;
+
+/// An error from quantizing or dequantizing: what was wrong and what is accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuantError {
+    /// No scheme has this name.
+    UnknownScheme {
+        /// The name given.
+        name: String,
+    },
+    /// The scheme's dtypes do not fit together.
+    Scheme {
+        /// Why.
+        reason: String,
+    },
+    /// The shape does not suit the scheme (e.g. columns not a multiple of the group size).
+    Shape {
+        /// Why.
+        reason: String,
+    },
+    /// A buffer's length is not what the shape and the scheme need.
+    Length {
+        /// Which buffer (`elements`, `scales`).
+        what: &'static str,
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes given.
+        given: usize,
+    },
+    /// The scheme needs a global scale and none was given, or one was given that it has no use for.
+    GlobalScale {
+        /// What the scheme needs.
+        needed: bool,
+    },
+    /// The output dtype is not one dequantization writes.
+    OutputDType {
+        /// The dtype asked for.
+        dtype: DType,
+    },
+}
+
+impl fmt::Display for QuantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuantError::UnknownScheme { name } => write!(
+                f,
+                "unknown scheme `{name}`; known: {}",
+                crate::scheme::NAMES.join(", ")
+            ),
+            QuantError::Shape { reason } => write!(f, "{reason}"),
+            QuantError::Scheme { reason } => write!(f, "the scheme does not work: {reason}"),
+            QuantError::Length {
+                what,
+                needed,
+                given,
+            } => write!(
+                f,
+                "the {what} hold {given} bytes; the shape and scheme need {needed}"
+            ),
+            QuantError::GlobalScale { needed: true } => {
+                write!(
+                    f,
+                    "this scheme needs the tensor's global scale, and none was given"
+                )
+            }
+            QuantError::GlobalScale { needed: false } => {
+                write!(f, "this scheme has no global scale, but one was given")
+            }
+            QuantError::OutputDType { dtype } => write!(
+                f,
+                "dequantization writes float32, bfloat16 or float16, not {dtype}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QuantError {}

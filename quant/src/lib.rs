@@ -1,0 +1,31 @@
+//! Scaled low-precision formats: a weight stored as narrow elements (float8_e4m3fn, float4_e2m1fn)
+//! plus the scales that give them their size, as the tools that write 2026's checkpoints store
+//! them — and their conversion back to dense floats, bit for bit as those tools do it.
+//!
+//! A [`Scheme`] says how the scales apply: to the whole tensor, to each row ("channel"), to groups
+//! of k along a row, or to 2-D blocks; in which dtype they are stored; and whose conventions the
+//! arithmetic follows ([`Convention`]: compressed-tensors for vLLM, torchao, DeepSeek-V3, gpt-oss).
+//! The references disagree on details that change bytes (the dtype the product is rounded in,
+//! E8M0 bytes 0 and 255, a global scale that divides or multiplies); each is followed exactly
+//! where its own checkpoints are read.
+//!
+//! ```
+//! use dtcast_dtype::DType;
+//! use dtcast_quant::{dequantize, Quantized, Scheme};
+//! // One row of 32 MXFP4 elements (torchao's layout): codes 0x2 (1.0) and 0x7 (6.0) in each
+//! // byte, low nibble first, and one E8M0 scale byte 126 (2^-1).
+//! let elements = [0x72u8; 16];
+//! let q = Quantized { elements: &elements, shape: &[1, 32], scales: &[126], global_scale: None };
+//! let out = dequantize(&q, &Scheme::named("ao_mxfp4_floor", DType::Float32)?, DType::Float32)?;
+//! let values: Vec<f32> = out.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+//! assert_eq!(&values[..2], &[0.5, 3.0]);
+//! # Ok::<(), dtcast_quant::QuantError>(())
+//! ```
+
+mod dequant;
+mod error;
+mod scheme;
+
+pub use dequant::{dequantize, Quantized};
+pub use error::QuantError;
+pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};

@@ -1,0 +1,289 @@
+//! How the scales of a quantized tensor apply: [`Scheme`].
+
+use dtcast_dtype::DType;
+
+use crate::QuantError;
+
+/// Which elements share a scale. Shapes are `[rows, cols]` (a tensor of more dimensions counts
+/// its leading ones as rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    /// One scale for the tensor.
+    Tensor,
+    /// One scale per row (output channel).
+    Channel,
+    /// One scale per `k` consecutive elements of a row (`cols` must be a multiple of `k`).
+    Group(usize),
+    /// One scale per `rows × cols` block; edge blocks are cropped.
+    Block(usize, usize),
+}
+
+/// How a power-of-two (E8M0) scale is rounded from a group's largest magnitude `amax`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MxRounding {
+    /// torchao FLOOR (OCP MX's rule): the exponent of `amax` minus the element's.
+    Floor,
+    /// torchao CEIL: FLOOR plus one when `amax` is not a power of two.
+    Ceil,
+    /// torchao EVEN: `amax`'s mantissa rounded to the element's width first, then FLOOR.
+    Even,
+    /// torchao RCEIL (OpenAI's ROUND_UP): `ceil(log2(amax / max_element))`.
+    RCeil,
+    /// compressed-tensors' rule: `amax`'s mantissa rounded at float4's width (up from 1.75) for
+    /// every element format, then FLOOR (equal to EVEN for MXFP4, not for MXFP8).
+    CompressedTensors,
+}
+
+/// How the scale of a group is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleRule {
+    /// `amax / max_element`, stored in the scale dtype.
+    AbsMax,
+    /// A power of two, stored as an E8M0 byte.
+    PowerOfTwo(MxRounding),
+}
+
+/// Whose arithmetic a scheme follows: the references round in different dtypes and read some
+/// bytes differently, and each checkpoint is read as its own tool reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Convention {
+    /// compressed-tensors 0.20 (what vLLM loads): dequantization multiplies in the scale's dtype
+    /// (bfloat16 for MX scales); NVFP4's global scale divides.
+    CompressedTensors,
+    /// torchao 0.18: MX products in the output dtype, E8M0 255 is NaN; NVFP4's per-tensor scale
+    /// multiplies.
+    TorchAo,
+    /// DeepSeek-V3's block FP8: `weight_scale_inv` (a multiplier despite its name), float32
+    /// products.
+    DeepSeek,
+    /// gpt-oss MXFP4 as transformers reads it: `ldexp` of the element by `byte - 127` (255 is
+    /// 2^128, not NaN); the output is transposed to `[experts, cols, rows]`.
+    GptOss,
+}
+
+/// A quantization scheme: element dtype, scale dtype and layout, scale rule, and convention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scheme {
+    /// Which elements share a scale.
+    pub granularity: Granularity,
+    /// The element dtype (float8_e4m3fn or float4_e2m1fn).
+    pub element: DType,
+    /// The dtype scales are stored in (E8M0 bytes: `uint8` or `float8_e8m0fnu`).
+    pub scale: DType,
+    /// How a scale is chosen.
+    pub rule: ScaleRule,
+    /// Whether a float32 global scale applies on top of the group scales (NVFP4).
+    pub global_scale: bool,
+    /// Whose arithmetic.
+    pub convention: Convention,
+}
+
+/// The names [`Scheme::named`] knows (the references' own scheme names).
+pub(crate) const NAMES: &[&str] = &[
+    "ct_fp8_tensor",
+    "ct_fp8_channel",
+    "ct_fp8_block",
+    "ct_mxfp8",
+    "ct_mxfp4",
+    "ct_nvfp4",
+    "ao_mxfp8_floor",
+    "ao_mxfp8_ceil",
+    "ao_mxfp8_even",
+    "ao_mxfp8_rceil",
+    "ao_mxfp4_floor",
+    "ao_mxfp4_ceil",
+    "ao_mxfp4_even",
+    "ao_mxfp4_rceil",
+    "ao_nvfp4_two_level",
+    "ao_nvfp4_single_level",
+    "deepseek_v3_fp8_block",
+    "gpt_oss_mxfp4",
+];
+
+impl Scheme {
+    /// A reference's scheme by name (`ct_fp8_block`, `ao_mxfp4_rceil`, `gpt_oss_mxfp4`, ...; `ct_`
+    /// is compressed-tensors, `ao_` torchao). `weight` is the dense weight's dtype, which
+    /// compressed-tensors also stores FP8 scales in.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::{Granularity, Scheme};
+    /// let s = Scheme::named("ct_fp8_block", DType::BFloat16)?;
+    /// assert_eq!((s.granularity, s.scale), (Granularity::Block(128, 128), DType::BFloat16));
+    /// assert!(Scheme::named("fp3", DType::Float32).is_err());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn named(name: &str, weight: DType) -> Result<Scheme, QuantError> {
+        use Convention::*;
+        use DType::{Float32, Float4E2M1Fn as F4, Float8E4M3Fn as E4M3, Float8E8M0Fnu, UInt8};
+        let scheme = |granularity, element, scale, rule, global_scale, convention| Scheme {
+            granularity,
+            element,
+            scale,
+            rule,
+            global_scale,
+            convention,
+        };
+        let mx = |mode: &str| match mode {
+            "floor" => Some(MxRounding::Floor),
+            "ceil" => Some(MxRounding::Ceil),
+            "even" => Some(MxRounding::Even),
+            "rceil" => Some(MxRounding::RCeil),
+            _ => None,
+        };
+        let unknown = || QuantError::UnknownScheme {
+            name: name.to_owned(),
+        };
+        let abs = ScaleRule::AbsMax;
+        let ct_mx = ScaleRule::PowerOfTwo(MxRounding::CompressedTensors);
+        Ok(match name {
+            "ct_fp8_tensor" => scheme(
+                Granularity::Tensor,
+                E4M3,
+                weight,
+                abs,
+                false,
+                CompressedTensors,
+            ),
+            "ct_fp8_channel" => scheme(
+                Granularity::Channel,
+                E4M3,
+                weight,
+                abs,
+                false,
+                CompressedTensors,
+            ),
+            "ct_fp8_block" => scheme(
+                Granularity::Block(128, 128),
+                E4M3,
+                weight,
+                abs,
+                false,
+                CompressedTensors,
+            ),
+            "ct_mxfp8" => scheme(
+                Granularity::Group(32),
+                E4M3,
+                UInt8,
+                ct_mx,
+                false,
+                CompressedTensors,
+            ),
+            "ct_mxfp4" => scheme(
+                Granularity::Group(32),
+                F4,
+                UInt8,
+                ct_mx,
+                false,
+                CompressedTensors,
+            ),
+            "ct_nvfp4" => scheme(
+                Granularity::Group(16),
+                F4,
+                E4M3,
+                abs,
+                true,
+                CompressedTensors,
+            ),
+            "ao_nvfp4_two_level" => scheme(Granularity::Group(16), F4, E4M3, abs, true, TorchAo),
+            "ao_nvfp4_single_level" => {
+                scheme(Granularity::Group(16), F4, E4M3, abs, false, TorchAo)
+            }
+            "deepseek_v3_fp8_block" => scheme(
+                Granularity::Block(128, 128),
+                E4M3,
+                Float32,
+                abs,
+                false,
+                DeepSeek,
+            ),
+            "gpt_oss_mxfp4" => scheme(
+                Granularity::Group(32),
+                F4,
+                UInt8,
+                ScaleRule::PowerOfTwo(MxRounding::RCeil),
+                false,
+                GptOss,
+            ),
+            other => {
+                let (element, mode) = if let Some(mode) = other.strip_prefix("ao_mxfp8_") {
+                    (E4M3, mode)
+                } else if let Some(mode) = other.strip_prefix("ao_mxfp4_") {
+                    (F4, mode)
+                } else {
+                    return Err(unknown());
+                };
+                let rule = ScaleRule::PowerOfTwo(mx(mode).ok_or_else(unknown)?);
+                scheme(
+                    Granularity::Group(32),
+                    element,
+                    Float8E8M0Fnu,
+                    rule,
+                    false,
+                    TorchAo,
+                )
+            }
+        })
+    }
+
+    /// Whether the scheme's dtypes fit together: a floating element dtype of at most 8 bits,
+    /// scales of whole bytes (E8M0 scales: one byte).
+    pub fn check(&self) -> Result<(), QuantError> {
+        let narrow_float = self.element.float_format().is_some() && self.element.bits() <= 8;
+        let scale_ok = match self.rule {
+            ScaleRule::PowerOfTwo(_) => self.scale.bits() == 8 && !self.scale.is_packed(),
+            ScaleRule::AbsMax => self.scale.is_floating_point() && self.scale.byte_size().is_some(),
+        };
+        if !narrow_float {
+            return Err(QuantError::Scheme {
+                reason: format!(
+                    "elements of {} (a scheme's elements are a float format of at most 8 bits)",
+                    self.element
+                ),
+            });
+        }
+        if !scale_ok {
+            return Err(QuantError::Scheme {
+                reason: format!(
+                    "scales of {} (power-of-two scales are one byte, E8M0; others a floating dtype)",
+                    self.scale
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The number of scales a `[rows, cols]` tensor has, or why the shape does not suit.
+    pub fn scale_count(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        Ok(match self.granularity {
+            Granularity::Tensor => 1,
+            Granularity::Channel => rows,
+            Granularity::Group(k) => {
+                if k == 0 || !cols.is_multiple_of(k) {
+                    return Err(QuantError::Shape {
+                        reason: format!("columns {cols} are not a multiple of the group size {k}"),
+                    });
+                }
+                rows * (cols / k)
+            }
+            Granularity::Block(br, bc) => {
+                if br == 0 || bc == 0 {
+                    return Err(QuantError::Shape {
+                        reason: "a block of zero rows or columns".to_owned(),
+                    });
+                }
+                rows.div_ceil(br) * cols.div_ceil(bc)
+            }
+        })
+    }
+
+    /// The scale of element `(r, c)` of a tensor with `cols` columns: its index among the scales.
+    pub(crate) fn scale_index(&self, r: usize, c: usize, cols: usize) -> usize {
+        match self.granularity {
+            Granularity::Tensor => 0,
+            Granularity::Channel => r,
+            Granularity::Group(k) => r * (cols / k) + c / k,
+            Granularity::Block(br, bc) => (r / br) * cols.div_ceil(bc) + c / bc,
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Scaled formats against their references: every dequantization case of
+//! `fixtures/scaled/dequantize.json.gz` (compressed-tensors, torchao, DeepSeek-V3, gpt-oss),
+//! bit for bit.
+
+use std::collections::HashMap;
+
+use dtcast::quant::{dequantize, Quantized, Scheme};
+use dtcast::DType;
+use dtcast_tests::{fixture, hex};
+use serde_json::Value;
+
+/// A fixture tensor: dtype, shape, bytes.
+struct Stored {
+    dtype: DType,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+fn stored(t: &Value) -> Stored {
+    Stored {
+        dtype: t["dtype"].as_str().unwrap().parse().unwrap(),
+        shape: t["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect(),
+        bytes: hex(t["hex"].as_str().unwrap()),
+    }
+}
+
+/// The elements, logical shape, scales and global scale a case's tensors hold, by the names each
+/// reference gives them.
+fn parts(scheme: &str, t: &HashMap<String, Stored>) -> (Vec<u8>, Vec<usize>, Vec<u8>, Option<f32>) {
+    let pick = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| t.get(*n))
+            .unwrap_or_else(|| panic!("{scheme}: none of {names:?}"))
+    };
+    let elements = pick(&["weight", "weight_packed", "qdata", "blocks"]);
+    let scales = pick(&["weight_scale", "scale", "weight_scale_inv", "scales"]);
+    let global = ["weight_global_scale", "per_tensor_scale"]
+        .iter()
+        .find_map(|n| t.get(*n))
+        .map(|g| f32::from_le_bytes(g.bytes[..4].try_into().unwrap()));
+    let mut shape = elements.shape.clone();
+    if scheme == "gpt_oss_mxfp4" {
+        // [experts, rows, cols / 32, 16 bytes] -> [experts, rows, cols]
+        let blocks = shape.pop().unwrap();
+        let groups = shape.pop().unwrap();
+        shape.push(groups * blocks * 2);
+    } else if elements.dtype == DType::UInt8 {
+        // Packed float4: two per byte.
+        *shape.last_mut().unwrap() *= 2;
+    }
+    (elements.bytes.clone(), shape, scales.bytes.clone(), global)
+}
+
+#[test]
+fn dequantization_matches_every_reference_case() {
+    let quantize = fixture("scaled/quantize.json.gz");
+    let inputs = quantize["inputs"].as_object().unwrap();
+    let cases: HashMap<&str, &Value> = quantize["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap(), c))
+        .collect();
+    let dequantize_cases = fixture("scaled/dequantize.json.gz");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in dequantize_cases["cases"].as_array().unwrap() {
+        let id = case["id"].as_str().unwrap();
+        let scheme_name = case["scheme"].as_str().unwrap();
+        let (tensors, weight): (HashMap<String, Stored>, DType) =
+            match case["quantize_case"].as_str() {
+                Some(q) => {
+                    let q = cases[q];
+                    let input = &inputs[q["input"].as_str().unwrap()];
+                    let tensors = q["outputs"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), stored(v)))
+                        .collect();
+                    (tensors, input["dtype"].as_str().unwrap().parse().unwrap())
+                }
+                None => (
+                    case["inputs"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), stored(v)))
+                        .collect(),
+                    DType::Float32,
+                ),
+            };
+        let scheme = Scheme::named(scheme_name, weight).unwrap();
+        let (elements, shape, scales, global_scale) = parts(scheme_name, &tensors);
+        let q = Quantized {
+            elements: &elements,
+            shape: &shape,
+            scales: &scales,
+            global_scale,
+        };
+        for (name, want) in case["outputs"].as_object().unwrap() {
+            let want = stored(want);
+            checked += 1;
+            match dequantize(&q, &scheme, want.dtype) {
+                Err(e) => failures.push(format!("{id} {name}: error {e}")),
+                Ok(got) if got == want.bytes => {}
+                Ok(got) => {
+                    let k = want.dtype.byte_size().unwrap();
+                    let diffs: Vec<usize> = (0..want.bytes.len() / k)
+                        .filter(|i| got[i * k..(i + 1) * k] != want.bytes[i * k..(i + 1) * k])
+                        .collect();
+                    let i = diffs[0];
+                    failures.push(format!(
+                        "{id} {name} ({}): {} of {} elements differ; first {i}: got {:02x?}, want {:02x?}",
+                        want.dtype,
+                        diffs.len(),
+                        want.bytes.len() / k,
+                        &got[i * k..(i + 1) * k],
+                        &want.bytes[i * k..(i + 1) * k]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} dequantizations differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked >= 209 * 2, "only {checked} outputs checked");
+}
+
+#[test]
+fn bad_input_is_an_error_naming_what_is_wrong() {
+    let f32s = DType::Float32;
+    let mx = Scheme::named("ao_mxfp4_floor", f32s).unwrap();
+    let nv = Scheme::named("ct_nvfp4", f32s).unwrap();
+    let run = |elements: &[u8], shape: &[usize], scales: &[u8], global, scheme, out| {
+        let q = Quantized {
+            elements,
+            shape,
+            scales,
+            global_scale: global,
+        };
+        dequantize(&q, scheme, out).unwrap_err().to_string()
+    };
+    // Columns that are not a multiple of the group (compressed-tensors and torchao refuse them).
+    let e = run(&[0; 10], &[1, 20], &[0], None, &mx, f32s);
+    assert_eq!(e, "columns 20 are not a multiple of the group size 32");
+    // Buffers that do not match the shape.
+    let e = run(&[0; 15], &[1, 32], &[0], None, &mx, f32s);
+    assert_eq!(
+        e,
+        "the elements hold 15 bytes; the shape and scheme need 16"
+    );
+    let e = run(&[0; 16], &[1, 32], &[0, 0], None, &mx, f32s);
+    assert_eq!(e, "the scales hold 2 bytes; the shape and scheme need 1");
+    // A quantized weight read without its global scale is refused, not misread.
+    let e = run(&[0; 16], &[1, 32], &[0x38, 0x38], None, &nv, f32s);
+    assert!(e.contains("needs the tensor's global scale"), "{e}");
+    let e = run(&[0; 16], &[1, 32], &[0], Some(1.0), &mx, f32s);
+    assert!(e.contains("no global scale"), "{e}");
+    // Output dtypes other than the float ones.
+    let e = run(&[0; 16], &[1, 32], &[0], None, &mx, DType::Int8);
+    assert!(e.contains("float32, bfloat16 or float16, not int8"), "{e}");
+    // A scheme whose dtypes do not fit together.
+    let odd = Scheme {
+        scale: DType::Int4,
+        ..mx
+    };
+    let e = run(&[0; 16], &[1, 32], &[0], None, &odd, f32s);
+    assert!(e.contains("scales of int4"), "{e}");
+    assert!(Scheme::named("mxfp3", f32s)
+        .unwrap_err()
+        .to_string()
+        .contains("known: ct_fp8_tensor"));
+}
+
+#[test]
+fn dequantization_follows_the_stated_arithmetic_on_hand_made_values() {
+    // Independent of the fixtures: float4 codes 1..7 are 0.5, 1, 1.5, 2, 3, 4, 6; E8M0 byte 128 is
+    // 2 and 255 is 2^128 for gpt-oss (inf after rounding to float32) but NaN for torchao.
+    let elements: Vec<u8> = (0..16)
+        .map(|i| (i % 8) as u8 | (((i + 1) % 8) as u8) << 4)
+        .collect();
+    let f32s = |b: Vec<u8>| -> Vec<f32> {
+        b.chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let values = [0.0f32, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let q = |scale: &'static [u8]| Quantized {
+        elements: &[],
+        shape: &[1, 32],
+        scales: scale,
+        global_scale: None,
+    };
+    let ao = Scheme::named("ao_mxfp4_rceil", DType::Float32).unwrap();
+    let got = f32s(
+        dequantize(
+            &Quantized {
+                elements: &elements,
+                ..q(&[128])
+            },
+            &ao,
+            DType::Float32,
+        )
+        .unwrap(),
+    );
+    for (i, g) in got.iter().enumerate() {
+        let code = if i % 2 == 0 {
+            (i / 2) % 8
+        } else {
+            (i / 2 + 1) % 8
+        };
+        assert_eq!(*g, 2.0 * values[code], "element {i}");
+    }
+    let nan = f32s(
+        dequantize(
+            &Quantized {
+                elements: &elements,
+                ..q(&[255])
+            },
+            &ao,
+            DType::Float32,
+        )
+        .unwrap(),
+    );
+    assert!(nan.iter().all(|x| x.is_nan()));
+    let gpt = Scheme::named("gpt_oss_mxfp4", DType::Float32).unwrap();
+    let big = f32s(
+        dequantize(
+            &Quantized {
+                elements: &elements,
+                ..q(&[255])
+            },
+            &gpt,
+            DType::Float32,
+        )
+        .unwrap(),
+    );
+    assert_eq!(big[0], 0.0); // zero stays zero: a true ldexp
+    assert_eq!(big[1], 2f32.powi(127)); // 0.5 * 2^128 fits in float32
+    assert_eq!(big[3], f32::INFINITY); // 1.0 * 2^128 does not
+}
