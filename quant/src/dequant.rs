@@ -1,8 +1,8 @@
 //! Scaled elements back to dense floats, as each reference computes it.
 
-use dtcast_cast::{cast_to_vec, CastMode};
 use dtcast_dtype::DType;
 
+use crate::arith::{bytes, f32s, in_dtype, mul, pow2, torch_cast};
 use crate::scheme::{Convention, ScaleRule, Scheme};
 use crate::QuantError;
 
@@ -101,28 +101,19 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
                 .into_iter()
                 .map(|s| match (scheme.global_scale, convention) {
                     (false, _) => s,
-                    (true, Convention::TorchAo) => mul(global, s),
+                    (true, Convention::TorchAo) => mul(s, global),
                     (true, _) => s / global,
                 })
                 .collect()
         }
     };
-    // The product in float32, rounded once to the output dtype. compressed-tensors' FP8 product
-    // returns the scale's NaN where both are NaN (x86 returns the first operand's).
-    let scale_first = scheme.convention == Convention::CompressedTensors
-        && scheme.rule == ScaleRule::AbsMax
-        && !scheme.global_scale;
+    // The product in float32, rounded once to the output dtype.
     let products: Vec<f32> = (0..n)
         .map(|i| {
-            let (v, f) = (
+            mul(
                 values[i],
                 factors[scheme.scale_index(i / cols, i % cols, cols)],
-            );
-            if scale_first {
-                mul(f, v)
-            } else {
-                mul(v, f)
-            }
+            )
         })
         .collect();
     Ok(torch_cast(&bytes(&products), DType::Float32, out))
@@ -153,7 +144,7 @@ fn gpt_oss(
     torch_cast(&bytes(&dense), DType::Float32, out)
 }
 
-fn rows_cols(shape: &[usize]) -> Result<(usize, usize), QuantError> {
+pub(crate) fn rows_cols(shape: &[usize]) -> Result<(usize, usize), QuantError> {
     let Some((&cols, lead)) = shape.split_last() else {
         return Err(QuantError::Shape {
             reason: "a quantized tensor needs at least one dimension".to_owned(),
@@ -169,7 +160,7 @@ fn rows_cols(shape: &[usize]) -> Result<(usize, usize), QuantError> {
     Ok((rows, cols))
 }
 
-fn check_len(what: &'static str, needed: usize, given: usize) -> Result<(), QuantError> {
+pub(crate) fn check_len(what: &'static str, needed: usize, given: usize) -> Result<(), QuantError> {
     if needed == given {
         Ok(())
     } else {
@@ -178,45 +169,5 @@ fn check_len(what: &'static str, needed: usize, given: usize) -> Result<(), Quan
             needed,
             given,
         })
-    }
-}
-
-/// torch's `.to()` (dtcast's Torch mode); the lengths are checked by the callers.
-fn torch_cast(src: &[u8], from: DType, to: DType) -> Vec<u8> {
-    cast_to_vec(src, from, to, CastMode::Torch).unwrap_or_default()
-}
-
-/// `values` rounded to `dtype` as torch's `.to(dtype)` does, read back as float32.
-fn in_dtype(values: &[f32], dtype: DType) -> Vec<f32> {
-    if dtype == DType::Float32 {
-        return values.to_vec();
-    }
-    let rounded = torch_cast(&bytes(values), DType::Float32, dtype);
-    f32s(&torch_cast(&rounded, dtype, DType::Float32))
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// `2^e` in float32 (subnormal below 2^-126, inf above 2^127), as `torch.pow(2.0, e)`.
-fn pow2(e: i32) -> f32 {
-    (f64::from_bits(((i64::from(e) + 1023) as u64) << 52)) as f32
-}
-
-/// x86's `a * b`: a NaN operand is returned quieted, the first one if both are.
-fn mul(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        f32::from_bits(a.to_bits() | 0x0040_0000)
-    } else if b.is_nan() {
-        f32::from_bits(b.to_bits() | 0x0040_0000)
-    } else {
-        a * b
     }
 }

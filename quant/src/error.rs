@@ -37,6 +37,11 @@ pub enum QuantError {
         /// What the scheme needs.
         needed: bool,
     },
+    /// The input dtype is not one the references quantize.
+    InputDType {
+        /// The dtype given.
+        dtype: DType,
+    },
     /// The output dtype is not one dequantization writes.
     OutputDType {
         /// The dtype asked for.
@@ -71,6 +76,10 @@ impl fmt::Display for QuantError {
             QuantError::GlobalScale { needed: false } => {
                 write!(f, "this scheme has no global scale, but one was given")
             }
+            QuantError::InputDType { dtype } => write!(
+                f,
+                "quantization reads float32 or bfloat16 weights (as the references do), not {dtype}"
+            ),
             QuantError::OutputDType { dtype } => write!(
                 f,
                 "dequantization writes float32, bfloat16 or float16, not {dtype}"

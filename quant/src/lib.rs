@@ -9,6 +9,13 @@
 //! E8M0 bytes 0 and 255, a global scale that divides or multiplies); each is followed exactly
 //! where its own checkpoints are read.
 //!
+//! [`quantize`] and [`dequantize`] give the references' bytes (every dequantization case of
+//! their vectors; every quantization case but nine). The nine hold inf and NaN: there the NaN
+//! torch writes — payload and sign — depends on which ATen kernel ran vectorised, and dtcast
+//! writes NaN by fixed rules instead (the input's NaN as it is, a scale's NaN over its element's,
+//! bfloat16 arithmetic's NaN as `0x7FC0`). The bytes that differ are in the blocks holding a
+//! NaN (or everywhere, where a NaN reaches the tensor's global scale).
+//!
 //! ```
 //! use dtcast_dtype::DType;
 //! use dtcast_quant::{dequantize, Quantized, Scheme};
@@ -22,10 +29,13 @@
 //! # Ok::<(), dtcast_quant::QuantError>(())
 //! ```
 
+mod arith;
 mod dequant;
 mod error;
+mod quantize;
 mod scheme;
 
 pub use dequant::{dequantize, Quantized};
 pub use error::QuantError;
+pub use quantize::{quantize, QuantizedTensor};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
