@@ -63,6 +63,9 @@ pub enum LayerError {
         /// The file.
         path: PathBuf,
     },
+    /// A quantized checkpoint is inconsistent, ambiguous, or asked for something that would read
+    /// a quantized weight without its scales.
+    Quantized(String),
     /// The output cannot be written as asked: it exists and `--force` was not given, it is not a
     /// regular file, its directory is missing, or it would overwrite the input.
     Output(String),
@@ -105,6 +108,7 @@ impl fmt::Display for LayerError {
             LayerError::Index { path, reason } => write!(f, "{}: {reason}", path.display()),
             LayerError::Changed { path } => write!(f, "{} changed while it was being read", path.display()),
             LayerError::Output(msg) => f.write_str(msg),
+            LayerError::Quantized(msg) => write!(f, "quantized checkpoint: {msg}"),
             LayerError::Io { path, source } if path.as_os_str().is_empty() => source.fmt(f),
             LayerError::Io { path, source } => write!(f, "{}: {source}", path.display()),
         }

@@ -126,9 +126,14 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    let dequantized = if summary.dequantized > 0 {
+        format!(", dequantized {} quantized weights", summary.dequantized)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "converted {} tensors to {}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
+        "converted {} tensors to {}{dequantized}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
         summary.converted,
         args.dtype,
         summary.kept,

@@ -720,7 +720,7 @@ fn cuda_float32_fast_paths_equal_the_double_rules_when_run_on_the_host() {
 }
 
 #[test]
-#[ignore = "2^32 float32 values x 6 formats x 3 overflow rules; about 20 minutes on 2 cores"]
+#[ignore = "2^32 float32 values x 16 formats x 3 overflow rules; about an hour on 2 cores"]
 fn cuda_float32_fast_paths_equal_the_double_rules_for_every_float32() {
     if let Some((ok, report)) = float32_paths(&["all"]) {
         assert!(ok, "{report}");

@@ -357,3 +357,111 @@ fn quantization_matches_every_reference_case() {
     );
     assert_eq!((accepted, refused), (202, 52));
 }
+
+#[test]
+fn converting_each_quantized_checkpoint_dequantizes_it_as_its_reference() {
+    // `convert --dtype bfloat16` on each of the seven layouts (config.json beside the file): the
+    // output is the reference's dense model, tensor for tensor and byte for byte — quantized
+    // weights under their dense names, their scales gone, the other tensors unchanged.
+    use dtcast::layer::checkpoint::{convert_file, Checkpoint, ConvertOptions};
+    let layouts = [
+        "ct_fp8_block",
+        "ct_fp8_channel",
+        "ct_mxfp8",
+        "ct_mxfp4",
+        "ct_nvfp4",
+        "deepseek_fp8_block",
+        "gptoss_mxfp4",
+    ];
+    let read_all = |path: &std::path::Path| -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
+        let c = Checkpoint::open(path).unwrap();
+        let mut all: Vec<_> = c
+            .entries()
+            .iter()
+            .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    };
+    let mut dequantized = 0;
+    for layout in layouts {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{layout}"));
+        for f in ["config.json", "model.safetensors"] {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        let out = dir.path().join("out.safetensors");
+        let summary = convert_file(
+            &dir.path().join("model.safetensors"),
+            &out,
+            &ConvertOptions::new(DType::BFloat16),
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{layout}: {e}"));
+        assert!(summary.dequantized > 0, "{layout}: nothing dequantized");
+        dequantized += summary.dequantized;
+        let got = read_all(&out);
+        let want = read_all(&src.join("reference_bf16.safetensors"));
+        let names = |v: &[(String, DType, Vec<usize>, Vec<u8>)]| {
+            v.iter().map(|t| t.0.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&got), names(&want), "{layout}: tensor names");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(
+                (g.1, &g.2),
+                (w.1, &w.2),
+                "{layout}: {} dtype and shape",
+                g.0
+            );
+            let differ =
+                g.3.chunks(2)
+                    .zip(w.3.chunks(2))
+                    .filter(|(a, b)| a != b)
+                    .count();
+            assert_eq!(differ, 0, "{layout}: {} differs in {differ} elements", g.0);
+        }
+    }
+    assert!(dequantized >= 7 * 2, "{dequantized} weights dequantized");
+}
+
+#[test]
+fn a_quantized_weight_is_never_read_without_its_scales() {
+    // Converting to a dtype that is not a dequantization target, a config that contradicts the
+    // tensors, and a scale whose weight is missing are errors, and nothing is written.
+    use dtcast::layer::checkpoint::{convert_file, ConvertOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block");
+    std::fs::copy(
+        src.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let input = dir.path().join("model.safetensors");
+    let out = dir.path().join("out.safetensors");
+    let run = |dtype| convert_file(&input, &out, &ConvertOptions::new(dtype), &|_, _| {});
+    let e = run(DType::Float8E4M3Fn).unwrap_err().to_string();
+    assert!(e.contains("would read it without its scales"), "{e}");
+    assert!(e.contains("--dtype bfloat16"), "{e}");
+    assert!(!out.exists());
+    // A config naming another family.
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"quantization_config": {"quant_method": "mxfp4"}}"#,
+    )
+    .unwrap();
+    let e = run(DType::BFloat16).unwrap_err().to_string();
+    assert!(e.contains("inconsistent"), "{e}");
+    assert!(!out.exists());
+    // A config saying the checkpoint is quantized, beside a file with no quantized weight.
+    let dense =
+        dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block/reference_bf16.safetensors");
+    std::fs::copy(dense, &input).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"quantization_config": {"quant_method": "compressed-tensors"}}"#,
+    )
+    .unwrap();
+    let e = run(DType::BFloat16).unwrap_err().to_string();
+    assert!(e.contains("no quantized weight"), "{e}");
+    assert!(!out.exists());
+}

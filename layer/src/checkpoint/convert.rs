@@ -18,6 +18,7 @@ use dtcast_dtype::DType;
 
 use super::header::{self, Entry};
 use super::json::quote;
+use super::quantized::{self, QuantizedWeight};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
 use crate::output::{check_not_input, AtomicFile, FileMode, Target};
@@ -99,6 +100,11 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
+    /// Whether a keep pattern matches `name`.
+    pub(crate) fn keeps(&self, name: &str) -> bool {
+        self.patterns.iter().any(|p| p.matches(name))
+    }
+
     /// The dtype `entry` gets.
     pub(crate) fn dtype_of(&self, entry: &Entry) -> DType {
         let wanted = self.all || entry.dtype.is_floating_point();
@@ -130,6 +136,8 @@ fn closest<'a>(pattern: &str, names: impl Iterator<Item = &'a str>) -> Vec<Strin
 pub struct Summary {
     /// Tensors converted.
     pub converted: usize,
+    /// Quantized weights dequantized (each from its elements and scales, which are gone).
+    pub dequantized: usize,
     /// Tensors left as they were.
     pub kept: usize,
     /// Bytes of tensor data before.
@@ -143,6 +151,7 @@ pub struct Summary {
 impl Summary {
     pub(crate) fn add(&mut self, other: &Summary) {
         self.converted += other.converted;
+        self.dequantized += other.dequantized;
         self.kept += other.kept;
         self.bytes_before += other.bytes_before;
         self.bytes_after += other.bytes_after;
@@ -154,6 +163,12 @@ impl Summary {
 /// into an [`AtomicFile`] that replaces `output` only when complete. Names, order and
 /// `__metadata__` are kept; the output gets the input's permission bits. `progress` is called
 /// with (input bytes done, input bytes total).
+///
+/// A quantized checkpoint (compressed-tensors, DeepSeek-V3 FP8, gpt-oss MXFP4; `config.json`
+/// beside `input` is read when there is one) is dequantized: each quantized weight becomes the
+/// dense tensor under its dense name, in `options.dtype` (float32, bfloat16 or float16), and its
+/// scale tensors are gone. Anything that would read a quantized weight without its scales is an
+/// error.
 ///
 /// A checkpoint that changes while it is read is [`LayerError::Changed`]; nothing is written.
 pub fn convert_file(
@@ -167,16 +182,38 @@ pub fn convert_file(
     let target = Target::file(output, options.force)?;
     let ckpt = Checkpoint::open(input)?;
     let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
+    let config = read_config(input.parent())?;
     let mut file = AtomicFile::create(target.dir(), FileMode::like(input))?;
     let total = data_bytes(&ckpt);
-    let mut summary = write_converted(&ckpt, &selection, options, &mut file, &|done| {
-        progress(done, total)
-    })
+    let mut summary = write_converted(
+        &ckpt,
+        &selection,
+        options,
+        config.as_ref(),
+        &mut file,
+        &|done| progress(done, total),
+    )
     .map_err(|e| e.at(target.requested()))?;
     ckpt.check_unchanged()?;
     file.commit(&target)?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// `config.json` in `dir`, parsed, if there is one.
+pub(crate) fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
+    let path = match dir {
+        Some(d) if !d.as_os_str().is_empty() => d.join("config.json"),
+        _ => Path::new("config.json").to_path_buf(),
+    };
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(LayerError::Io { path, source }),
+    };
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| LayerError::Quantized(format!("{} is not valid JSON: {e}", path.display())))
 }
 
 /// Bytes of tensor data in a checkpoint.
@@ -193,6 +230,9 @@ struct Chunk {
     count: usize,
     from: DType,
     to: DType,
+    /// A quantized weight dequantized whole (its index in the detected list): the read buffer
+    /// holds its elements, scales and global scale, one after the other.
+    dequant: Option<usize>,
 }
 
 /// A buffer and the pool it returns to.
@@ -206,13 +246,61 @@ pub(crate) fn write_converted(
     ckpt: &Checkpoint,
     selection: &Selection,
     options: &ConvertOptions,
+    config: Option<&serde_json::Value>,
     out: &mut AtomicFile,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
     let entries = ckpt.entries();
-    let plan: Vec<DType> = entries.iter().map(|e| selection.dtype_of(e)).collect();
+    let quantized = quantized::detect(entries, config)?;
+    // Each entry's quantized weight, if it is a part of one; a keep pattern that matches a weight
+    // or any of its parts keeps all of them as they are.
+    let mut part_of: Vec<Option<usize>> = vec![None; entries.len()];
+    for (k, q) in quantized.iter().enumerate() {
+        for p in q.parts() {
+            part_of[p] = Some(k);
+        }
+    }
+    let kept: Vec<bool> = quantized
+        .iter()
+        .map(|q| selection.keeps(&q.name) || q.parts().any(|p| selection.keeps(&entries[p].name)))
+        .collect();
+    if let Some(q) = quantized
+        .iter()
+        .zip(&kept)
+        .find(|(_, k)| !**k)
+        .map(|(q, _)| q)
+    {
+        if !matches!(
+            options.dtype,
+            DType::Float32 | DType::BFloat16 | DType::Float16
+        ) {
+            return Err(LayerError::Quantized(format!(
+                "`{}` is a quantized weight ({}); converting it to {} would read it without its \
+                 scales. Dequantize with --dtype bfloat16, float16 or float32, or leave it as \
+                 it is with --keep {}",
+                quote(&q.name),
+                q.scheme_name,
+                options.dtype,
+                quote(&q.name)
+            )));
+        }
+    }
+    // What each entry becomes: cast (or kept), dequantized (the elements entry of a weight), or
+    // nothing (its scales).
+    let plan: Vec<DType> = entries
+        .iter()
+        .zip(&part_of)
+        .map(|(e, part)| match part {
+            Some(k) if kept[*k] => e.dtype,
+            _ => selection.dtype_of(e),
+        })
+        .collect();
+    let dequantized_at = |i: usize| part_of[i].filter(|&k| !kept[k]);
     // A packed dtype stores whole bytes only (as safetensors requires): refuse before writing.
-    for (e, &to) in entries.iter().zip(&plan) {
+    for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
+        if dequantized_at(i).is_some() {
+            continue;
+        }
         let n = e.numel();
         if to.storage_bytes(n).is_err() {
             return Err(LayerError::Output(format!(
@@ -224,15 +312,35 @@ pub(crate) fn write_converted(
             )));
         }
     }
-    let specs: Vec<_> = entries
-        .iter()
-        .zip(&plan)
-        .map(|(e, to)| (e.name.clone(), *to, e.shape.clone()))
-        .collect();
-    let head = header::build(&specs, ckpt.metadata())?;
+    let mut specs = Vec::with_capacity(entries.len());
     let mut summary = Summary::default();
     let mut chunks = Vec::new();
     for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
+        match dequantized_at(i) {
+            Some(k) if quantized[k].elements == i => {
+                let q: &QuantizedWeight = &quantized[k];
+                let n: usize = q.dense_shape.iter().product();
+                specs.push((q.name.clone(), options.dtype, q.dense_shape.clone()));
+                summary.dequantized += 1;
+                summary.bytes_before += q
+                    .parts()
+                    .map(|p| entries[p].range.len() as u64)
+                    .sum::<u64>();
+                summary.bytes_after += storage(options.dtype, n) as u64;
+                chunks.push(Chunk {
+                    entry: i,
+                    first: 0,
+                    count: n,
+                    from: e.dtype,
+                    to: options.dtype,
+                    dequant: Some(k),
+                });
+                continue;
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        specs.push((e.name.clone(), to, e.shape.clone()));
         let n = e.numel();
         if to == e.dtype {
             summary.kept += 1;
@@ -252,10 +360,12 @@ pub(crate) fn write_converted(
                 count,
                 from: e.dtype,
                 to,
+                dequant: None,
             });
             first += count;
         }
     }
+    let head = header::build(&specs, ckpt.metadata())?;
     out.write_all(&(head.len() as u64).to_le_bytes())?;
     out.write_all(&head)?;
 
@@ -273,14 +383,22 @@ pub(crate) fn write_converted(
     let (read_tx, read_rx) = sync_channel::<(Chunk, Buf)>(1);
     let (write_tx, write_rx) = sync_channel::<(Chunk, Buf)>(1);
     let chunks = &chunks;
+    let quantized = &quantized;
     let (read_result, cast_result, write_result) = std::thread::scope(|s| {
         let reader = s.spawn(move || -> Result<(), LayerError> {
             for c in chunks {
                 let Ok(mut bytes) = read_pool.recv() else {
                     return Ok(());
                 };
-                bytes.resize(storage(c.from, c.count), 0);
-                ckpt.read_into(&entries[c.entry], storage(c.from, c.first), &mut bytes)?;
+                if let Some(k) = c.dequant {
+                    bytes.clear();
+                    for p in quantized[k].parts() {
+                        bytes.extend(ckpt.read(&entries[p])?);
+                    }
+                } else {
+                    bytes.resize(storage(c.from, c.count), 0);
+                    ckpt.read_into(&entries[c.entry], storage(c.from, c.first), &mut bytes)?;
+                }
                 if read_tx.send((*c, Buf { bytes, pool: 0 })).is_err() {
                     return Ok(());
                 }
@@ -291,7 +409,13 @@ pub(crate) fn write_converted(
             let mut done = 0u64;
             for (c, buf) in write_rx {
                 out.write_all(&buf.bytes)?;
-                done += storage(c.from, c.count) as u64;
+                done += match c.dequant {
+                    Some(k) => quantized[k]
+                        .parts()
+                        .map(|p| entries[p].range.len() as u64)
+                        .sum(),
+                    None => storage(c.from, c.count) as u64,
+                };
                 progress(done);
                 let _ = writer_returns[buf.pool].send(buf.bytes);
             }
@@ -299,7 +423,16 @@ pub(crate) fn write_converted(
         });
         let caster = move || -> Result<(), LayerError> {
             for (c, input) in read_rx {
-                let buf = if c.from == c.to {
+                let buf = if let Some(k) = c.dequant {
+                    // The dense tensor takes the place of a cast-pool buffer (the writer returns
+                    // it there), so that the pools keep their sizes.
+                    let Ok(_replaced) = cast_pool.recv() else {
+                        return Ok(());
+                    };
+                    let bytes = dequantize_weight(&quantized[k], entries, &input.bytes, c.to)?;
+                    let _ = caster_return.send(input.bytes);
+                    Buf { bytes, pool: 1 }
+                } else if c.from == c.to {
                     input
                 } else {
                     let Ok(mut bytes) = cast_pool.recv() else {
@@ -331,6 +464,28 @@ pub(crate) fn write_converted(
     });
     read_result.and(cast_result).and(write_result)?;
     Ok(summary)
+}
+
+/// A quantized weight's dense tensor from its parts' bytes (elements, scales, global scale, one
+/// after the other).
+fn dequantize_weight(
+    q: &QuantizedWeight,
+    entries: &[Entry],
+    parts: &[u8],
+    to: DType,
+) -> Result<Vec<u8>, LayerError> {
+    let (elements, rest) = parts.split_at(entries[q.elements].range.len());
+    let (scales, global) = rest.split_at(entries[q.scales].range.len());
+    let global_scale = (global.len() == 4)
+        .then(|| f32::from_le_bytes([global[0], global[1], global[2], global[3]]));
+    let view = dtcast_quant::Quantized {
+        elements,
+        shape: &q.shape,
+        scales,
+        global_scale,
+    };
+    dtcast_quant::dequantize(&view, &q.scheme, to)
+        .map_err(|e| LayerError::Quantized(format!("`{}`: {e}", quote(&q.name))))
 }
 
 /// Casts one chunk, on the CPU or on `options.device`. Element indices in errors count from the

@@ -34,12 +34,14 @@ use crate::error::LayerError;
 mod convert;
 mod header;
 mod json;
+mod quantized;
 mod reader;
 mod save;
 mod sharded;
 
 pub use convert::{convert_file, ConvertOptions, Summary, CHUNK_BYTES};
 pub use header::{Entry, Header, MAX_HEADER_LEN};
+pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;
 pub use sharded::{convert_index, Index, ShardedCheckpoint};

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{data_bytes, write_converted, ConvertOptions, Summary};
+use super::convert::{data_bytes, read_config, write_converted, ConvertOptions, Summary};
 use super::header::MAX_HEADER_LEN;
 use super::json::{self, quote};
 use super::reader::Checkpoint;
@@ -205,13 +205,29 @@ pub fn convert_index(
     check_output_dir(&target, index, options.force)?;
     let ck = ShardedCheckpoint::open(index)?;
     let selection = options.selection(ck.names())?;
+    // Quantized weights and their scales may sit in different shards, and the index names them:
+    // dequantizing a sharded checkpoint is not supported yet, and casting one would read its
+    // weights without their scales.
+    let quantized_config =
+        read_config(index.parent())?.is_some_and(|c| c.get("quantization_config").is_some());
+    for (_, shard) in &ck.shards {
+        let found = super::quantized::detect(shard.entries(), None);
+        if quantized_config || !matches!(found, Ok(ref w) if w.is_empty()) {
+            return Err(LayerError::Quantized(
+                "this sharded checkpoint is quantized; dequantizing sharded checkpoints is not \
+                 supported yet (convert each shard's file with its config.json beside it), and a \
+                 plain cast would read quantized weights without their scales"
+                    .to_owned(),
+            ));
+        }
+    }
     let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
     let mut summary = Summary::default();
     let mut written = Vec::with_capacity(ck.shards.len());
     let mut before = 0u64;
     for (name, shard) in &ck.shards {
         let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
-        let s = write_converted(shard, &selection, options, &mut file, &|done| {
+        let s = write_converted(shard, &selection, options, None, &mut file, &|done| {
             progress(before + done, total)
         })
         .map_err(|e| e.at(&out_dir.join(name)))?;
