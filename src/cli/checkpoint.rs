@@ -5,7 +5,8 @@ use std::io::{IsTerminal, Write};
 
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
-    convert_file, convert_index, Checkpoint, ConvertOptions, ShardedCheckpoint, Summary,
+    convert_file, convert_index, detect_quantized, read_config, Checkpoint, ConvertOptions,
+    ShardedCheckpoint, Summary,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -19,7 +20,59 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
         return print_inspection(&shards, &[], out);
     }
     let ck = Checkpoint::open(&args.file)?;
-    print_inspection(&[("", &ck)], ck.metadata(), out)
+    print_inspection(&[("", &ck)], ck.metadata(), out)?;
+    print_quantized(&ck, &args.file, out)
+}
+
+/// The quantized weights of a file (with the `config.json` beside it): scheme, element and scale
+/// dtypes, and what shares a scale; or why the layout cannot be told.
+fn print_quantized(
+    ck: &Checkpoint,
+    file: &std::path::Path,
+    out: &mut dyn Write,
+) -> Result<(), CmdError> {
+    use dtcast::quant::Granularity;
+    let found = read_config(file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
+    let weights = match found {
+        Ok(w) if w.is_empty() => return Ok(()),
+        Ok(w) => w,
+        Err(e) => {
+            writeln!(out, "quantized: cannot be read: {e}")?;
+            return Ok(());
+        }
+    };
+    let mut schemes: Vec<&str> = weights.iter().map(|w| w.scheme_name).collect();
+    schemes.dedup();
+    writeln!(
+        out,
+        "quantized: {} weights ({}); `convert --dtype bf16` dequantizes them",
+        weights.len(),
+        schemes.join(", ")
+    )?;
+    for w in &weights {
+        let shared = match w.scheme.granularity {
+            Granularity::Tensor => "one scale".to_owned(),
+            Granularity::Channel => "a scale per row".to_owned(),
+            Granularity::Group(k) => format!("a scale per {k} elements of a row"),
+            Granularity::Block(r, c) => format!("a scale per {r}x{c} block"),
+        };
+        let entries = ck.entries();
+        writeln!(
+            out,
+            "  {}  {}  {} elements, {} scales {:?} ({shared}){}",
+            w.name,
+            w.scheme_name,
+            w.scheme.element,
+            entries[w.scales].dtype,
+            entries[w.scales].shape,
+            if w.global.is_some() {
+                ", a global scale"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(())
 }
 
 fn is_index(path: &std::path::Path) -> bool {

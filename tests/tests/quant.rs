@@ -465,3 +465,74 @@ fn a_quantized_weight_is_never_read_without_its_scales() {
     assert!(e.contains("no quantized weight"), "{e}");
     assert!(!out.exists());
 }
+
+#[test]
+fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
+    use dtcast_tests::dtcast_cli;
+    let path = |layout: &str| {
+        dtcast_tests::fixture_path(&format!("scaled/checkpoints/{layout}/model.safetensors"))
+    };
+    let ds = path("deepseek_fp8_block");
+    let o = dtcast_cli(&["inspect", ds.to_str().unwrap()], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("quantized: 8 weights (deepseek_v3_fp8_block)"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains(
+            "  model.layers.0.mlp.down_proj.weight  deepseek_v3_fp8_block  float8_e4m3fn elements, \
+             float32 scales [2, 2] (a scale per 128x128 block)"
+        ),
+        "{}",
+        o.stdout
+    );
+    let nv = path("ct_nvfp4");
+    let o = dtcast_cli(&["inspect", nv.to_str().unwrap()], "");
+    assert!(
+        o.stdout
+            .contains("(a scale per 16 elements of a row), a global scale"),
+        "{}",
+        o.stdout
+    );
+    // A plain checkpoint says nothing about quantization.
+    let o = dtcast_cli(&["inspect", "../examples/tiny.safetensors"], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!o.stdout.contains("quantized"), "{}", o.stdout);
+    // convert reports the dequantized weights; to float8 it refuses with the reason.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dense.safetensors");
+    let o = dtcast_cli(
+        &[
+            "convert",
+            ds.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--dtype",
+            "bf16",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("dequantized 8 quantized weights"),
+        "{}",
+        o.stdout
+    );
+    let o = dtcast_cli(
+        &[
+            "convert",
+            ds.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--dtype",
+            "f8e4m3fn",
+            "--force",
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("without its scales"), "{}", o.stderr);
+}

@@ -200,8 +200,8 @@ pub fn convert_file(
     Ok(summary)
 }
 
-/// `config.json` in `dir`, parsed, if there is one.
-pub(crate) fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
+/// `config.json` in `dir` (the current directory for an empty path), parsed, if there is one.
+pub fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
     let path = match dir {
         Some(d) if !d.as_os_str().is_empty() => d.join("config.json"),
         _ => Path::new("config.json").to_path_buf(),

@@ -39,7 +39,7 @@ mod reader;
 mod save;
 mod sharded;
 
-pub use convert::{convert_file, ConvertOptions, Summary, CHUNK_BYTES};
+pub use convert::{convert_file, read_config, ConvertOptions, Summary, CHUNK_BYTES};
 pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
