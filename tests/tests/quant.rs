@@ -536,3 +536,79 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("without its scales"), "{}", o.stderr);
 }
+
+mod laws {
+    use dtcast::quant::{dequantize, quantize, Scheme};
+    use dtcast::DType;
+    use proptest::prelude::*;
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    /// Schemes whose quantization of its own dequantized output gives the same bytes: the scale
+    /// comes back from the largest element, which the first quantization put on the grid.
+    /// Not among them: NVFP4 (its global scale follows the tensor's largest magnitude, which the
+    /// elements' rounding moves) and compressed-tensors' MXFP4 (its float4 writes -0 for a small
+    /// negative value, but +0 for -0 itself: `x * sign(x)`), and torchao's CEIL and RCEIL scales
+    /// (the largest element may round down onto a power of two — float4 2.197 → 2 — from which
+    /// the rule picks a smaller scale).
+    const IDEMPOTENT: &[&str] = &[
+        "ct_fp8_tensor",
+        "ct_fp8_channel",
+        "ct_fp8_block",
+        "ct_mxfp8",
+        "ao_mxfp8_floor",
+        "ao_mxfp8_even",
+        "ao_mxfp4_floor",
+        "ao_mxfp4_even",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn quantizing_the_dequantized_tensor_gives_the_same_bytes(
+            x in prop::collection::vec(-1.0e4f32..1.0e4, 64),
+            scheme in prop::sample::select(IDEMPOTENT),
+        ) {
+            let shape = [2, 32];
+            let s = Scheme::named(scheme, DType::Float32).unwrap();
+            let q = quantize(&bytes(&x), DType::Float32, &shape, &s).unwrap();
+            let y = dequantize(&q.view(&shape), &s, DType::Float32).unwrap();
+            let q2 = quantize(&y, DType::Float32, &shape, &s).unwrap();
+            prop_assert_eq!(q2, q);
+        }
+
+        #[test]
+        fn fp8_dequantized_values_are_within_half_a_step_of_the_input(
+            x in prop::collection::vec(-1.0e4f32..1.0e4, 64),
+            scheme in prop::sample::select(&["ct_fp8_tensor", "ct_fp8_channel", "ct_fp8_block"][..]),
+        ) {
+            // |y - x| <= s * max(|x / s| * 2^-4, 2^-10): half a float8_e4m3fn step at x / s
+            // (2^-4 relative for normals, 2^-10 absolute among subnormals), scaled back.
+            let shape = [2, 32];
+            let s = Scheme::named(scheme, DType::Float32).unwrap();
+            let q = quantize(&bytes(&x), DType::Float32, &shape, &s).unwrap();
+            let scales = floats(&q.scales);
+            let y = floats(&dequantize(&q.view(&shape), &s, DType::Float32).unwrap());
+            for (i, (&a, &b)) in x.iter().zip(&y).enumerate() {
+                let scale = match scheme {
+                    "ct_fp8_channel" => scales[i / 32],
+                    _ => scales[0],
+                };
+                let bound = scale * (a.abs() / scale * 2f32.powi(-4)).max(2f32.powi(-10));
+                prop_assert!(
+                    (f64::from(b) - f64::from(a)).abs() <= f64::from(bound) * (1.0 + 1e-6),
+                    "element {}: {} -> {} (scale {})", i, a, b, scale
+                );
+            }
+        }
+    }
+}
