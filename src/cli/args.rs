@@ -153,6 +153,11 @@ pub(crate) struct BenchArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Scaled schemes to measure instead of casts: quantizing bfloat16 weights and dequantizing
+    /// them back (fp8-tensor, fp8-channel, fp8-block, mxfp8, mxfp4, nvfp4 — compressed-tensors'
+    /// — or a reference's name such as ao_mxfp4_rceil), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) scheme: Vec<String>,
     /// Where the casts run: cpu, or cuda:N (the cast kernel beside a device-to-device copy of the
     /// same bytes, and the whole `Tensor::to` on the device).
     #[arg(long, default_value = "cpu")]

@@ -71,6 +71,15 @@ impl Figures {
 }
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    if !args.scheme.is_empty() {
+        if args.device != dtcast_device::Device::Cpu || !args.pairs.is_empty() {
+            return Err(
+                "--scheme measures the scaled formats on the CPU; leave out --pairs and --device"
+                    .into(),
+            );
+        }
+        return super::bench_quant::run(args, out);
+    }
     if let dtcast_device::Device::Cuda(ordinal) = args.device {
         if !args.backend.is_empty() || args.threads.is_some() || args.alloc || args.scratch {
             return Err(

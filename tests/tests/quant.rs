@@ -612,3 +612,44 @@ mod laws {
         }
     }
 }
+
+#[test]
+fn bench_measures_each_scheme_both_ways_beside_memcpy() {
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "bench",
+            "--scheme",
+            "fp8-block,ao_mxfp4_rceil",
+            "--elements",
+            "8192",
+            "--repeat",
+            "1",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    for (row, (scheme, direction)) in rows.iter().zip([
+        ("fp8-block", "quantize"),
+        ("fp8-block", "dequantize"),
+        ("ao_mxfp4_rceil", "quantize"),
+        ("ao_mxfp4_rceil", "dequantize"),
+    ]) {
+        assert_eq!(
+            (row["scheme"].as_str(), row["direction"].as_str()),
+            (Some(scheme), Some(direction))
+        );
+        for k in ["gelem_per_s", "cast_gbps", "memcpy_gbps"] {
+            assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {row}");
+        }
+    }
+    let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
+}

@@ -1,0 +1,118 @@
+//! `dtcast bench --scheme`: quantizing bfloat16 weights with a scaled scheme, and dequantizing
+//! them back to bfloat16, beside a memcpy of the same bytes, rounds interleaved.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use dtcast::quant::{dequantize, quantize, Scheme};
+use dtcast_dtype::DType;
+
+use super::args::BenchArgs;
+use super::CmdError;
+
+/// The CLI's scheme names (compressed-tensors' schemes, as `convert --quantize` will take them),
+/// and the references' own names.
+pub(crate) fn scheme_name(name: &str) -> String {
+    match name {
+        "fp8-tensor" => "ct_fp8_tensor",
+        "fp8-channel" => "ct_fp8_channel",
+        "fp8-block" => "ct_fp8_block",
+        "mxfp8" => "ct_mxfp8",
+        "mxfp4" => "ct_mxfp4",
+        "nvfp4" => "ct_nvfp4",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// Columns of the benchmark weight (rows = elements / columns).
+const COLS: usize = 4096;
+
+pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let elements = usize::try_from(args.elements).map_err(|_| "--elements is too large")?;
+    let rows = elements / COLS;
+    if rows == 0 || elements % COLS != 0 {
+        return Err(format!(
+            "--scheme benches a weight of {COLS} columns: --elements must be a multiple of {COLS}"
+        )
+        .into());
+    }
+    let shape = [rows, COLS];
+    // Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16.
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let src: Vec<u8> = (0..elements)
+        .flat_map(|_| {
+            let mut sum = 0f32;
+            for _ in 0..4 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                sum += (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            }
+            let bits = (sum * 0.05).to_bits();
+            ((bits >> 16) as u16).to_le_bytes()
+        })
+        .collect();
+    if !args.json {
+        writeln!(
+            out,
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), the scaled kernels scalar (only their casts use the thread pool) so far, median of {} interleaved rounds; GB/s count bytes read + written",
+            args.repeat
+        )?;
+        writeln!(
+            out,
+            "{:<22} {:<11} {:>9} {:>10} {:>11} {:>7}",
+            "scheme", "direction", "Gelem/s", "GB/s", "memcpy GB/s", "ratio"
+        )?;
+    }
+    for name in &args.scheme {
+        let reference = scheme_name(name);
+        let scheme = Scheme::named(&reference, DType::BFloat16)?;
+        let q = quantize(&src, DType::BFloat16, &shape, &scheme)?;
+        let packed = q.elements.len() + q.scales.len();
+        for direction in ["quantize", "dequantize"] {
+            let bytes = src.len() + packed;
+            let copy_from = vec![1u8; bytes / 2];
+            let mut copy_to = vec![0u8; bytes / 2];
+            let (mut work, mut copy) = (Vec::new(), Vec::new());
+            for _ in 0..args.repeat {
+                let t = Instant::now();
+                if direction == "quantize" {
+                    std::hint::black_box(quantize(&src, DType::BFloat16, &shape, &scheme)?);
+                } else {
+                    std::hint::black_box(dequantize(&q.view(&shape), &scheme, DType::BFloat16)?);
+                }
+                work.push(t.elapsed());
+                let t = Instant::now();
+                copy_to.copy_from_slice(&copy_from);
+                std::hint::black_box(&copy_to);
+                copy.push(t.elapsed());
+            }
+            let (w, c) = (median(&mut work), median(&mut copy));
+            let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
+            let gelem = elements as f64 / w.as_secs_f64() / 1e9;
+            if args.json {
+                writeln!(
+                    out,
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
+                    gbps(w),
+                    gbps(c)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "{name:<22} {direction:<11} {gelem:>9.3} {:>10.2} {:>11.2} {:>7.2}",
+                    gbps(w),
+                    gbps(c),
+                    gbps(w) / gbps(c)
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
