@@ -68,9 +68,36 @@ pub(crate) struct ConvertArgs {
     /// The output file (for an index: the output directory).
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: PathBuf,
-    /// The dtype to convert to (any name `dtcast dtypes` lists, safetensors' `BF16` too).
-    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
-    pub(crate) dtype: DType,
+    /// The dtype to convert to (any name `dtcast dtypes` lists, safetensors' `BF16` too). On a
+    /// quantized checkpoint (float32, bfloat16 or float16) the quantized weights are dequantized.
+    #[arg(long, value_name = "DT", value_parser = parse_dtype, required_unless_present = "quantize")]
+    pub(crate) dtype: Option<DType>,
+    /// Quantize the linear weights (2-D `*.weight`, not embeddings or lm_head) instead: fp8-tensor,
+    /// fp8-channel, fp8-block, mxfp8, mxfp4 or nvfp4, written as compressed-tensors writes them.
+    #[arg(long, value_name = "SCHEME", conflicts_with_all = ["dtype", "all", "keep", "mode", "device"])]
+    pub(crate) quantize: Option<String>,
+    /// With --quantize: the layout to write (compressed-tensors; deepseek and gpt-oss are not
+    /// written yet).
+    #[arg(
+        long,
+        value_name = "LAYOUT",
+        default_value = "compressed-tensors",
+        requires = "quantize"
+    )]
+    pub(crate) format: String,
+    /// With --quantize mxfp8 or mxfp4: torchao's E8M0 scale rule (floor, ceil, even, rceil)
+    /// instead of compressed-tensors' own.
+    #[arg(long, value_name = "RULE", requires = "quantize")]
+    pub(crate) scale_rounding: Option<String>,
+    /// With --quantize: weights to leave unquantized (name or glob; repeat or separate with
+    /// commas; each must match a tensor).
+    #[arg(
+        long,
+        value_name = "NAME_OR_GLOB",
+        value_delimiter = ',',
+        requires = "quantize"
+    )]
+    pub(crate) ignore: Vec<String>,
     /// Convert every tensor (integer and bool ones too), not only the floating ones.
     #[arg(long)]
     pub(crate) all: bool,

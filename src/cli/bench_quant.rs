@@ -10,21 +10,6 @@ use dtcast_dtype::DType;
 use super::args::BenchArgs;
 use super::CmdError;
 
-/// The CLI's scheme names (compressed-tensors' schemes, as `convert --quantize` will take them),
-/// and the references' own names.
-pub(crate) fn scheme_name(name: &str) -> String {
-    match name {
-        "fp8-tensor" => "ct_fp8_tensor",
-        "fp8-channel" => "ct_fp8_channel",
-        "fp8-block" => "ct_fp8_block",
-        "mxfp8" => "ct_mxfp8",
-        "mxfp4" => "ct_mxfp4",
-        "nvfp4" => "ct_nvfp4",
-        other => other,
-    }
-    .to_owned()
-}
-
 /// Columns of the benchmark weight (rows = elements / columns).
 const COLS: usize = 4096;
 
@@ -66,8 +51,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         )?;
     }
     for name in &args.scheme {
-        let reference = scheme_name(name);
-        let scheme = Scheme::named(&reference, DType::BFloat16)?;
+        let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
+        let scheme = Scheme::named(reference, DType::BFloat16)?;
         let q = quantize(&src, DType::BFloat16, &shape, &scheme)?;
         let packed = q.elements.len() + q.scales.len();
         for direction in ["quantize", "dequantize"] {

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_file, convert_index, detect_quantized, read_config, Checkpoint, ConvertOptions,
-    ShardedCheckpoint, Summary,
+    Quantize, ShardedCheckpoint, Summary,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -145,14 +145,61 @@ fn print_inspection(
     Ok(())
 }
 
+/// `--quantize` with its `--format`, `--scale-rounding` and `--ignore`.
+fn quantize_options(args: &ConvertArgs, scheme: &str) -> Result<Quantize, CmdError> {
+    if args.format != "compressed-tensors" {
+        return Err(format!(
+            "--format {}: only compressed-tensors is written so far (deepseek and gpt-oss are read, not written)",
+            args.format
+        )
+        .into());
+    }
+    let known = [
+        "fp8-tensor",
+        "fp8-channel",
+        "fp8-block",
+        "mxfp8",
+        "mxfp4",
+        "nvfp4",
+    ];
+    if !known.contains(&scheme) {
+        return Err(format!("--quantize {scheme}: the schemes are {}", known.join(", ")).into());
+    }
+    let scheme = match (&args.scale_rounding, scheme) {
+        (None, s) => s.to_owned(),
+        (Some(r), "mxfp8" | "mxfp4") => {
+            if !["floor", "ceil", "even", "rceil"].contains(&r.as_str()) {
+                return Err(format!(
+                    "--scale-rounding {r}: the rules are floor, ceil, even, rceil"
+                )
+                .into());
+            }
+            format!("ao_{}_{r}", scheme.replace('-', ""))
+        }
+        (Some(_), s) => {
+            return Err(format!("--scale-rounding applies to mxfp8 and mxfp4, not {s}").into())
+        }
+    };
+    Ok(Quantize {
+        scheme,
+        ignore: args.ignore.clone(),
+    })
+}
+
 pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let quantize = args
+        .quantize
+        .as_ref()
+        .map(|scheme| quantize_options(args, scheme))
+        .transpose()?;
     let options = ConvertOptions {
-        dtype: args.dtype,
+        dtype: args.dtype.unwrap_or(DType::BFloat16),
         all: args.all,
         keep: args.keep.clone(),
         mode: args.mode,
         device: args.device,
         force: args.force,
+        quantize,
     };
     // A progress bar on stderr when it is a terminal; nothing otherwise (scripts, CI).
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -179,6 +226,21 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    if let Some(scheme) = &args.quantize {
+        writeln!(
+            out,
+            "quantized {} weights with {scheme} ({}), kept {}; {} -> {} bytes in {:.2} s; wrote {}",
+            summary.converted,
+            args.format,
+            summary.kept,
+            summary.bytes_before,
+            summary.bytes_after,
+            summary.seconds,
+            args.output.display()
+        )?;
+        return Ok(());
+    }
+    let dtype = args.dtype.unwrap_or(DType::BFloat16);
     let dequantized = if summary.dequantized > 0 {
         format!(", dequantized {} quantized weights", summary.dequantized)
     } else {
@@ -188,7 +250,7 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
         out,
         "converted {} tensors to {}{dequantized}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
         summary.converted,
-        args.dtype,
+        dtype,
         summary.kept,
         summary.bytes_before,
         summary.bytes_after,

@@ -555,15 +555,15 @@ mod laws {
     /// Schemes whose quantization of its own dequantized output gives the same bytes: the scale
     /// comes back from the largest element, which the first quantization put on the grid.
     /// Not among them: NVFP4 (its global scale follows the tensor's largest magnitude, which the
-    /// elements' rounding moves) and compressed-tensors' MXFP4 (its float4 writes -0 for a small
-    /// negative value, but +0 for -0 itself: `x * sign(x)`), and torchao's CEIL and RCEIL scales
-    /// (the largest element may round down onto a power of two — float4 2.197 → 2 — from which
-    /// the rule picks a smaller scale).
+    /// elements' rounding moves); compressed-tensors' MXFP4 (its float4 writes -0 for a small
+    /// negative value, but +0 for -0 itself: `x * sign(x)`) and MXFP8 (a block maximum of
+    /// 1.72 * 2^k becomes the element 448 = 1.75 * 256, which its rule rounds up to the next
+    /// power of two); torchao's CEIL and RCEIL (the largest element may round down onto a power
+    /// of two — float4 2.197 → 2 — from which the rule picks a smaller scale).
     const IDEMPOTENT: &[&str] = &[
         "ct_fp8_tensor",
         "ct_fp8_channel",
         "ct_fp8_block",
-        "ct_mxfp8",
         "ao_mxfp8_floor",
         "ao_mxfp8_even",
         "ao_mxfp4_floor",
@@ -571,7 +571,7 @@ mod laws {
     ];
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(1024))]
 
         #[test]
         fn quantizing_the_dequantized_tensor_gives_the_same_bytes(
@@ -652,4 +652,130 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
     let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
+}
+
+#[test]
+fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
+    // `convert --quantize` on each compressed-tensors reference's dense model: the same tensors
+    // (names, dtypes, shapes) as compressed-tensors' own file; for FP8 per channel and per block
+    // the same bytes too (quantizing a dequantized FP8 tensor gives back its bytes, as the law
+    // above says; for MX and NVFP4 it need not).
+    let read = |path: &std::path::Path| {
+        let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
+        let mut v: Vec<(String, DType, Vec<usize>, Vec<u8>)> = c
+            .entries()
+            .iter()
+            .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    for (layout, scheme, same_bytes) in [
+        ("ct_fp8_block", "fp8-block", true),
+        ("ct_fp8_channel", "fp8-channel", true),
+        ("ct_mxfp8", "mxfp8", false),
+        ("ct_mxfp4", "mxfp4", false),
+        ("ct_nvfp4", "nvfp4", false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{layout}"));
+        let dense = dir.path().join("dense.safetensors");
+        std::fs::copy(src.join("reference_bf16.safetensors"), &dense).unwrap();
+        let out = dir.path().join("q.safetensors");
+        let o = dtcast_tests::dtcast_cli(
+            &[
+                "convert",
+                dense.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--quantize",
+                scheme,
+            ],
+            "",
+        );
+        assert_eq!(o.code, 0, "{layout}: {}", o.stderr);
+        assert!(o.stdout.starts_with("quantized 8 weights"), "{}", o.stdout);
+        let (got, want) = (read(&out), read(&src.join("model.safetensors")));
+        let layout_of = |v: &[(String, DType, Vec<usize>, Vec<u8>)]| {
+            v.iter()
+                .map(|t| (t.0.clone(), t.1, t.2.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(layout_of(&got), layout_of(&want), "{layout}");
+        if same_bytes {
+            for (g, w) in got.iter().zip(&want) {
+                assert!(g.3 == w.3, "{layout}: {} differs", g.0);
+            }
+        }
+        // And back: dequantizing our output reads it as its layout.
+        let back = dir.path().join("back.safetensors");
+        let o = dtcast_tests::dtcast_cli(
+            &[
+                "convert",
+                out.to_str().unwrap(),
+                "-o",
+                back.to_str().unwrap(),
+                "--dtype",
+                "bf16",
+            ],
+            "",
+        );
+        assert!(
+            o.stdout.contains("dequantized 8 quantized weights"),
+            "{layout}: {}{}",
+            o.stdout,
+            o.stderr
+        );
+    }
+    // What cannot be quantized is refused before anything is written.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("q.safetensors");
+    let q = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block/model.safetensors");
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            q.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--quantize",
+            "mxfp4",
+        ],
+        "",
+    );
+    assert!(o.stderr.contains("already quantized"), "{}", o.stderr);
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            "../examples/tiny.safetensors",
+            "-o",
+            out.to_str().unwrap(),
+            "--quantize",
+            "fp3",
+        ],
+        "",
+    );
+    assert!(
+        o.stderr.contains("the schemes are fp8-tensor"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            "../examples/tiny.safetensors",
+            "-o",
+            out.to_str().unwrap(),
+            "--quantize",
+            "nvfp4",
+            "--scale-rounding",
+            "floor",
+        ],
+        "",
+    );
+    assert!(
+        o.stderr.contains("applies to mxfp8 and mxfp4"),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
 }

@@ -45,6 +45,21 @@ pub struct ConvertOptions {
     pub device: Device,
     /// Replace an existing output.
     pub force: bool,
+    /// Quantize the linear weights instead of casting (`dtype`, `all` and `mode` then do not
+    /// apply; the other tensors are copied as they are).
+    pub quantize: Option<Quantize>,
+}
+
+/// What `--quantize` does: the scheme, and which weights it leaves alone.
+#[derive(Clone, Debug)]
+pub struct Quantize {
+    /// The scheme: `fp8-tensor`, `fp8-channel`, `fp8-block`, `mxfp8`, `mxfp4`, `nvfp4`
+    /// (compressed-tensors' rules and layout), or a reference's name (`ao_mxfp4_rceil`: torchao's
+    /// scale rule, written in compressed-tensors' layout).
+    pub scheme: String,
+    /// Names or globs of weights to leave unquantized (each must match a tensor); the embeddings
+    /// and `lm_head` are always left, as compressed-tensors leaves them.
+    pub ignore: Vec<String>,
 }
 
 impl ConvertOptions {
@@ -57,6 +72,7 @@ impl ConvertOptions {
             mode: CastMode::Torch,
             device: Device::Cpu,
             force: false,
+            quantize: None,
         }
     }
 
@@ -251,7 +267,24 @@ pub(crate) fn write_converted(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
     let entries = ckpt.entries();
+    // Quantizing writes a new layout: a config.json beside the input describes the input's old
+    // one at best, so only the tensors say whether it is quantized already.
+    let config = if options.quantize.is_some() {
+        None
+    } else {
+        config
+    };
     let quantized = quantized::detect(entries, config)?;
+    if let Some(q) = &options.quantize {
+        if let Some(w) = quantized.first() {
+            return Err(LayerError::Quantized(format!(
+                "`{}` is already quantized ({}); dequantize the checkpoint first",
+                quote(&w.name),
+                w.scheme_name
+            )));
+        }
+        return super::quantize::write_quantized(ckpt, q, out, progress);
+    }
     // Each entry's quantized weight, if it is a part of one; a keep pattern that matches a weight
     // or any of its parts keeps all of them as they are.
     let mut part_of: Vec<Option<usize>> = vec![None; entries.len()];

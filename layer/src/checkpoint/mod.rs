@@ -34,13 +34,15 @@ use crate::error::LayerError;
 mod convert;
 mod header;
 mod json;
+mod quantize;
 mod quantized;
 mod reader;
 mod save;
 mod sharded;
 
-pub use convert::{convert_file, read_config, ConvertOptions, Summary, CHUNK_BYTES};
+pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
 pub use header::{Entry, Header, MAX_HEADER_LEN};
+pub use quantize::scheme_name as quantize_scheme_name;
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;

@@ -205,6 +205,13 @@ pub fn convert_index(
     check_output_dir(&target, index, options.force)?;
     let ck = ShardedCheckpoint::open(index)?;
     let selection = options.selection(ck.names())?;
+    if options.quantize.is_some() {
+        return Err(LayerError::Quantized(
+            "quantizing a sharded checkpoint is not supported yet (the index would have to name \
+             the new tensors); quantize each shard's file"
+                .to_owned(),
+        ));
+    }
     // Quantized weights and their scales may sit in different shards, and the index names them:
     // dequantizing a sharded checkpoint is not supported yet, and casting one would read its
     // weights without their scales.
