@@ -226,31 +226,27 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    if let Some(scheme) = &args.quantize {
-        writeln!(
-            out,
-            "quantized {} weights with {scheme} ({}), kept {}; {} -> {} bytes in {:.2} s; wrote {}",
-            summary.converted,
-            args.format,
-            summary.kept,
-            summary.bytes_before,
-            summary.bytes_after,
-            summary.seconds,
-            args.output.display()
-        )?;
-        return Ok(());
-    }
-    let dtype = args.dtype.unwrap_or(DType::BFloat16);
-    let dequantized = if summary.dequantized > 0 {
-        format!(", dequantized {} quantized weights", summary.dequantized)
-    } else {
-        String::new()
+    let what = match &args.quantize {
+        Some(scheme) => format!(
+            "quantized {} weights with {scheme} ({})",
+            summary.converted, args.format
+        ),
+        None => {
+            let dequantized = if summary.dequantized > 0 {
+                format!(", dequantized {} quantized weights", summary.dequantized)
+            } else {
+                String::new()
+            };
+            let dtype = args.dtype.unwrap_or(DType::BFloat16);
+            format!(
+                "converted {} tensors to {dtype}{dequantized}",
+                summary.converted
+            )
+        }
     };
     writeln!(
         out,
-        "converted {} tensors to {}{dequantized}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
-        summary.converted,
-        dtype,
+        "{what}, kept {}; {} -> {} bytes in {:.2} s; wrote {}",
         summary.kept,
         summary.bytes_before,
         summary.bytes_after,

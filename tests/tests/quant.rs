@@ -358,12 +358,24 @@ fn quantization_matches_every_reference_case() {
     assert_eq!((accepted, refused), (202, 52));
 }
 
+/// Every tensor of a file, sorted by name: (name, dtype, shape, bytes).
+fn read_sorted(path: &std::path::Path) -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
+    let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
+    let mut v: Vec<_> = c
+        .entries()
+        .iter()
+        .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
 #[test]
 fn converting_each_quantized_checkpoint_dequantizes_it_as_its_reference() {
     // `convert --dtype bfloat16` on each of the seven layouts (config.json beside the file): the
     // output is the reference's dense model, tensor for tensor and byte for byte — quantized
     // weights under their dense names, their scales gone, the other tensors unchanged.
-    use dtcast::layer::checkpoint::{convert_file, Checkpoint, ConvertOptions};
+    use dtcast::layer::checkpoint::{convert_file, ConvertOptions};
     let layouts = [
         "ct_fp8_block",
         "ct_fp8_channel",
@@ -373,16 +385,6 @@ fn converting_each_quantized_checkpoint_dequantizes_it_as_its_reference() {
         "deepseek_fp8_block",
         "gptoss_mxfp4",
     ];
-    let read_all = |path: &std::path::Path| -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
-        let c = Checkpoint::open(path).unwrap();
-        let mut all: Vec<_> = c
-            .entries()
-            .iter()
-            .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    };
     let mut dequantized = 0;
     for layout in layouts {
         let dir = tempfile::tempdir().unwrap();
@@ -400,8 +402,8 @@ fn converting_each_quantized_checkpoint_dequantizes_it_as_its_reference() {
         .unwrap_or_else(|e| panic!("{layout}: {e}"));
         assert!(summary.dequantized > 0, "{layout}: nothing dequantized");
         dequantized += summary.dequantized;
-        let got = read_all(&out);
-        let want = read_all(&src.join("reference_bf16.safetensors"));
+        let got = read_sorted(&out);
+        let want = read_sorted(&src.join("reference_bf16.safetensors"));
         let names = |v: &[(String, DType, Vec<usize>, Vec<u8>)]| {
             v.iter().map(|t| t.0.clone()).collect::<Vec<_>>()
         };
@@ -660,16 +662,6 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     // (names, dtypes, shapes) as compressed-tensors' own file; for FP8 per channel and per block
     // the same bytes too (quantizing a dequantized FP8 tensor gives back its bytes, as the law
     // above says; for MX and NVFP4 it need not).
-    let read = |path: &std::path::Path| {
-        let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
-        let mut v: Vec<(String, DType, Vec<usize>, Vec<u8>)> = c
-            .entries()
-            .iter()
-            .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    };
     for (layout, scheme, same_bytes) in [
         ("ct_fp8_block", "fp8-block", true),
         ("ct_fp8_channel", "fp8-channel", true),
@@ -695,7 +687,10 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
         );
         assert_eq!(o.code, 0, "{layout}: {}", o.stderr);
         assert!(o.stdout.starts_with("quantized 8 weights"), "{}", o.stdout);
-        let (got, want) = (read(&out), read(&src.join("model.safetensors")));
+        let (got, want) = (
+            read_sorted(&out),
+            read_sorted(&src.join("model.safetensors")),
+        );
         let layout_of = |v: &[(String, DType, Vec<usize>, Vec<u8>)]| {
             v.iter()
                 .map(|t| (t.0.clone(), t.1, t.2.clone()))
