@@ -1,6 +1,7 @@
 //! Scaled elements back to dense floats, as each reference computes it.
 
 use dtcast_dtype::DType;
+use rayon::prelude::*;
 
 use crate::arith::{bytes, f32s, in_dtype, mul, pow2, torch_cast};
 use crate::scheme::{Convention, ScaleRule, Scheme};
@@ -63,16 +64,27 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
         });
     }
     let global = q.global_scale.unwrap_or(1.0);
-    let mut values = f32s(&torch_cast(q.elements, scheme.element, DType::Float32));
+    // What each element code reads as, in float32 (the value the product takes).
+    let codes = 1usize << scheme.element.bits();
+    let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
+    let mut table = if scheme.element.is_packed() {
+        let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
+        f32s(&torch_cast(&packed, scheme.element, DType::Float32))
+    } else {
+        f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
+    };
     if scheme.convention == Convention::TorchAo {
         // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
         // the default NaN, without its sign.
-        for v in values.iter_mut().filter(|v| v.is_nan()) {
+        for v in table.iter_mut().filter(|v| v.is_nan()) {
             *v = f32::from_bits(0x7FC0_0000);
         }
     }
     let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
-        (_, Convention::GptOss) => return Ok(gpt_oss(&values, q, scheme, rows, cols, out)),
+        (_, Convention::GptOss) => {
+            let values: Vec<f32> = (0..n).map(|i| table[code(q.elements, scheme, i)]).collect();
+            return Ok(gpt_oss(&values, q, scheme, rows, cols, out));
+        }
         // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
         (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
             let factors: Vec<f32> = q
@@ -86,7 +98,7 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
                     }
                 })
                 .collect();
-            values = in_dtype(&values, out);
+            table = in_dtype(&table, out);
             in_dtype(&factors, out)
         }
         // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
@@ -107,16 +119,104 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
                 .collect()
         }
     };
-    // The product in float32, rounded once to the output dtype.
-    let products: Vec<f32> = (0..n)
-        .map(|i| {
-            mul(
-                values[i],
-                factors[scheme.scale_index(i / cols, i % cols, cols)],
-            )
-        })
-        .collect();
-    Ok(torch_cast(&bytes(&products), DType::Float32, out))
+    // The product in float32, rounded once to the output dtype, row by row on the thread pool.
+    let dense = if scheme.element.is_packed() {
+        let value = |i: usize| table[usize::from(q.elements[i / 2] >> (4 * (i % 2)) & 0xF)];
+        products(out, rows, cols, scheme, &factors, value)
+    } else {
+        let value = |i: usize| table[usize::from(q.elements[i])];
+        products(out, rows, cols, scheme, &factors, value)
+    };
+    Ok(match out {
+        // float16: the products in float32 first, then torch's rounding.
+        DType::Float16 => torch_cast(&dense, DType::Float32, DType::Float16),
+        _ => dense,
+    })
+}
+
+/// `value(i) * factor` for every element, in bfloat16 (torch's rounding) or else float32 bytes.
+fn products(
+    out: DType,
+    rows: usize,
+    cols: usize,
+    scheme: &Scheme,
+    factors: &[f32],
+    value: impl Fn(usize) -> f32 + Sync,
+) -> Vec<u8> {
+    match out {
+        DType::BFloat16 => fill(rows, cols, scheme, factors, value, |x| {
+            f32_to_bf16(x).to_le_bytes()
+        }),
+        _ => fill(rows, cols, scheme, factors, value, |x: f32| x.to_le_bytes()),
+    }
+}
+
+/// The rows, each on the thread pool: `encode(value(i) * factor)` into `W` bytes per element.
+fn fill<const W: usize>(
+    rows: usize,
+    cols: usize,
+    scheme: &Scheme,
+    factors: &[f32],
+    value: impl Fn(usize) -> f32 + Sync,
+    encode: impl Fn(f32) -> [u8; W] + Sync,
+) -> Vec<u8> {
+    let mut dense = vec![0u8; rows * cols * W];
+    if cols == 0 {
+        return dense;
+    }
+    dense
+        .par_chunks_mut(cols * W)
+        .enumerate()
+        .for_each(|(r, row)| {
+            for (start, end, f) in segments(scheme, r, cols, factors) {
+                for (c, out) in (start..end).zip(row[start * W..end * W].chunks_exact_mut(W)) {
+                    out.copy_from_slice(&encode(mul(value(r * cols + c), f)));
+                }
+            }
+        });
+    dense
+}
+
+/// The code of element `i` (float4: packed two per byte, the first in the low nibble).
+#[inline(always)]
+fn code(elements: &[u8], scheme: &Scheme, i: usize) -> usize {
+    if scheme.element.is_packed() {
+        usize::from(elements[i / 2] >> (4 * (i % 2)) & 0xF)
+    } else {
+        usize::from(elements[i])
+    }
+}
+
+/// Row `r`'s runs of columns sharing a factor: (first column, end, factor).
+fn segments(scheme: &Scheme, r: usize, cols: usize, factors: &[f32]) -> Vec<(usize, usize, f32)> {
+    use crate::scheme::Granularity;
+    match scheme.granularity {
+        Granularity::Tensor => vec![(0, cols, factors[0])],
+        Granularity::Channel => vec![(0, cols, factors[r])],
+        Granularity::Group(k) => (0..cols / k)
+            .map(|g| (g * k, (g + 1) * k, factors[r * (cols / k) + g]))
+            .collect(),
+        Granularity::Block(br, bc) => (0..cols.div_ceil(bc))
+            .map(|b| {
+                (
+                    b * bc,
+                    ((b + 1) * bc).min(cols),
+                    factors[(r / br) * cols.div_ceil(bc) + b],
+                )
+            })
+            .collect(),
+    }
+}
+
+/// torch's float32 → bfloat16 (its vectorised copy): round to nearest even; a NaN is `0xFFFF`.
+#[inline(always)]
+fn f32_to_bf16(x: f32) -> u16 {
+    if x.is_nan() {
+        0xFFFF
+    } else {
+        let b = x.to_bits();
+        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+    }
 }
 
 /// transformers' `convert_moe_packed_tensors`: `ldexp(value, E - 127)`, exact and rounded once
