@@ -774,3 +774,65 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() {
+    // DeepSeek-V3's layout split in two shards (each weight beside its scales), with its
+    // config.json: the output shards hold the reference's dense tensors, and the new index names
+    // them (no scale tensors) in the shards that hold them.
+    use dtcast::layer::checkpoint::{convert_index, load_map, save, ConvertOptions};
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
+    let dir = tempfile::tempdir().unwrap();
+    let all = load_map(src.join("model.safetensors")).unwrap();
+    let mut names: Vec<&String> = all.keys().collect();
+    names.sort();
+    let (first, second): (Vec<&String>, Vec<&String>) = names
+        .into_iter()
+        .partition(|n| n.contains("layers.0.") || n.contains("embed"));
+    let mut weight_map = serde_json::Map::new();
+    for (file, part) in [
+        ("model-00001-of-00002.safetensors", &first),
+        ("model-00002-of-00002.safetensors", &second),
+    ] {
+        let tensors: Vec<(String, dtcast::Tensor)> = part
+            .iter()
+            .map(|n| ((*n).clone(), all[*n].clone()))
+            .collect();
+        save(dir.path().join(file), &tensors, &[]).unwrap();
+        for n in part {
+            weight_map.insert((*n).clone(), file.into());
+        }
+    }
+    let index = dir.path().join("model.safetensors.index.json");
+    std::fs::write(
+        &index,
+        serde_json::json!({"metadata": {"total_size": 0}, "weight_map": weight_map}).to_string(),
+    )
+    .unwrap();
+    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let out = dir.path().join("dense");
+    let summary = convert_index(
+        &index,
+        &out,
+        &ConvertOptions::new(DType::BFloat16),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(summary.dequantized, 8);
+    let want = read_sorted(&src.join("reference_bf16.safetensors"));
+    let new_index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap(),
+    )
+    .unwrap();
+    let map = new_index["weight_map"].as_object().unwrap();
+    let mut seen = 0;
+    for (name, dtype, shape, bytes) in &want {
+        let shard = map[name].as_str().unwrap();
+        let got = read_sorted(&out.join(shard));
+        let t = got.iter().find(|t| &t.0 == name).unwrap();
+        assert_eq!((&t.1, &t.2), (dtype, shape), "{name}");
+        assert!(&t.3 == bytes, "{name} differs");
+        seen += 1;
+    }
+    assert_eq!((seen, map.len()), (want.len(), want.len()));
+}

@@ -199,6 +199,10 @@ pub fn convert_file(
     let ckpt = Checkpoint::open(input)?;
     let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
     let config = read_config(input.parent())?;
+    if options.quantize.is_none() {
+        // The whole file: a config.json that calls it quantized must find quantized weights.
+        quantized::detect(ckpt.entries(), config.as_ref())?;
+    }
     let mut file = AtomicFile::create(target.dir(), FileMode::like(input))?;
     let total = data_bytes(&ckpt);
     let mut summary = write_converted(
@@ -274,7 +278,7 @@ pub(crate) fn write_converted(
     } else {
         config
     };
-    let quantized = quantized::detect(entries, config)?;
+    let quantized = quantized::detect_part(entries, config)?;
     if let Some(q) = &options.quantize {
         if let Some(w) = quantized.first() {
             return Err(LayerError::Quantized(format!(

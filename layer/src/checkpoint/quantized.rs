@@ -34,6 +34,19 @@ pub struct QuantizedWeight {
 }
 
 impl QuantizedWeight {
+    /// The name each entry of a file gets in a conversion: the dense name for a quantized weight's
+    /// elements, none for its scales, its own for everything else.
+    pub fn output_names(entries: &[Entry], weights: &[QuantizedWeight]) -> Vec<Option<String>> {
+        let mut names: Vec<Option<String>> = entries.iter().map(|e| Some(e.name.clone())).collect();
+        for w in weights {
+            for p in w.parts() {
+                names[p] = None;
+            }
+            names[w.elements] = Some(w.name.clone());
+        }
+        names
+    }
+
     /// Every entry this weight is stored in.
     pub fn parts(&self) -> impl Iterator<Item = usize> + '_ {
         [self.elements, self.scales].into_iter().chain(self.global)
@@ -41,7 +54,7 @@ impl QuantizedWeight {
 }
 
 /// The checkpoint family `config.json` names, if any.
-fn config_method(config: Option<&Value>) -> Option<String> {
+pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
     let q = config?.get("quantization_config")?;
     q.get("quant_method")?.as_str().map(str::to_owned)
 }
@@ -64,8 +77,24 @@ fn err(message: String) -> LayerError {
     LayerError::Quantized(message)
 }
 
-/// The quantized weights among `entries`, in the order of their element tensors.
+/// The quantized weights among `entries` (a whole checkpoint), in the order of their element
+/// tensors. A `config.json` that says the checkpoint is quantized when none is found is an error.
 pub fn detect(
+    entries: &[Entry],
+    config: Option<&Value>,
+) -> Result<Vec<QuantizedWeight>, LayerError> {
+    let found = detect_part(entries, config)?;
+    if let (Some(m), true) = (config_method(config), found.is_empty()) {
+        return Err(err(format!(
+            "config.json's quantization_config says `{m}`, but no quantized weight (with its scales) \
+             is in this file"
+        )));
+    }
+    Ok(found)
+}
+
+/// [`detect`] for one shard of a checkpoint, which may hold no quantized weight at all.
+pub(crate) fn detect_part(
     entries: &[Entry],
     config: Option<&Value>,
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
@@ -129,12 +158,6 @@ pub fn detect(
             }
         }
         found.push(weight);
-    }
-    if let (Some(m), true) = (&method, found.is_empty()) {
-        return Err(err(format!(
-            "config.json's quantization_config says `{m}`, but no quantized weight (with its scales) \
-             is in this file"
-        )));
     }
     found.sort_by_key(|w| w.elements);
     Ok(found)

@@ -212,31 +212,39 @@ pub fn convert_index(
                 .to_owned(),
         ));
     }
-    // Quantized weights and their scales may sit in different shards, and the index names them:
-    // dequantizing a sharded checkpoint is not supported yet, and casting one would read its
-    // weights without their scales.
-    let quantized_config =
-        read_config(index.parent())?.is_some_and(|c| c.get("quantization_config").is_some());
-    for (_, shard) in &ck.shards {
-        let found = super::quantized::detect(shard.entries(), None);
-        if quantized_config || !matches!(found, Ok(ref w) if w.is_empty()) {
-            return Err(LayerError::Quantized(
-                "this sharded checkpoint is quantized; dequantizing sharded checkpoints is not \
-                 supported yet (convert each shard's file with its config.json beside it), and a \
-                 plain cast would read quantized weights without their scales"
-                    .to_owned(),
-            ));
-        }
+    // Quantized weights are dequantized shard by shard (a weight and its scales must share a
+    // shard), and the index names the dense tensors.
+    let config = read_config(index.parent())?;
+    let mut weight_map: Vec<(String, String)> = Vec::new();
+    let mut found = 0;
+    for (name, shard) in &ck.shards {
+        let weights = super::quantized::detect_part(shard.entries(), config.as_ref())
+            .map_err(|e| e.at(&out_dir.join(name)))?;
+        found += weights.len();
+        let names = super::quantized::QuantizedWeight::output_names(shard.entries(), &weights);
+        weight_map.extend(names.into_iter().flatten().map(|n| (n, name.clone())));
     }
+    if let (Some(m), 0) = (super::quantized::config_method(config.as_ref()), found) {
+        return Err(LayerError::Quantized(format!(
+            "config.json's quantization_config says `{m}`, but no shard holds a quantized weight \
+             with its scales"
+        )));
+    }
+    weight_map.sort();
     let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
     let mut summary = Summary::default();
     let mut written = Vec::with_capacity(ck.shards.len());
     let mut before = 0u64;
     for (name, shard) in &ck.shards {
         let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
-        let s = write_converted(shard, &selection, options, None, &mut file, &|done| {
-            progress(before + done, total)
-        })
+        let s = write_converted(
+            shard,
+            &selection,
+            options,
+            config.as_ref(),
+            &mut file,
+            &|done| progress(before + done, total),
+        )
         .map_err(|e| e.at(&out_dir.join(name)))?;
         before += data_bytes(shard);
         summary.add(&s);
@@ -247,6 +255,15 @@ pub fn convert_index(
     }
     let mut json = ck.index.json.clone();
     set_total_size(&mut json, summary.bytes_after);
+    if summary.dequantized > 0 {
+        let map: serde_json::Map<String, Value> = weight_map
+            .into_iter()
+            .map(|(tensor, shard)| (tensor, Value::String(shard)))
+            .collect();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("weight_map".to_owned(), Value::Object(map));
+        }
+    }
     let text =
         serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
     let mut index_file = AtomicFile::create(target.dir(), FileMode::like(index))?;
