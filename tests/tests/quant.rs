@@ -836,3 +836,32 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
     }
     assert_eq!((seen, map.len()), (want.len(), want.len()));
 }
+
+#[test]
+fn dense_tensors_whose_names_look_like_scales_convert_as_they_are() {
+    // A floating `*_scales` parameter and a dense weight stored beside its scale (compressed-
+    // tensors' "frozen" state) are not quantized weights: a plain conversion casts them.
+    use dtcast::layer::checkpoint::{convert_file, save, ConvertOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("m.safetensors");
+    let t = |v: Vec<f32>, shape: &[usize]| dtcast::Tensor::from_vec(v, shape).unwrap();
+    save(
+        &input,
+        &[
+            ("model.rope_scales".to_owned(), t(vec![1.0, 2.0], &[2])),
+            ("x.weight".to_owned(), t(vec![0.5; 4], &[2, 2])),
+            ("x.weight_scale".to_owned(), t(vec![0.25], &[1])),
+        ],
+        &[],
+    )
+    .unwrap();
+    let out = dir.path().join("o.safetensors");
+    let s = convert_file(
+        &input,
+        &out,
+        &ConvertOptions::new(DType::BFloat16),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!((s.converted, s.dequantized), (3, 0));
+}

@@ -106,11 +106,27 @@ pub(crate) fn detect_part(
             (p, "deepseek")
         } else if let Some(p) = e.name.strip_suffix(".weight_scale") {
             (p, "compressed-tensors")
-        } else if let Some(p) = e.name.strip_suffix("_scales") {
+        } else if let Some(p) = e
+            .name
+            .strip_suffix("_scales")
+            .filter(|_| e.dtype == DType::UInt8)
+        {
+            // gpt-oss's E8M0 bytes; a floating `*_scales` tensor is some model's own parameter.
             (p, "gpt-oss")
         } else {
             continue;
         };
+        // A scale beside a weight that is not stored narrow (compressed-tensors' "frozen"
+        // state: dense weights that carry their scales along) is not a quantized weight: the
+        // weight reads as it is.
+        let weight_dtype = find(&format!("{prefix}.weight")).map(|w| entries[w].dtype);
+        let packed = find(&format!("{prefix}.weight_packed")).is_some();
+        if family != "gpt-oss"
+            && !packed
+            && weight_dtype.is_some_and(|d| d.bits() > 8 && d.is_floating_point())
+        {
+            continue;
+        }
         let scales = i;
         let missing = |what: &str| {
             err(format!(
