@@ -63,9 +63,10 @@ pub(crate) struct DtypesArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ConvertArgs {
-    /// A .safetensors file, or a sharded checkpoint's `*.safetensors.index.json`.
+    /// A .safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or a model
+    /// directory (its weights converted, its other files copied, `config.json` updated).
     pub(crate) input: PathBuf,
-    /// The output file (for an index: the output directory).
+    /// The output file (for an index or a directory: the output directory).
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: PathBuf,
     /// The dtype to convert to (any name `dtcast dtypes` lists, safetensors' `BF16` too). On a

@@ -5,8 +5,8 @@ use std::io::{IsTerminal, Write};
 
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
-    convert_file, convert_index, detect_quantized, read_config, Checkpoint, ConvertOptions,
-    Quantize, ShardedCheckpoint, Summary,
+    convert_dir, convert_file, convert_index, detect_quantized, read_config, Checkpoint,
+    ConvertOptions, Quantize, ShardedCheckpoint, Summary,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -218,7 +218,9 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
             b.set_position(done);
         }
     };
-    let summary: Summary = if is_index(&args.input) {
+    let summary: Summary = if args.input.is_dir() {
+        convert_dir(&args.input, &args.output, &options, &progress)?
+    } else if is_index(&args.input) {
         convert_index(&args.input, &args.output, &options, &progress)?
     } else {
         convert_file(&args.input, &args.output, &options, &progress)?

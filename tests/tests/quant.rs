@@ -865,3 +865,105 @@ fn dense_tensors_whose_names_look_like_scales_convert_as_they_are() {
     .unwrap();
     assert_eq!((s.converted, s.dequantized), (3, 0));
 }
+
+#[test]
+fn a_model_directory_converts_with_its_files_and_its_config() {
+    // Both directions on a model directory: the weights as the file forms convert them, the
+    // other files copied, config.json updated — quantization_config removed (dequantize) or
+    // written as compressed-tensors writes it (quantize).
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block");
+    let fixture_config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    std::fs::copy(
+        src.join("model.safetensors"),
+        model.join("model.safetensors"),
+    )
+    .unwrap();
+    std::fs::copy(src.join("config.json"), model.join("config.json")).unwrap();
+    std::fs::write(model.join("tokenizer.json"), "{\"kept\": true}").unwrap();
+    let dense = dir.path().join("dense");
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            model.to_str().unwrap(),
+            "-o",
+            dense.to_str().unwrap(),
+            "--dtype",
+            "bf16",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        read_sorted(&dense.join("model.safetensors")),
+        read_sorted(&src.join("reference_bf16.safetensors"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(dense.join("tokenizer.json")).unwrap(),
+        "{\"kept\": true}"
+    );
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dense.join("config.json")).unwrap()).unwrap();
+    let mut expected = fixture_config.clone();
+    expected
+        .as_object_mut()
+        .unwrap()
+        .remove("quantization_config");
+    assert_eq!(config, expected);
+    // And back: the dense directory quantized gives compressed-tensors' files and config.
+    let again = dir.path().join("fp8");
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            dense.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+            "--quantize",
+            "fp8-block",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        read_sorted(&again.join("model.safetensors")),
+        read_sorted(&src.join("model.safetensors"))
+    );
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(again.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config, fixture_config);
+    // The output directory is not replaced without --force, and --force replaces only a
+    // directory that holds what a conversion of this model writes.
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            dense.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+            "--quantize",
+            "fp8-block",
+        ],
+        "",
+    );
+    assert!(o.stderr.contains("pass --force"), "{}", o.stderr);
+    std::fs::write(again.join("notes.txt"), "mine").unwrap();
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "convert",
+            dense.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+            "--quantize",
+            "fp8-block",
+            "--force",
+        ],
+        "",
+    );
+    assert!(o.stderr.contains("notes.txt"), "{}", o.stderr);
+    assert_eq!(
+        std::fs::read_to_string(again.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}

@@ -32,6 +32,7 @@ use dtcast_device::Tensor;
 use crate::error::LayerError;
 
 mod convert;
+mod directory;
 mod header;
 mod json;
 mod quantize;
@@ -41,6 +42,7 @@ mod save;
 mod sharded;
 
 pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
+pub use directory::convert_dir;
 pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use quantize::scheme_name as quantize_scheme_name;
 pub use quantized::{detect as detect_quantized, QuantizedWeight};

@@ -181,3 +181,72 @@ pub(crate) fn write_quantized(
     }
     Ok(summary)
 }
+
+/// compressed-tensors' `quantization_config` for a `--quantize` scheme (what its
+/// `ModelCompressor.update_config` writes): one config group over the Linear layers, `lm_head`
+/// and the `--ignore` weights' modules ignored (a glob as compressed-tensors' `re:` form).
+pub(crate) fn compressed_tensors_config(scheme: &str, ignore: &[String]) -> serde_json::Value {
+    use serde_json::json;
+    let reference = scheme_name(scheme);
+    let fp4 = reference.contains("fp4");
+    let (format, weights) = if reference.starts_with("ct_fp8_") {
+        let strategy = reference.trim_start_matches("ct_fp8_");
+        let mut w = json!({"dynamic": false, "group_size": null, "num_bits": 8,
+                           "strategy": strategy, "symmetric": true, "type": "float"});
+        if strategy == "block" {
+            w["block_structure"] = json!([128, 128]);
+        }
+        ("naive-quantized", w)
+    } else if reference.contains("nvfp4") {
+        (
+            "nvfp4-pack-quantized",
+            json!({"dynamic": false, "group_size": 16, "num_bits": 4,
+                   "scale_dtype": "torch.float8_e4m3fn", "strategy": "tensor_group",
+                   "symmetric": true, "type": "float"}),
+        )
+    } else {
+        (
+            if fp4 {
+                "mxfp4-pack-quantized"
+            } else {
+                "mxfp8-quantized"
+            },
+            json!({"dynamic": false, "group_size": 32, "num_bits": if fp4 { 4 } else { 8 },
+                   "scale_dtype": "torch.uint8", "strategy": "group", "symmetric": true,
+                   "type": "float"}),
+        )
+    };
+    let mut ignored = vec![json!("lm_head")];
+    for g in ignore {
+        let module = g.strip_suffix(".weight").unwrap_or(g);
+        ignored.push(if module.contains(['*', '?', '[']) {
+            let re: String = module
+                .chars()
+                .map(|c| match c {
+                    '*' => ".*".to_owned(),
+                    '?' => ".".to_owned(),
+                    '.' => "\\.".to_owned(),
+                    c => c.to_string(),
+                })
+                .collect();
+            json!(format!("re:{re}"))
+        } else {
+            json!(module)
+        });
+    }
+    json!({
+        "config_groups": {"group_0": {"format": format, "input_activations": null,
+                                      "output_activations": null, "targets": ["Linear"],
+                                      "weights": weights}},
+        "format": format,
+        "global_compression_ratio": null,
+        "ignore": ignored,
+        "kv_cache_scheme": null,
+        "moe_sparsity_config": null,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "sparsity_config": {},
+        "transform_config": {},
+        "version": "0.20.0"
+    })
+}

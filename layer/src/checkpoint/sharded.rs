@@ -202,7 +202,26 @@ pub fn convert_index(
 ) -> Result<Summary, LayerError> {
     let start = Instant::now();
     let target = Target::resolve(out_dir, options.force, Want::Dir)?;
-    check_output_dir(&target, index, options.force)?;
+    check_output_dir(&target, index, options.force, &[])?;
+    let (files, mut summary) = convert_shards(index, &target, out_dir, options, progress)?;
+    let staged = StagedDir::create(&target)?;
+    for (name, file) in files {
+        staged.add(file, &name)?;
+    }
+    staged.commit(&target)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// The converted shards and the new index of a sharded checkpoint, as unnamed files in
+/// `target`'s directory with the names they are to have.
+pub(crate) fn convert_shards(
+    index: &Path,
+    target: &Target,
+    out_dir: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
     let ck = ShardedCheckpoint::open(index)?;
     let selection = options.selection(ck.names())?;
     if options.quantize.is_some() {
@@ -248,7 +267,7 @@ pub fn convert_index(
         .map_err(|e| e.at(&out_dir.join(name)))?;
         before += data_bytes(shard);
         summary.add(&s);
-        written.push((name, file));
+        written.push((std::ffi::OsString::from(name), file));
     }
     for (_, shard) in &ck.shards {
         shard.check_unchanged()?;
@@ -270,14 +289,8 @@ pub fn convert_index(
     index_file
         .write_all(text.as_bytes())
         .map_err(|e| LayerError::from(e).at(out_dir))?;
-    let staged = StagedDir::create(&target)?;
-    for (name, file) in written {
-        staged.add(file, name.as_ref())?;
-    }
-    staged.add(index_file, index.file_name().unwrap_or_default())?;
-    staged.commit(&target)?;
-    summary.seconds = start.elapsed().as_secs_f64();
-    Ok(summary)
+    written.push((index.file_name().unwrap_or_default().to_owned(), index_file));
+    Ok((written, summary))
 }
 
 fn set_total_size(json: &mut Value, total: u64) {
@@ -293,7 +306,12 @@ fn set_total_size(json: &mut Value, total: u64) {
 
 /// The output directory may be replaced only if that loses nothing: it is absent or empty, or
 /// (with `force`) it holds only index and shard files; and it must not hold the input.
-fn check_output_dir(target: &Target, index: &Path, force: bool) -> Result<(), LayerError> {
+pub(crate) fn check_output_dir(
+    target: &Target,
+    index: &Path,
+    force: bool,
+    also_ours: &[std::ffi::OsString],
+) -> Result<(), LayerError> {
     let shown = target.requested().display();
     if let (Ok(out), Ok(input)) = (target.resolved().canonicalize(), index.canonicalize()) {
         if input.starts_with(&out) {
@@ -317,7 +335,9 @@ fn check_output_dir(target: &Target, index: &Path, force: bool) -> Result<(), La
         any = true;
         let name = entry.file_name().to_string_lossy().into_owned();
         let ours = entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-            && (name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json"));
+            && (name.ends_with(".safetensors")
+                || name.ends_with(".safetensors.index.json")
+                || also_ours.contains(&entry.file_name()));
         if !ours {
             foreign.push(name);
         }

@@ -1,0 +1,197 @@
+//! Converting a model directory (a Hugging Face model: `config.json`, the weights as one
+//! `model.safetensors` or shards with their index, tokenizer and other files): the weights are
+//! converted, (de)quantized, every other file is copied, and `config.json` is updated — its
+//! `quantization_config` removed when the weights are dequantized, written as compressed-tensors
+//! writes it when they are quantized — all into a new directory that appears in one step.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::convert::{data_bytes, read_config, write_converted, ConvertOptions, Summary};
+use super::quantize::compressed_tensors_config;
+use super::reader::Checkpoint;
+use super::sharded::{check_output_dir, convert_shards};
+use crate::error::LayerError;
+use crate::output::{AtomicFile, FileMode, StagedDir, Target, Want};
+
+/// The weights of a model directory.
+enum Weights {
+    /// A sharded checkpoint's index.
+    Index(PathBuf),
+    /// One safetensors file.
+    File(PathBuf),
+}
+
+/// The checkpoint in `dir`: `model.safetensors.index.json`, else `model.safetensors`, else the one
+/// index or the one safetensors file there.
+fn find_weights(dir: &Path) -> Result<Weights, LayerError> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.is_file() {
+        return Ok(Weights::Index(index));
+    }
+    let file = dir.join("model.safetensors");
+    if file.is_file() {
+        return Ok(Weights::File(file));
+    }
+    let io = |source| LayerError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let (mut indexes, mut files) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        let name = path.to_string_lossy().into_owned();
+        if name.ends_with(".safetensors.index.json") {
+            indexes.push(path);
+        } else if name.ends_with(".safetensors") {
+            files.push(path);
+        }
+    }
+    match (indexes.len(), files.len()) {
+        (1, _) => Ok(Weights::Index(indexes.remove(0))),
+        (0, 1) => Ok(Weights::File(files.remove(0))),
+        (0, 0) => Err(LayerError::Output(format!(
+            "{} holds no safetensors checkpoint (model.safetensors or an index)",
+            dir.display()
+        ))),
+        _ => Err(LayerError::Output(format!(
+            "{} holds several checkpoints; give the file or the index to convert",
+            dir.display()
+        ))),
+    }
+}
+
+/// Converts the model in `input` (a directory) into the directory `out_dir`, as
+/// [`convert_file`](super::convert_file) / [`convert_index`](super::convert_index) convert its
+/// weights, copying every other regular file (subdirectories are not copied) and updating
+/// `config.json`. `out_dir` must not exist or be empty, or — with `force` — hold only files a
+/// conversion of this directory writes; on any failure it is as it was.
+pub fn convert_dir(
+    input: &Path,
+    out_dir: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Summary, LayerError> {
+    let start = Instant::now();
+    let target = Target::resolve(out_dir, options.force, Want::Dir)?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| LayerError::Io { path, source }
+    };
+    let mut names: Vec<OsString> = Vec::new();
+    let mut others: Vec<PathBuf> = Vec::new();
+    let weights = find_weights(input)?;
+    for entry in std::fs::read_dir(input).map_err(io(input))? {
+        let entry = entry.map_err(io(input))?;
+        names.push(entry.file_name());
+        let path = entry.path();
+        let looks_like_weights = {
+            let n = path.to_string_lossy();
+            n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")
+        };
+        let is_weights = match &weights {
+            Weights::File(f) if looks_like_weights && &path != f => {
+                // Another checkpoint beside model.safetensors would be copied unconverted.
+                return Err(LayerError::Output(format!(
+                    "{} holds {} besides {}; give the file to convert",
+                    input.display(),
+                    path.display(),
+                    f.display()
+                )));
+            }
+            Weights::File(_) | Weights::Index(_) => looks_like_weights,
+        };
+        if !is_weights && entry.file_type().map_err(io(&path))?.is_file() {
+            others.push(path);
+        }
+    }
+    others.sort();
+    let anchor = match &weights {
+        Weights::Index(p) | Weights::File(p) => p.clone(),
+    };
+    check_output_dir(&target, &anchor, options.force, &names)?;
+    let (mut files, mut summary) = match &weights {
+        Weights::Index(index) => convert_shards(index, &target, out_dir, options, progress)?,
+        Weights::File(file) => {
+            let ckpt = Checkpoint::open(file)?;
+            let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
+            let config = read_config(Some(input))?;
+            if options.quantize.is_none() {
+                super::quantized::detect(ckpt.entries(), config.as_ref())?;
+            }
+            let mut out = AtomicFile::create(target.dir(), FileMode::like(file))?;
+            let total = data_bytes(&ckpt);
+            let name = file.file_name().unwrap_or_default().to_owned();
+            let s = write_converted(
+                &ckpt,
+                &selection,
+                options,
+                config.as_ref(),
+                &mut out,
+                &|done| progress(done, total),
+            )
+            .map_err(|e| e.at(&out_dir.join(&name)))?;
+            ckpt.check_unchanged()?;
+            (vec![(name, out)], s)
+        }
+    };
+    for path in &others {
+        let name = path.file_name().unwrap_or_default().to_owned();
+        let mut out = AtomicFile::create(target.dir(), FileMode::like(path))?;
+        let bytes = if name == "config.json" {
+            updated_config(path, options, &summary)?
+        } else {
+            std::fs::read(path).map_err(io(path))?
+        };
+        out.write_all(&bytes)
+            .map_err(|e| LayerError::from(e).at(&out_dir.join(&name)))?;
+        files.push((name, out));
+    }
+    let staged = StagedDir::create(&target)?;
+    for (name, file) in files {
+        staged.add(file, &name)?;
+    }
+    staged.commit(&target)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// `config.json` after the conversion: dequantized weights lose `quantization_config` and the
+/// dtype becomes `torch_dtype`; quantized ones gain compressed-tensors' `quantization_config`.
+fn updated_config(
+    path: &Path,
+    options: &ConvertOptions,
+    summary: &Summary,
+) -> Result<Vec<u8>, LayerError> {
+    let mut config = read_config(path.parent())?.unwrap_or(Value::Null);
+    let Some(obj) = config.as_object_mut() else {
+        return Err(LayerError::Quantized(format!(
+            "{} is not a JSON object",
+            path.display()
+        )));
+    };
+    match &options.quantize {
+        Some(q) => {
+            obj.insert(
+                "quantization_config".to_owned(),
+                compressed_tensors_config(&q.scheme, &q.ignore),
+            );
+        }
+        None => {
+            if summary.dequantized > 0 {
+                obj.remove("quantization_config");
+            }
+            if options.dtype.is_floating_point() {
+                obj.insert("torch_dtype".to_owned(), options.dtype.name().into());
+            }
+        }
+    }
+    let mut text =
+        serde_json::to_vec_pretty(&config).map_err(|e| LayerError::Output(e.to_string()))?;
+    text.push(b'\n');
+    Ok(text)
+}
