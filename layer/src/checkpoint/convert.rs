@@ -196,6 +196,20 @@ pub fn convert_file(
     let start = Instant::now();
     check_not_input(input, output)?;
     let target = Target::file(output, options.force)?;
+    let (file, mut summary) = convert_to_unnamed(input, target.dir(), options, progress)
+        .map_err(|e| e.at(target.requested()))?;
+    file.commit(&target)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// [`convert_file`]'s work: the converted file, unnamed in `dir`, and what was done.
+pub(crate) fn convert_to_unnamed(
+    input: &Path,
+    dir: &Path,
+    options: &ConvertOptions,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(AtomicFile, Summary), LayerError> {
     let ckpt = Checkpoint::open(input)?;
     let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
     let config = read_config(input.parent())?;
@@ -203,21 +217,18 @@ pub fn convert_file(
         // The whole file: a config.json that calls it quantized must find quantized weights.
         quantized::detect(ckpt.entries(), config.as_ref())?;
     }
-    let mut file = AtomicFile::create(target.dir(), FileMode::like(input))?;
+    let mut file = AtomicFile::create(dir, FileMode::like(input))?;
     let total = data_bytes(&ckpt);
-    let mut summary = write_converted(
+    let summary = write_converted(
         &ckpt,
         &selection,
         options,
         config.as_ref(),
         &mut file,
         &|done| progress(done, total),
-    )
-    .map_err(|e| e.at(target.requested()))?;
+    )?;
     ckpt.check_unchanged()?;
-    file.commit(&target)?;
-    summary.seconds = start.elapsed().as_secs_f64();
-    Ok(summary)
+    Ok((file, summary))
 }
 
 /// `config.json` in `dir` (the current directory for an empty path), parsed, if there is one.

@@ -11,12 +11,11 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{data_bytes, read_config, write_converted, ConvertOptions, Summary};
+use super::convert::{convert_to_unnamed, read_config, ConvertOptions, Summary};
 use super::quantize::compressed_tensors_config;
-use super::reader::Checkpoint;
-use super::sharded::{check_output_dir, convert_shards};
+use super::sharded::{check_output_dir, commit_all, convert_shards};
 use crate::error::LayerError;
-use crate::output::{AtomicFile, FileMode, StagedDir, Target, Want};
+use crate::output::{AtomicFile, FileMode, Target, Want};
 
 /// The weights of a model directory.
 enum Weights {
@@ -117,25 +116,9 @@ pub fn convert_dir(
     let (mut files, mut summary) = match &weights {
         Weights::Index(index) => convert_shards(index, &target, out_dir, options, progress)?,
         Weights::File(file) => {
-            let ckpt = Checkpoint::open(file)?;
-            let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
-            let config = read_config(Some(input))?;
-            if options.quantize.is_none() {
-                super::quantized::detect(ckpt.entries(), config.as_ref())?;
-            }
-            let mut out = AtomicFile::create(target.dir(), FileMode::like(file))?;
-            let total = data_bytes(&ckpt);
             let name = file.file_name().unwrap_or_default().to_owned();
-            let s = write_converted(
-                &ckpt,
-                &selection,
-                options,
-                config.as_ref(),
-                &mut out,
-                &|done| progress(done, total),
-            )
-            .map_err(|e| e.at(&out_dir.join(&name)))?;
-            ckpt.check_unchanged()?;
+            let (out, s) = convert_to_unnamed(file, target.dir(), options, progress)
+                .map_err(|e| e.at(&out_dir.join(&name)))?;
             (vec![(name, out)], s)
         }
     };
@@ -151,11 +134,7 @@ pub fn convert_dir(
             .map_err(|e| LayerError::from(e).at(&out_dir.join(&name)))?;
         files.push((name, out));
     }
-    let staged = StagedDir::create(&target)?;
-    for (name, file) in files {
-        staged.add(file, &name)?;
-    }
-    staged.commit(&target)?;
+    commit_all(&target, files)?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
 }

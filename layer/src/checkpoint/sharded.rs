@@ -204,13 +204,21 @@ pub fn convert_index(
     let target = Target::resolve(out_dir, options.force, Want::Dir)?;
     check_output_dir(&target, index, options.force, &[])?;
     let (files, mut summary) = convert_shards(index, &target, out_dir, options, progress)?;
-    let staged = StagedDir::create(&target)?;
+    commit_all(&target, files)?;
+    summary.seconds = start.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// Files written unnamed beside `target` become the directory `target`, in one step.
+pub(crate) fn commit_all(
+    target: &Target,
+    files: Vec<(std::ffi::OsString, AtomicFile)>,
+) -> Result<(), LayerError> {
+    let staged = StagedDir::create(target)?;
     for (name, file) in files {
         staged.add(file, &name)?;
     }
-    staged.commit(&target)?;
-    summary.seconds = start.elapsed().as_secs_f64();
-    Ok(summary)
+    staged.commit(target)
 }
 
 /// The converted shards and the new index of a sharded checkpoint, as unnamed files in
