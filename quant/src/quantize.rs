@@ -60,11 +60,12 @@ pub fn quantize(
     }
     scheme.check()?;
     let (rows, cols) = rows_cols(shape)?;
-    check_len(
-        "input",
-        rows * cols * dtype.byte_size().unwrap_or(4),
-        src.len(),
-    )?;
+    let needed = (rows * cols)
+        .checked_mul(dtype.byte_size().unwrap_or(4))
+        .ok_or_else(|| QuantError::Shape {
+            reason: format!("the shape {shape:?} has more bytes than memory can hold"),
+        })?;
+    check_len("input", needed, src.len())?;
     let count = scheme.scale_count(rows, cols)?;
     if scheme.element.is_packed() && cols % 2 != 0 {
         return Err(QuantError::Shape {

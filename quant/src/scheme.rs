@@ -226,10 +226,11 @@ impl Scheme {
         })
     }
 
-    /// Whether the scheme's dtypes fit together: a floating element dtype of at most 8 bits,
-    /// scales of whole bytes (E8M0 scales: one byte).
+    /// Whether the scheme's dtypes fit together: float8_e4m3fn or float4_e2m1fn elements, scales
+    /// of whole bytes (E8M0 scales: one byte).
     pub fn check(&self) -> Result<(), QuantError> {
-        let narrow_float = self.element.float_format().is_some() && self.element.bits() <= 8;
+        // The formats the references scale: float8_e4m3fn (FP8, MXFP8) and float4 (MXFP4, NVFP4).
+        let narrow_float = matches!(self.element, DType::Float8E4M3Fn | DType::Float4E2M1Fn);
         let scale_ok = match self.rule {
             ScaleRule::PowerOfTwo(_) => self.scale.bits() == 8 && !self.scale.is_packed(),
             ScaleRule::AbsMax => self.scale.is_floating_point() && self.scale.byte_size().is_some(),
@@ -237,7 +238,7 @@ impl Scheme {
         if !narrow_float {
             return Err(QuantError::Scheme {
                 reason: format!(
-                    "elements of {} (a scheme's elements are a float format of at most 8 bits)",
+                    "elements of {} (the scaled formats store float8_e4m3fn or float4_e2m1fn)",
                     self.element
                 ),
             });

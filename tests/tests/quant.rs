@@ -177,6 +177,12 @@ fn bad_input_is_an_error_naming_what_is_wrong() {
     };
     let e = run(&[0; 16], &[1, 32], &[0], None, &odd, f32s);
     assert!(e.contains("scales of int4"), "{e}");
+    let e5m2 = Scheme {
+        element: DType::Float8E5M2,
+        ..mx
+    };
+    let e = run(&[0; 32], &[1, 32], &[0], None, &e5m2, f32s);
+    assert!(e.contains("elements of float8_e5m2"), "{e}");
     assert!(Scheme::named("mxfp3", f32s)
         .unwrap_err()
         .to_string()
