@@ -168,7 +168,8 @@ fn fill<const W: usize>(
         .par_chunks_mut(cols * W)
         .enumerate()
         .for_each(|(r, row)| {
-            for (start, end, f) in segments(scheme, r, cols, factors) {
+            for (start, end, k) in scheme.runs(r, cols) {
+                let f = factors[k];
                 for (c, out) in (start..end).zip(row[start * W..end * W].chunks_exact_mut(W)) {
                     out.copy_from_slice(&encode(mul(value(r * cols + c), f)));
                 }
@@ -184,27 +185,6 @@ fn code(elements: &[u8], scheme: &Scheme, i: usize) -> usize {
         usize::from(elements[i / 2] >> (4 * (i % 2)) & 0xF)
     } else {
         usize::from(elements[i])
-    }
-}
-
-/// Row `r`'s runs of columns sharing a factor: (first column, end, factor).
-fn segments(scheme: &Scheme, r: usize, cols: usize, factors: &[f32]) -> Vec<(usize, usize, f32)> {
-    use crate::scheme::Granularity;
-    match scheme.granularity {
-        Granularity::Tensor => vec![(0, cols, factors[0])],
-        Granularity::Channel => vec![(0, cols, factors[r])],
-        Granularity::Group(k) => (0..cols / k)
-            .map(|g| (g * k, (g + 1) * k, factors[r * (cols / k) + g]))
-            .collect(),
-        Granularity::Block(br, bc) => (0..cols.div_ceil(bc))
-            .map(|b| {
-                (
-                    b * bc,
-                    ((b + 1) * bc).min(cols),
-                    factors[(r / br) * cols.div_ceil(bc) + b],
-                )
-            })
-            .collect(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Dense floats to scaled elements, as each reference quantizes.
 
 use dtcast_dtype::DType;
+use rayon::prelude::*;
 
 use crate::arith::{bytes, clamp, cvtt, div, f32s, in_dtype, mul, pow2, round_to, torch_cast};
 use crate::dequant::{check_len, rows_cols, Quantized};
@@ -80,14 +81,18 @@ pub fn quantize(
             *v = f32::from_bits(0x7FC0_0000);
         }
     }
-    let group = |i: usize| scheme.scale_index(i / cols, i % cols, cols);
     // The largest magnitude per scale, and of the whole tensor: a NaN in the group is the
     // result, as it is.
     let mut amax = vec![0f32; count];
-    for (i, &v) in x.iter().enumerate() {
-        let a = &mut amax[group(i)];
-        if !a.is_nan() {
-            *a = if v.is_nan() { v } else { a.max(v.abs()) };
+    for (r, row) in x.chunks_exact(cols.max(1)).enumerate() {
+        for (start, end, k) in scheme.runs(r, cols) {
+            let a = &mut amax[k];
+            for &v in &row[start..end] {
+                if a.is_nan() {
+                    break;
+                }
+                *a = if v.is_nan() { v } else { a.max(v.abs()) };
+            }
         }
     }
     let tensor_amax = amax.iter().fold(0f32, |m, &a| {
@@ -121,37 +126,52 @@ pub fn quantize(
             })
         }
     };
-    // Each element: scaled by its group's factor in the plan's arithmetic, clamped, encoded.
-    let scaled: Vec<f32> = x
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let f = plan.factors[group(i)];
-            match plan.apply {
-                Apply::Divide => div(v, f),
-                Apply::Multiply => mul(v, f),
+    // Each element: scaled by its group's factor in the plan's arithmetic, clamped, encoded —
+    // elementwise, so whole rows at a time on the thread pool (an even count of elements per
+    // piece, so float4 pairs never straddle two).
+    let piece = (PIECE_ELEMENTS / cols.max(1)).max(1) * cols;
+    let encode = |(k, xs): (usize, &[f32])| -> Vec<u8> {
+        let mut scaled = Vec::with_capacity(xs.len());
+        for (j, row) in xs.chunks_exact(cols).enumerate() {
+            for (start, end, g) in scheme.runs(k * (piece / cols) + j, cols) {
+                let f = plan.factors[g];
+                scaled.extend(row[start..end].iter().map(|&v| match plan.apply {
+                    Apply::Divide => div(v, f),
+                    Apply::Multiply => mul(v, f),
+                }));
             }
-        })
-        .collect();
-    let scaled = in_arithmetic(&scaled, plan.arithmetic);
-    let clamped: Vec<f32> = scaled
-        .iter()
-        .map(|&v| {
-            if plan.clamp {
-                clamp(v, -element_max, element_max)
-            } else {
-                v
-            }
-        })
-        .collect();
-    let elements = if scheme.element == DType::Float8E4M3Fn {
-        torch_cast(&bytes(&clamped), DType::Float32, DType::Float8E4M3Fn)
+        }
+        let clamped: Vec<f32> = in_arithmetic(&scaled, plan.arithmetic)
+            .into_iter()
+            .map(|v| {
+                if plan.clamp {
+                    clamp(v, -element_max, element_max)
+                } else {
+                    v
+                }
+            })
+            .collect();
+        if scheme.element == DType::Float8E4M3Fn {
+            torch_cast(&bytes(&clamped), DType::Float32, DType::Float8E4M3Fn)
+        } else {
+            let code = match scheme.convention {
+                Convention::CompressedTensors => ct_fp4_code,
+                _ => ao_fp4_code,
+            };
+            clamped
+                .chunks(2)
+                .map(|p| code(p[0]) | code(p[1]) << 4)
+                .collect()
+        }
+    };
+    let elements: Vec<u8> = if x.is_empty() {
+        Vec::new()
     } else {
-        let codes: Vec<u8> = match scheme.convention {
-            Convention::CompressedTensors => clamped.iter().map(|&v| ct_fp4_code(v)).collect(),
-            _ => clamped.iter().map(|&v| ao_fp4_code(v)).collect(),
-        };
-        codes.chunks(2).map(|p| p[0] | p[1] << 4).collect()
+        x.par_chunks(piece)
+            .enumerate()
+            .map(encode)
+            .collect::<Vec<Vec<u8>>>()
+            .concat()
     };
     Ok(QuantizedTensor {
         elements,
@@ -184,6 +204,9 @@ fn store(values: &[f32], w: DType) -> Vec<u8> {
         bytes(values)
     }
 }
+
+/// Elements per piece of the element pass (whole rows, at least one).
+const PIECE_ELEMENTS: usize = 1 << 16;
 
 /// How elements are scaled.
 enum Apply {

@@ -278,6 +278,26 @@ impl Scheme {
         })
     }
 
+    /// Row `r`'s runs of columns that share a scale: (first column, end, the scale's index).
+    pub(crate) fn runs(&self, r: usize, cols: usize) -> Vec<(usize, usize, usize)> {
+        match self.granularity {
+            Granularity::Tensor => vec![(0, cols, 0)],
+            Granularity::Channel => vec![(0, cols, r)],
+            Granularity::Group(k) => (0..cols / k)
+                .map(|g| (g * k, (g + 1) * k, r * (cols / k) + g))
+                .collect(),
+            Granularity::Block(br, bc) => (0..cols.div_ceil(bc))
+                .map(|b| {
+                    (
+                        b * bc,
+                        ((b + 1) * bc).min(cols),
+                        (r / br) * cols.div_ceil(bc) + b,
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// The scale of element `(r, c)` of a tensor with `cols` columns: its index among the scales.
     pub(crate) fn scale_index(&self, r: usize, c: usize, cols: usize) -> usize {
         match self.granularity {

@@ -41,7 +41,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), scalar kernels so far (dequantize spreads rows over the thread pool, quantize runs on one thread), median of {} interleaved rounds; GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), scalar kernels so far (rows on the thread pool; the amax pass of quantize on one thread), median of {} interleaved rounds; GB/s count bytes read + written",
             args.repeat
         )?;
         writeln!(
