@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_dir, convert_file, convert_index, detect_quantized, read_config, Checkpoint,
-    ConvertOptions, Quantize, ShardedCheckpoint, Summary,
+    ConvertOptions, Quantize, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -154,14 +154,7 @@ fn quantize_options(args: &ConvertArgs, scheme: &str) -> Result<Quantize, CmdErr
         )
         .into());
     }
-    let known = [
-        "fp8-tensor",
-        "fp8-channel",
-        "fp8-block",
-        "mxfp8",
-        "mxfp4",
-        "nvfp4",
-    ];
+    let known: Vec<&str> = QUANTIZE_SCHEMES.iter().map(|(cli, _)| *cli).collect();
     if !known.contains(&scheme) {
         return Err(format!("--quantize {scheme}: the schemes are {}", known.join(", ")).into());
     }

@@ -364,6 +364,18 @@ fn quantization_matches_every_reference_case() {
     assert_eq!((accepted, refused), (202, 52));
 }
 
+/// `dtcast convert INPUT -o OUTPUT FLAGS...` through the CLI.
+fn convert_cli(input: &str, output: &str, flags: &[&str]) -> dtcast_tests::CliOutput {
+    let mut args = vec!["convert", input, "-o", output];
+    args.extend_from_slice(flags);
+    dtcast_tests::dtcast_cli(&args, "")
+}
+
+/// A JSON file, parsed.
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Every tensor of a file, sorted by name: (name, dtype, shape, bytes).
 fn read_sorted(path: &std::path::Path) -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
     let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
@@ -680,16 +692,10 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
         let dense = dir.path().join("dense.safetensors");
         std::fs::copy(src.join("reference_bf16.safetensors"), &dense).unwrap();
         let out = dir.path().join("q.safetensors");
-        let o = dtcast_tests::dtcast_cli(
-            &[
-                "convert",
-                dense.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--quantize",
-                scheme,
-            ],
-            "",
+        let o = convert_cli(
+            dense.to_str().unwrap(),
+            out.to_str().unwrap(),
+            &["--quantize", scheme],
         );
         assert_eq!(o.code, 0, "{layout}: {}", o.stderr);
         assert!(o.stdout.starts_with("quantized 8 weights"), "{}", o.stdout);
@@ -710,16 +716,10 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
         }
         // And back: dequantizing our output reads it as its layout.
         let back = dir.path().join("back.safetensors");
-        let o = dtcast_tests::dtcast_cli(
-            &[
-                "convert",
-                out.to_str().unwrap(),
-                "-o",
-                back.to_str().unwrap(),
-                "--dtype",
-                "bf16",
-            ],
-            "",
+        let o = convert_cli(
+            out.to_str().unwrap(),
+            back.to_str().unwrap(),
+            &["--dtype", "bf16"],
         );
         assert!(
             o.stdout.contains("dequantized 8 quantized weights"),
@@ -732,46 +732,26 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("q.safetensors");
     let q = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block/model.safetensors");
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            q.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--quantize",
-            "mxfp4",
-        ],
-        "",
+    let o = convert_cli(
+        q.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--quantize", "mxfp4"],
     );
     assert!(o.stderr.contains("already quantized"), "{}", o.stderr);
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            "../examples/tiny.safetensors",
-            "-o",
-            out.to_str().unwrap(),
-            "--quantize",
-            "fp3",
-        ],
-        "",
+    let o = convert_cli(
+        "../examples/tiny.safetensors",
+        out.to_str().unwrap(),
+        &["--quantize", "fp3"],
     );
     assert!(
         o.stderr.contains("the schemes are fp8-tensor"),
         "{}",
         o.stderr
     );
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            "../examples/tiny.safetensors",
-            "-o",
-            out.to_str().unwrap(),
-            "--quantize",
-            "nvfp4",
-            "--scale-rounding",
-            "floor",
-        ],
-        "",
+    let o = convert_cli(
+        "../examples/tiny.safetensors",
+        out.to_str().unwrap(),
+        &["--quantize", "nvfp4", "--scale-rounding", "floor"],
     );
     assert!(
         o.stderr.contains("applies to mxfp8 and mxfp4"),
@@ -826,10 +806,7 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
     .unwrap();
     assert_eq!(summary.dequantized, 8);
     let want = read_sorted(&src.join("reference_bf16.safetensors"));
-    let new_index: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap(),
-    )
-    .unwrap();
+    let new_index: serde_json::Value = read_json(&out.join("model.safetensors.index.json"));
     let map = new_index["weight_map"].as_object().unwrap();
     let mut seen = 0;
     for (name, dtype, shape, bytes) in &want {
@@ -878,8 +855,7 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     // other files copied, config.json updated — quantization_config removed (dequantize) or
     // written as compressed-tensors writes it (quantize).
     let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block");
-    let fixture_config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    let fixture_config: serde_json::Value = read_json(&src.join("config.json"));
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("model");
     std::fs::create_dir(&model).unwrap();
@@ -891,16 +867,10 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     std::fs::copy(src.join("config.json"), model.join("config.json")).unwrap();
     std::fs::write(model.join("tokenizer.json"), "{\"kept\": true}").unwrap();
     let dense = dir.path().join("dense");
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            model.to_str().unwrap(),
-            "-o",
-            dense.to_str().unwrap(),
-            "--dtype",
-            "bf16",
-        ],
-        "",
+    let o = convert_cli(
+        model.to_str().unwrap(),
+        dense.to_str().unwrap(),
+        &["--dtype", "bf16"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
@@ -911,8 +881,7 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
         std::fs::read_to_string(dense.join("tokenizer.json")).unwrap(),
         "{\"kept\": true}"
     );
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dense.join("config.json")).unwrap()).unwrap();
+    let config: serde_json::Value = read_json(&dense.join("config.json"));
     let mut expected = fixture_config.clone();
     expected
         .as_object_mut()
@@ -921,51 +890,31 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     assert_eq!(config, expected);
     // And back: the dense directory quantized gives compressed-tensors' files and config.
     let again = dir.path().join("fp8");
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            dense.to_str().unwrap(),
-            "-o",
-            again.to_str().unwrap(),
-            "--quantize",
-            "fp8-block",
-        ],
-        "",
+    let o = convert_cli(
+        dense.to_str().unwrap(),
+        again.to_str().unwrap(),
+        &["--quantize", "fp8-block"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         read_sorted(&again.join("model.safetensors")),
         read_sorted(&src.join("model.safetensors"))
     );
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(again.join("config.json")).unwrap()).unwrap();
+    let config: serde_json::Value = read_json(&again.join("config.json"));
     assert_eq!(config, fixture_config);
     // The output directory is not replaced without --force, and --force replaces only a
     // directory that holds what a conversion of this model writes.
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            dense.to_str().unwrap(),
-            "-o",
-            again.to_str().unwrap(),
-            "--quantize",
-            "fp8-block",
-        ],
-        "",
+    let o = convert_cli(
+        dense.to_str().unwrap(),
+        again.to_str().unwrap(),
+        &["--quantize", "fp8-block"],
     );
     assert!(o.stderr.contains("pass --force"), "{}", o.stderr);
     std::fs::write(again.join("notes.txt"), "mine").unwrap();
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "convert",
-            dense.to_str().unwrap(),
-            "-o",
-            again.to_str().unwrap(),
-            "--quantize",
-            "fp8-block",
-            "--force",
-        ],
-        "",
+    let o = convert_cli(
+        dense.to_str().unwrap(),
+        again.to_str().unwrap(),
+        &["--quantize", "fp8-block", "--force"],
     );
     assert!(o.stderr.contains("notes.txt"), "{}", o.stderr);
     assert_eq!(

@@ -44,7 +44,7 @@ mod sharded;
 pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
 pub use directory::convert_dir;
 pub use header::{Entry, Header, MAX_HEADER_LEN};
-pub use quantize::scheme_name as quantize_scheme_name;
+pub use quantize::{scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES};
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;

@@ -15,17 +15,22 @@ use super::reader::Checkpoint;
 use crate::error::LayerError;
 use crate::output::AtomicFile;
 
-/// The reference scheme a `--quantize` name stands for.
+/// The `--quantize` schemes and the reference scheme each stands for (compressed-tensors').
+pub const SCHEMES: [(&str, &str); 6] = [
+    ("fp8-tensor", "ct_fp8_tensor"),
+    ("fp8-channel", "ct_fp8_channel"),
+    ("fp8-block", "ct_fp8_block"),
+    ("mxfp8", "ct_mxfp8"),
+    ("mxfp4", "ct_mxfp4"),
+    ("nvfp4", "ct_nvfp4"),
+];
+
+/// The reference scheme a `--quantize` name stands for (a reference's own name stands for itself).
 pub fn scheme_name(name: &str) -> &str {
-    match name {
-        "fp8-tensor" => "ct_fp8_tensor",
-        "fp8-channel" => "ct_fp8_channel",
-        "fp8-block" => "ct_fp8_block",
-        "mxfp8" => "ct_mxfp8",
-        "mxfp4" => "ct_mxfp4",
-        "nvfp4" => "ct_nvfp4",
-        other => other,
-    }
+    SCHEMES
+        .iter()
+        .find(|(cli, _)| *cli == name)
+        .map_or(name, |(_, reference)| reference)
 }
 
 /// Whether compressed-tensors' default targets include `e`: a 2-D floating `*.weight` that is
