@@ -1,6 +1,6 @@
 //! The generic kernels, instantiated for every (source, destination) pair by a generated match.
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{packing, DType};
 
 use crate::check;
 use crate::error::{CastError, ValueErrorKind};
@@ -61,6 +61,42 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
             D::torch(v, q)
         };
         out.write(d);
+    }
+}
+
+/// [`convert`] over buffers as they are stored: a packed side (float6, float4, the sub-byte
+/// integers) is unpacked to one byte per element and packed again, 64 elements at a time on the
+/// stack. For the few elements around a SIMD loop (its prologue and tail); `packed.rs` does whole
+/// buffers.
+pub(crate) fn convert_stored<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
+    const CHUNK: usize = 64;
+    let (sb, db) = (S::DTYPE.bits(), D::DTYPE.bits());
+    if !S::DTYPE.is_packed() && !D::DTYPE.is_packed() {
+        return convert::<S, D, SATURATE>(src, dst);
+    }
+    let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
+    let (mut codes, mut out) = ([0u8; CHUNK], [0u8; CHUNK]);
+    let mut i = 0;
+    while i < n {
+        // Whole buffers end on a byte, and `i` is a multiple of 64: every piece is whole bytes.
+        let k = CHUNK.min(n - i);
+        let s = &src[i * sb / 8..(i + k) * sb / 8];
+        let d = &mut dst[i * db / 8..(i + k) * db / 8];
+        let s = if S::DTYPE.is_packed() {
+            let unpacked = packing::unpack(S::DTYPE, s, &mut codes[..k]);
+            debug_assert!(unpacked.is_ok());
+            &codes[..k]
+        } else {
+            s
+        };
+        if D::DTYPE.is_packed() {
+            convert::<S, D, SATURATE>(s, &mut out[..k]);
+            let packed = packing::pack(D::DTYPE, &out[..k], d);
+            debug_assert!(packed.is_ok());
+        } else {
+            convert::<S, D, SATURATE>(s, d);
+        }
+        i += k;
     }
 }
 

@@ -253,11 +253,19 @@ fn storage_error(e: packing::StorageError) -> CastError {
     }
 }
 
-/// Whether a cast goes block by block through `packed.rs`: packed buffers always, and one-byte
-/// sources without a SIMD kernel when nothing is verified (their per-byte table is faster than the
-/// scalar rules; verified casts keep their vectorised screens).
+/// Whether a cast goes block by block through `packed.rs`: packed buffers without a SIMD kernel
+/// (which would read and write them packed), and one-byte sources without a SIMD kernel when
+/// nothing is verified (their per-byte table is faster than the scalar rules; verified casts keep
+/// their vectorised screens).
 fn by_blocks(from: DType, to: DType, plan: &plan::Plan) -> bool {
-    from.is_packed() || to.is_packed() || (from.bits() == 8 && !plan.simd && plan.check.is_none())
+    let packed = from.is_packed() || to.is_packed();
+    !plan.simd && (packed || (from.bits() == 8 && plan.check.is_none()))
+}
+
+/// The bytes of `elements` elements of `dtype`, for counts that end on a byte (the pieces and
+/// blocks below are multiples of 64 elements, or whole buffers).
+fn span(dtype: DType, elements: usize) -> usize {
+    elements * dtype.bits() / 8
 }
 
 /// What a packed cast verifies, from the plan.
@@ -342,21 +350,23 @@ pub fn cast_into_scratch(
     } else {
         plan.kernel
     };
+    // The source is whole bytes per element here (a packed source that is verified went block by
+    // block in `begin`); the destination may be packed, written by a SIMD kernel.
     let piece = |s: &[u8], d: &mut [u8], base: usize| -> Result<(), CastError> {
         let mut scratch = Vec::new();
         let (mut s, mut d, mut first) = (s, d, base);
         while !s.is_empty() {
             // Blocks end where the destination is 64-byte aligned, so that each kernel call
             // streams from its first element (no scalar prologue per block).
-            let misaligned = (d.as_ptr() as usize) % 64;
-            let head = if misaligned == 0 || !misaligned.is_multiple_of(unit(to)) {
-                0
+            let gap = (64 - (d.as_ptr() as usize) % 64) % 64;
+            let head = if (gap * 8).is_multiple_of(to.bits()) {
+                gap * 8 / to.bits()
             } else {
-                (64 - misaligned) / unit(to)
+                0
             };
             let len = if head > 0 { head } else { FUSED_BLOCK }.min(s.len() / unit(from));
             let (b, rest) = s.split_at(len * unit(from));
-            let (o, out_rest) = d.split_at_mut(len * unit(to));
+            let (o, out_rest) = d.split_at_mut(span(to, len));
             let clear = screen.is_some_and(|(sc, isa)| sc.passes(b, from, &mut scratch, isa));
             if !clear {
                 (fns.check)(b, verify, first)?;
@@ -370,8 +380,8 @@ pub fn cast_into_scratch(
         return piece(src, dst, 0);
     }
     let per = pieces(n);
-    src.par_chunks(per * unit(from))
-        .zip(dst.par_chunks_mut(per * unit(to)))
+    src.par_chunks(span(from, per))
+        .zip(dst.par_chunks_mut(span(to, per)))
         .enumerate()
         .filter_map(|(i, (s, d))| piece(s, d, i * per).err())
         .min_by_key(first_index)
@@ -437,16 +447,17 @@ fn elements(len: usize, dtype: DType) -> Result<usize, CastError> {
         .ok_or(CastError::PartialElement { dtype, len })
 }
 
-/// Converts every element, nothing checked; in parallel pieces for large buffers.
+/// Converts every element, nothing checked; in parallel pieces for large buffers. The buffers are
+/// as stored (packed sides packed: only SIMD kernels get here with them).
 fn convert_all(src: &[u8], from: DType, dst: &mut [u8], to: DType, kernel: dispatch::Kernel) {
-    let n = src.len() / unit(from);
+    let n = src.len() * 8 / from.bits();
     if n < PARALLEL_THRESHOLD || rayon::current_num_threads() == 1 {
         kernel(src, dst);
         return;
     }
     let per = pieces(n);
-    src.par_chunks(per * unit(from))
-        .zip(dst.par_chunks_mut(per * unit(to)))
+    src.par_chunks(span(from, per))
+        .zip(dst.par_chunks_mut(span(to, per)))
         .for_each(|(s, d)| kernel(s, d));
 }
 

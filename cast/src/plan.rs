@@ -13,7 +13,9 @@ use crate::screen::{self, Check};
 /// How one cast runs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
-    /// The conversion: `isa`'s SIMD kernel where the pair has one, else the scalar rules.
+    /// The conversion: `isa`'s SIMD kernel where the pair has one, which reads and writes the
+    /// buffers as stored (packed sides packed), else the scalar rules, which take packed sides
+    /// one byte per element (`packed.rs` unpacks and packs around them).
     pub(crate) kernel: Kernel,
     /// The same, with streaming stores into any destination: for a large destination written a
     /// block at a time.
@@ -35,16 +37,18 @@ pub(crate) fn plan(
     fns: &PairFns,
 ) -> Plan {
     let rounding = mode.rounding();
-    let fast = select(isa, from, to, rounding);
-    let scalar = fns.scalar(rounding);
-    let simd = fast.is_some();
-    let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
     let check = mode.verify().filter(|_| !lossless(from, to)).map(|verify| {
         (
             verify,
             screen::check(from, to, verify, n, isa, fns.accept_table),
         )
     });
+    // A packed source that must be verified goes block by block (its codes are checked
+    // unpacked), where the kernel must take one byte per element: the scalar rules.
+    let fast = select(isa, from, to, rounding).filter(|_| !(from.is_packed() && check.is_some()));
+    let scalar = fns.scalar(rounding);
+    let simd = fast.is_some();
+    let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
     Plan {
         kernel,
         streaming,

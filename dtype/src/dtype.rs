@@ -255,7 +255,7 @@ impl DType {
     /// assert_eq!(DType::Float6E2M3Fn.bits(), 6);
     /// assert_eq!(DType::UInt1.bits(), 1);
     /// ```
-    pub fn bits(self) -> usize {
+    pub const fn bits(self) -> usize {
         self.info().bits as usize
     }
 
@@ -274,7 +274,7 @@ impl DType {
     }
 
     /// `true` for the dtypes stored several elements to a byte (fewer than 8 bits each).
-    pub fn is_packed(self) -> bool {
+    pub const fn is_packed(self) -> bool {
         self.bits() < 8
     }
 

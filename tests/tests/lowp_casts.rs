@@ -389,18 +389,42 @@ fn every_code_decodes_to_ml_dtypes_value_and_the_formats_match_finfo() {
     );
 }
 
-#[test]
-fn simd_narrowings_match_the_scalar_rules_on_every_isa() {
-    use dtcast::cast::{cast_reference, cast_with_isa, hot_pairs, isas};
+/// The hot pairs with a dtype that torch cannot cast on either side (ml_dtypes' rules).
+fn ml_hot_pairs() -> Vec<(DType, DType)> {
+    use dtcast::cast::hot_pairs;
     use dtcast::dtype::TorchSupport;
-    let pairs: Vec<(DType, DType)> = hot_pairs()
+    hot_pairs()
         .iter()
         .copied()
-        .filter(|(_, to)| to.torch_support() != TorchSupport::Casts)
-        .collect();
-    assert_eq!(pairs.len(), 17);
+        .filter(|(from, to)| {
+            from.torch_support() != TorchSupport::Casts || to.torch_support() != TorchSupport::Casts
+        })
+        .collect()
+}
+
+/// `len` bytes of xorshift bits.
+fn random_bytes(len: usize, mut state: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend(state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+#[test]
+fn simd_casts_of_ml_dtypes_match_the_scalar_rules_on_every_isa() {
+    use dtcast::cast::{cast_reference, cast_with_isa, isas};
+    let pairs = ml_hot_pairs();
+    // 17 narrowings (float32/bfloat16/float16 into float8_e4m3, float8_e3m4, float6 x2, float4;
+    // float32 into int4/uint4) and 15 widenings back.
+    assert_eq!(pairs.len(), 32);
     // Every 16-bit pattern; for float32, every value of the fixture's float32 source (each
-    // representable value, tie and overflow tie of every new format, specials) and random bits.
+    // representable value, tie and overflow tie of every new format, specials) and random bits;
+    // for the narrow sources every code, many times over, then random bits.
     let every16: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
     let data = fixture("lowp/casts.json.gz");
     let f32_source = data["sources"]
@@ -415,18 +439,15 @@ fn simd_narrowings_match_the_scalar_rules_on_every_isa() {
         .iter()
         .flat_map(|v| hex(v.as_str().unwrap()))
         .collect();
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    while f32_bytes.len() < 4 * (1 << 20) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        f32_bytes.extend(((state >> 32) as u32).to_le_bytes());
-    }
+    f32_bytes.extend(random_bytes(4 << 20, 0x9E37_79B9_7F4A_7C15));
+    f32_bytes.truncate(f32_bytes.len() / 16 * 16); // whole float6 groups (4 elements)
+    let mut narrow: Vec<u8> = (0..=255u8).cycle().take(3 * 4096).collect();
+    narrow.extend(random_bytes(3 << 20, 0x2545_F491_4F6C_DD1D));
     for (from, to) in pairs {
-        let src = if from == DType::Float32 {
-            &f32_bytes
-        } else {
-            &every16
+        let src = match from.bits() {
+            32 => &f32_bytes,
+            16 => &every16,
+            _ => &narrow,
         };
         let n = from.elements_in(src.len()).unwrap();
         for mode in [CastMode::Torch, CastMode::Saturate] {
@@ -439,6 +460,47 @@ fn simd_narrowings_match_the_scalar_rules_on_every_isa() {
                 assert!(
                     first.is_none(),
                     "{from} -> {to} ({mode}, {isa}): byte {first:?} differs"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn packed_simd_casts_match_at_every_length_and_alignment() {
+    // The SIMD kernels read and write packed sides packed, with scalar elements before the first
+    // aligned vector and after the last whole step: every length up to a few steps, at every
+    // byte offset of either buffer within a cache line, into and out of float4/float6/int4.
+    use dtcast::cast::{cast_into_scratch, cast_reference, cast_with_isa, isas};
+    let pairs: Vec<_> = ml_hot_pairs()
+        .into_iter()
+        .filter(|(from, to)| from.is_packed() || to.is_packed())
+        .collect();
+    let bytes = random_bytes(1 << 16, 0x1234_5678_9ABC_DEF1);
+    for (from, to) in pairs {
+        // Lengths in whole bytes on both sides (float6: groups of 4 elements).
+        for n in (0..600).step_by(4).chain([4096, 4100, 12_000]) {
+            for offset in [0usize, 1, 3, 17, 32, 63] {
+                let src = &bytes[offset..offset + from.storage_bytes(n).unwrap()];
+                let mut want = vec![0u8; to.storage_bytes(n).unwrap()];
+                cast_reference(src, from, &mut want, to, CastMode::Torch).unwrap();
+                for isa in isas() {
+                    let mut out = vec![0u8; want.len() + 64];
+                    let got = &mut out[offset..offset + want.len()];
+                    cast_with_isa(src, from, got, to, CastMode::Torch, isa).unwrap();
+                    assert!(
+                        got == want.as_slice(),
+                        "{from} -> {to} ({isa}): {n} elements at offset {offset}"
+                    );
+                }
+                // The streaming kernels of the one-pass path (destinations written block by block).
+                let mut got = vec![0u8; want.len()];
+                cast_into_scratch(src, from, &mut got, to, CastMode::Saturate).unwrap();
+                let mut saturated = vec![0u8; want.len()];
+                cast_reference(src, from, &mut saturated, to, CastMode::Saturate).unwrap();
+                assert!(
+                    got == saturated,
+                    "{from} -> {to} (saturate, one pass): {n} elements at offset {offset}"
                 );
             }
         }

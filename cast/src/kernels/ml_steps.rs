@@ -1,8 +1,9 @@
-//! SIMD narrowings into the formats torch cannot cast, by ml_dtypes' rules (`ml.rs`): float32,
-//! bfloat16 and float16 into float8_e4m3, float8_e3m4, float6 and float4, float32 into int4 and
-//! uint4. They write one byte per element (the kernels' unit form); `packed.rs` packs the blocks.
+//! SIMD casts between the formats torch cannot cast and float32/bfloat16/float16, by ml_dtypes'
+//! rules (`ml.rs`): into float8_e4m3, float8_e3m4, float6 and float4 and back, and float32 into
+//! int4 and uint4. Packed sides (float6, float4, int4, uint4) are read and written packed, as the
+//! buffers store them — no unpacked copy.
 
-use crate::lanes::{BF16, F16};
+use crate::lanes::{Lane, BF16, F16};
 use crate::lowp_lanes::{E2M1Fn, E2M3Fn, E3M2Fn, E3M4, E4M3, I4, U4};
 
 use super::steps::{is_nan, narrow_magnitude, step, Step};
@@ -20,8 +21,8 @@ pub(crate) trait MlFormat {
 }
 
 /// The code of f32 bits `b` in a format of `MAN` mantissa bits and bias `BIAS` whose largest
-/// finite magnitude code is `MAX` and whose sign bit is `SIGN`; `IEEE`: `MAX + 1` is inf and
-/// `MAX + 1 + 2^(MAN-1)` the quiet NaN.
+/// finite magnitude code is `MAX` and whose sign bit is `SIGN` (f32's sign moved right by
+/// `TO_SIGN`); `IEEE`: `MAX + 1` is inf and `MAX + 1 + 2^(MAN-1)` the quiet NaN.
 #[inline(always)]
 unsafe fn ml_code<
     V: Vector,
@@ -30,6 +31,7 @@ unsafe fn ml_code<
     const SHIFT: i32,
     const MAX: u32,
     const SIGN: u32,
+    const TO_SIGN: i32,
     const IEEE: bool,
     const SATURATE: bool,
 >(
@@ -39,9 +41,8 @@ unsafe fn ml_code<
     unsafe {
         let a = b.and(V::splat(0x7FFF_FFFF));
         let code = narrow_magnitude::<V, MAN, BIAS, SHIFT>(a);
-        let sign = b.shr::<31>().and(V::splat(1));
-        let sign = V::select(sign.eq(V::splat(1)), V::splat(SIGN), V::splat(0));
-        let nan = is_nan(b);
+        let sign = b.shr::<TO_SIGN>().and(V::splat(SIGN));
+        let nan = a.gt_i32(V::splat(0x7F80_0000));
         if IEEE {
             let inf = MAX + 1;
             // Torch: overflow and inf → inf. Saturate: finite overflow → max, inf stays inf.
@@ -55,14 +56,12 @@ unsafe fn ml_code<
             code.or(sign)
         } else {
             // No inf, no NaN: overflow and inf saturate. NaN: ml_dtypes writes the zero of the
-            // opposite sign; Saturate writes +0.
+            // opposite sign (SIGN - sign); Saturate writes +0.
             let code = code.min_i32(V::splat(MAX)).or(sign);
             let nan_code = if SATURATE {
                 V::splat(0)
             } else {
-                sign.and(V::splat(SIGN))
-                    .add(V::splat(SIGN))
-                    .and(V::splat(SIGN))
+                V::splat(SIGN).sub(sign)
             };
             V::select(nan, nan_code, code)
         }
@@ -75,8 +74,11 @@ macro_rules! ml_format {
         impl MlFormat for $name {
             #[inline(always)]
             unsafe fn code<V: Vector, const SATURATE: bool>(b: V) -> V {
+                const TO_SIGN: i32 = 31 - ($sign as u32).trailing_zeros() as i32;
                 // SAFETY: the caller's contract.
-                unsafe { ml_code::<V, $man, $bias, $shift, $max, $sign, $ieee, SATURATE>(b) }
+                unsafe {
+                    ml_code::<V, $man, $bias, $shift, $max, $sign, TO_SIGN, $ieee, SATURATE>(b)
+                }
             }
         }
     };
@@ -88,37 +90,73 @@ ml_format!(E2M3Format: man 3, bias 1, shift 20, max 0x1F, sign 0x20, ieee false)
 ml_format!(E3M2Format: man 2, bias 3, shift 21, max 0x1F, sign 0x20, ieee false);
 ml_format!(E2M1Format: man 1, bias 1, shift 22, max 0x7, sign 0x8, ieee false);
 
-/// Four vectors of f32 bits from `load` (at element offsets 0, w, 2w, 3w) → codes of `F`.
+/// Writes four vectors of codes at `d` as dtype `D` stores them: one byte each, or packed
+/// (4 or 6 bits each).
 #[inline(always)]
-unsafe fn four<V: Vector, F: MlFormat, const SATURATE: bool, const STREAM: bool>(
+unsafe fn put<V: Vector, D: Lane, const STREAM: bool>(codes: [V; 4], d: *mut u8) {
+    let [a, b, c, e] = codes;
+    // SAFETY: the caller's contract: room for the codes as `D` stores them at `d`.
+    unsafe {
+        match D::DTYPE.bits() {
+            4 => V::store_u4::<STREAM>(a, b, c, e, d),
+            6 => V::store_u6(a, b, c, e, d),
+            _ => V::store_u8::<STREAM>(a, b, c, e, d),
+        }
+    }
+}
+
+/// Four vectors of codes of dtype `S` (one byte each, or packed) at `s`, in element order.
+#[inline(always)]
+unsafe fn get<V: Vector, S: Lane>(s: *const u8) -> [V; 4] {
+    let w = V::LANES;
+    // SAFETY: the caller's contract: four vectors of codes at `s` as `S` stores them.
+    unsafe {
+        match S::DTYPE.bits() {
+            4 => {
+                let [a, b] = V::load_u4(s);
+                let [c, d] = V::load_u4(s.add(w));
+                [a, b, c, d]
+            }
+            6 => V::load_u6(s),
+            _ => [
+                V::load_u8(s),
+                V::load_u8(s.add(w)),
+                V::load_u8(s.add(2 * w)),
+                V::load_u8(s.add(3 * w)),
+            ],
+        }
+    }
+}
+
+/// Four vectors of f32 bits from `load` (at element offsets 0, w, 2w, 3w) → codes of `F`,
+/// written as `D` stores them.
+#[inline(always)]
+unsafe fn four<V: Vector, F: MlFormat, D: Lane, const SATURATE: bool, const STREAM: bool>(
     load: impl Fn(usize) -> V,
     d: *mut u8,
 ) {
     let w = V::LANES;
-    // SAFETY: the caller's contract: room for four vectors of codes at `d`.
+    // SAFETY: the caller's contract: room for four vectors of codes at `d`. (No `array::map`
+    // here or below: its closure need not inline into the `#[target_feature]` loop, and the
+    // intrinsics would then be calls.)
     unsafe {
-        V::store_u8::<STREAM>(
-            F::code::<V, SATURATE>(load(0)),
-            F::code::<V, SATURATE>(load(w)),
-            F::code::<V, SATURATE>(load(2 * w)),
-            F::code::<V, SATURATE>(load(3 * w)),
-            d,
-        )
+        let code = |k: usize| F::code::<V, SATURATE>(load(k * w));
+        put::<V, D, STREAM>([code(0), code(1), code(2), code(3)], d)
     }
 }
 
 macro_rules! ml_steps {
     ($format:ty: $f32:ident => $lane:ty, $bf16:ident, $f16:ident) => {
         step!($f32<SATURATE>: f32 => $lane, vectors = 4, |s, d, w| {
-            four::<V, $format, SATURATE, STREAM>(|i| V::load(s.add(4 * i)), d)
+            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load(s.add(4 * i)), d)
         });
         step!($bf16<SATURATE>: BF16 => $lane, vectors = 4, |s, d, w| {
             // bfloat16 → f32 is exact: the same codes as from f32.
-            four::<V, $format, SATURATE, STREAM>(|i| V::load_u16(s.add(2 * i)).shl::<16>(), d)
+            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load_u16(s.add(2 * i)).shl::<16>(), d)
         });
         step!($f16<SATURATE>: F16 => $lane, vectors = 4, |s, d, w| {
             // float16 → f32 is exact (NaN payloads do not matter: every NaN gives one code).
-            four::<V, $format, SATURATE, STREAM>(|i| V::load_f16_as_f32(s.add(2 * i)), d)
+            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load_f16_as_f32(s.add(2 * i)), d)
         });
     };
 }
@@ -128,6 +166,105 @@ ml_steps!(E3M4Format: F32ToE3M4 => E3M4, Bf16ToE3M4, F16ToE3M4);
 ml_steps!(E2M3Format: F32ToE2M3Fn => E2M3Fn, Bf16ToE2M3Fn, F16ToE2M3Fn);
 ml_steps!(E3M2Format: F32ToE3M2Fn => E3M2Fn, Bf16ToE3M2Fn, F16ToE3M2Fn);
 ml_steps!(E2M1Format: F32ToE2M1Fn => E2M1Fn, Bf16ToE2M1Fn, F16ToE2M1Fn);
+
+// ---- widening: a narrow format's codes → f32 bits, exactly (`ml::decode`)
+
+/// The f32 bits of the codes `c` of a format with `MAN` mantissa bits, bias `BIAS`, sign bit
+/// `SIGN` (at bit `SIGN_AT`) and largest finite magnitude code `MAX`; `IEEE`: `MAX + 1` is inf and
+/// the codes above it NaN (a NaN reads as the quiet NaN of its sign, as ml_dtypes reads it).
+/// The magnitude's bits moved up to f32's exponent position are the value times 2^(BIAS - 127),
+/// subnormals included, so one exact multiplication by 2^(127 - BIAS) rebiases.
+#[inline(always)]
+unsafe fn ml_value<
+    V: Vector,
+    const SHIFT: i32,
+    const BIAS: u32,
+    const SIGN: u32,
+    const TO_SIGN: i32,
+    const MAX: u32,
+    const IEEE: bool,
+>(
+    c: V,
+) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let magnitude = c.and(V::splat(SIGN - 1));
+        let value = magnitude
+            .shl::<SHIFT>()
+            .f32_mul(V::splat((254 - BIAS) << 23));
+        let value = if IEEE {
+            let special = V::select(
+                magnitude.gt_i32(V::splat(MAX + 1)),
+                V::splat(0x7FC0_0000),
+                V::splat(0x7F80_0000),
+            );
+            V::select(magnitude.gt_i32(V::splat(MAX)), special, value)
+        } else {
+            value
+        };
+        value.or(c.and(V::splat(SIGN)).shl::<TO_SIGN>())
+    }
+}
+
+/// A narrow format's codes → f32 bits.
+pub(crate) trait MlValue {
+    /// The f32 bits of codes `c`.
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set.
+    unsafe fn value<V: Vector>(c: V) -> V;
+}
+
+macro_rules! ml_value {
+    ($format:ty: shift $shift:literal, bias $bias:literal, sign $sign:literal << $to:literal, max $max:literal, ieee $ieee:literal) => {
+        impl MlValue for $format {
+            #[inline(always)]
+            unsafe fn value<V: Vector>(c: V) -> V {
+                // SAFETY: the caller's contract.
+                unsafe { ml_value::<V, $shift, $bias, $sign, $to, $max, $ieee>(c) }
+            }
+        }
+    };
+}
+
+ml_value!(E4M3Format: shift 20, bias 7, sign 0x80 << 24, max 0x77, ieee true);
+ml_value!(E3M4Format: shift 19, bias 3, sign 0x80 << 24, max 0x6F, ieee true);
+ml_value!(E2M3Format: shift 20, bias 1, sign 0x20 << 26, max 0x1F, ieee false);
+ml_value!(E3M2Format: shift 21, bias 3, sign 0x20 << 26, max 0x1F, ieee false);
+ml_value!(E2M1Format: shift 22, bias 1, sign 0x8 << 28, max 0x7, ieee false);
+
+macro_rules! ml_widen {
+    ($format:ty: $lane:ty => $f32:ident, $bf16:ident, $f16:ident) => {
+        step!($f32<SATURATE>: $lane => f32, vectors = 4, |s, d, w| {
+            // Exact: both modes agree.
+            let [a, b, c, e] = get::<V, $lane>(s);
+            <$format>::value(a).store::<STREAM>(d);
+            <$format>::value(b).store::<STREAM>(d.add(4 * w));
+            <$format>::value(c).store::<STREAM>(d.add(8 * w));
+            <$format>::value(e).store::<STREAM>(d.add(12 * w));
+        });
+        step!($bf16<SATURATE>: $lane => BF16, vectors = 4, |s, d, w| {
+            // Exact in bfloat16 too (at most 4 mantissa bits, exponents well inside); a NaN is
+            // 0x7FC0 with its sign, as ml_dtypes writes it.
+            let [a, b, c, e] = get::<V, $lane>(s);
+            let f = |c: V| <$format>::value(c).shr::<16>();
+            V::store_u16::<STREAM>(f(a), f(b), d);
+            V::store_u16::<STREAM>(f(c), f(e), d.add(4 * w));
+        });
+        step!($f16<SATURATE>: $lane => F16, vectors = 4, |s, d, w| {
+            let [a, b, c, e] = get::<V, $lane>(s);
+            let f = |c: V| <$format>::value(c);
+            V::store_f16::<STREAM>(f(a), f(b), d);
+            V::store_f16::<STREAM>(f(c), f(e), d.add(4 * w));
+        });
+    };
+}
+
+ml_widen!(E4M3Format: E4M3 => E4M3ToF32, E4M3ToBf16, E4M3ToF16);
+ml_widen!(E3M4Format: E3M4 => E3M4ToF32, E3M4ToBf16, E3M4ToF16);
+ml_widen!(E2M3Format: E2M3Fn => E2M3FnToF32, E2M3FnToBf16, E2M3FnToF16);
+ml_widen!(E3M2Format: E3M2Fn => E3M2FnToF32, E3M2FnToBf16, E3M2FnToF16);
+ml_widen!(E2M1Format: E2M1Fn => E2M1FnToF32, E2M1FnToBf16, E2M1FnToF16);
 
 /// f32 → a 4-bit integer code: Torch (ml_dtypes) truncates and keeps the low bits, 0 for NaN,
 /// ±inf and |x| ≥ 2^31 — which is what x86's truncation gives those lanes (`i32::MIN`, low bits
@@ -151,10 +288,10 @@ unsafe fn int4<V: Vector, const LO: i32, const HI: i32, const SATURATE: bool>(x:
 
 step!(F32ToI4<SATURATE>: f32 => I4, vectors = 4, |s, d, w| {
     let f = |i: usize| int4::<V, -8, 7, SATURATE>(V::load(s.add(4 * i * w)));
-    V::store_u8::<STREAM>(f(0), f(1), f(2), f(3), d)
+    put::<V, I4, STREAM>([f(0), f(1), f(2), f(3)], d)
 });
 
 step!(F32ToU4<SATURATE>: f32 => U4, vectors = 4, |s, d, w| {
     let f = |i: usize| int4::<V, 0, 15, SATURATE>(V::load(s.add(4 * i * w)));
-    V::store_u8::<STREAM>(f(0), f(1), f(2), f(3), d)
+    put::<V, U4, STREAM>([f(0), f(1), f(2), f(3)], d)
 });

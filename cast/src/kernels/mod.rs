@@ -41,7 +41,7 @@ pub(crate) struct Fast {
 
 /// The pairs with SIMD kernels, in the order `dtcast bench` lists them, with their steps in
 /// Torch and Saturate rounding.
-const FAST: [(DType, DType, Pick); 35] = {
+const FAST: [(DType, DType, Pick); 50] = {
     use DType::*;
     [
         (Float32, BFloat16, pick::<F32ToBf16<false>, F32ToBf16<true>>),
@@ -70,8 +70,7 @@ const FAST: [(DType, DType, Pick); 35] = {
         (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),
         (Float16, BFloat16, pick::<F16ToBf16<false>, F16ToBf16<true>>),
         (BFloat16, Float16, pick::<Bf16ToF16<false>, Bf16ToF16<true>>),
-        // ml_dtypes' narrowings (the packed destinations get one byte per element; packed.rs
-        // packs them).
+        // ml_dtypes' narrowings and widenings, packed sides read and written packed.
         (
             Float32,
             Float8E4M3,
@@ -149,6 +148,81 @@ const FAST: [(DType, DType, Pick); 35] = {
         ),
         (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
         (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
+        (
+            Float8E4M3,
+            Float32,
+            pick::<E4M3ToF32<false>, E4M3ToF32<true>>,
+        ),
+        (
+            Float8E4M3,
+            BFloat16,
+            pick::<E4M3ToBf16<false>, E4M3ToBf16<true>>,
+        ),
+        (
+            Float8E4M3,
+            Float16,
+            pick::<E4M3ToF16<false>, E4M3ToF16<true>>,
+        ),
+        (
+            Float8E3M4,
+            Float32,
+            pick::<E3M4ToF32<false>, E3M4ToF32<true>>,
+        ),
+        (
+            Float8E3M4,
+            BFloat16,
+            pick::<E3M4ToBf16<false>, E3M4ToBf16<true>>,
+        ),
+        (
+            Float8E3M4,
+            Float16,
+            pick::<E3M4ToF16<false>, E3M4ToF16<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            Float32,
+            pick::<E2M3FnToF32<false>, E2M3FnToF32<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            BFloat16,
+            pick::<E2M3FnToBf16<false>, E2M3FnToBf16<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            Float16,
+            pick::<E2M3FnToF16<false>, E2M3FnToF16<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            Float32,
+            pick::<E3M2FnToF32<false>, E3M2FnToF32<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            BFloat16,
+            pick::<E3M2FnToBf16<false>, E3M2FnToBf16<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            Float16,
+            pick::<E3M2FnToF16<false>, E3M2FnToF16<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            Float32,
+            pick::<E2M1FnToF32<false>, E2M1FnToF32<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            BFloat16,
+            pick::<E2M1FnToBf16<false>, E2M1FnToBf16<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            Float16,
+            pick::<E2M1FnToF16<false>, E2M1FnToF16<true>>,
+        ),
     ]
 };
 
@@ -201,7 +275,8 @@ pub(crate) const STREAM_BYTES: usize = 1 << 20;
 /// destinations of [`STREAM_BYTES`] and more (any, if `ALWAYS_STREAM`) first get a few scalar
 /// elements so that the destination pointer is 64-byte aligned where the set `streams`, then
 /// `simd(src, dst, n, stream)` converts `n` elements (a multiple of `lanes`); the scalar kernel
-/// converts whatever is left.
+/// converts whatever is left. Offsets are counted in bits, so that packed sides (4 or 6 bits an
+/// element) fit: the buffers hold whole elements, and every split falls on a byte of both.
 #[inline(always)]
 fn drive<K: Step, const ALWAYS_STREAM: bool>(
     src: &[u8],
@@ -213,24 +288,34 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
 ) {
     use crate::lanes::Lane;
     let scalar = if K::SATURATE {
-        crate::dispatch::convert::<K::S, K::D, true>
+        crate::dispatch::convert_stored::<K::S, K::D, true>
     } else {
-        crate::dispatch::convert::<K::S, K::D, false>
+        crate::dispatch::convert_stored::<K::S, K::D, false>
     };
-    let (ss, ds) = (K::S::SIZE, K::D::SIZE);
-    let n = (src.len() / ss).min(dst.len() / ds);
+    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
     let mut done = 0;
     if available {
+        // The elements up to the destination's next 64-byte boundary, where that boundary falls
+        // between elements of both buffers.
+        let gap = (64 - (dst.as_ptr() as usize) % 64) % 64;
+        let head = gap * 8 / db;
         let stream = streams
             && (ALWAYS_STREAM || dst.len() >= STREAM_BYTES)
-            && (dst.as_ptr() as usize).is_multiple_of(ds);
+            && (gap * 8).is_multiple_of(db)
+            && (head * sb).is_multiple_of(8);
         if stream {
-            done = (((64 - (dst.as_ptr() as usize) % 64) % 64) / ds).min(n);
-            scalar(&src[..done * ss], &mut dst[..done * ds]);
+            done = head.min(n);
+            scalar(&src[..done * sb / 8], &mut dst[..done * db / 8]);
         }
         let full = (n - done) - (n - done) % lanes;
-        simd(&src[done * ss..], &mut dst[done * ds..], full, stream);
+        simd(
+            &src[done * sb / 8..],
+            &mut dst[done * db / 8..],
+            full,
+            stream,
+        );
         done += full;
     }
-    scalar(&src[done * ss..], &mut dst[done * ds..]);
+    scalar(&src[done * sb / 8..], &mut dst[done * db / 8..]);
 }

@@ -155,6 +155,48 @@ impl Vector for Lanes {
         unsafe { put::<STREAM>(p, bytes) }
     }
     #[inline(always)]
+    unsafe fn load_u4(p: *const u8) -> [Self; 2] {
+        // SAFETY: the caller's contract: N readable bytes.
+        let bytes = unsafe { read::<N>(p, 0) };
+        let code = |i: usize| u32::from(bytes[i / 2] >> (4 * (i % 2)) & 0xF);
+        [Lanes::from_fn(code), Lanes::from_fn(|i| code(N + i))]
+    }
+    #[inline(always)]
+    unsafe fn load_u6(p: *const u8) -> [Self; 4] {
+        // SAFETY: the caller's contract: 3 * N readable bytes.
+        let bytes = unsafe { read::<{ 3 * N }>(p, 0) };
+        // Group g's three bytes as one 24-bit word; element 4g + k is its bits 6k..6k + 6.
+        let code = |i: usize| {
+            let g = &bytes[3 * (i / 4)..];
+            let word = u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16;
+            word >> (6 * (i % 4)) & 0x3F
+        };
+        [0, 1, 2, 3].map(|k| Lanes::from_fn(|i| code(k * N + i)))
+    }
+    #[inline(always)]
+    unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+        let codes = [a.0, b.0, c.0, d.0];
+        let codes = codes.as_flattened();
+        let mut bytes = [0u8; 2 * N];
+        for (byte, pair) in bytes.iter_mut().zip(codes.chunks_exact(2)) {
+            *byte = (pair[0] | pair[1] << 4) as u8;
+        }
+        // SAFETY: the caller's contract: 2 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM>(p, &bytes) }
+    }
+    #[inline(always)]
+    unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+        let codes = [a.0, b.0, c.0, d.0];
+        let codes = codes.as_flattened();
+        let mut bytes = [0u8; 3 * N];
+        for (group, four) in bytes.chunks_exact_mut(3).zip(codes.chunks_exact(4)) {
+            let word = four[0] | four[1] << 6 | four[2] << 12 | four[3] << 18;
+            group.copy_from_slice(&word.to_le_bytes()[..3]);
+        }
+        // SAFETY: the caller's contract: 3 * N writable bytes.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
+    }
+    #[inline(always)]
     unsafe fn load_f64_as_f32(p: *const u8) -> Self {
         // SAFETY: the caller's contract: 8 * N readable bytes.
         Lanes::from_fn(|i| f64_to_f32_bits(u64::from_le_bytes(unsafe { read::<8>(p, i) })))

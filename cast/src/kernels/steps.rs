@@ -37,17 +37,19 @@ pub(crate) unsafe fn run<V: Vector, K: Step, const STREAM: bool>(
     d: *mut u8,
     n: usize,
 ) {
+    // Sizes in bits, so that packed sides fit: a step is a multiple of 8 elements, whole bytes.
+    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
     let per = V::LANES * K::VECTORS;
-    let lines = (per * K::S::SIZE).div_ceil(64);
+    let lines = (per * sb / 8).div_ceil(64);
     let mut i = 0;
     while i < n {
         // SAFETY: i + per <= n, so the step's elements lie inside both buffers; the caller
         // aligned `d` for streams, and each step's output is a whole number of 64-byte lines
         // or of vectors no wider than 64 bytes.
         unsafe {
-            let sp = s.add(i * K::S::SIZE);
+            let sp = s.add(i * sb / 8);
             super::x86::prefetch_ahead(sp, lines);
-            K::step::<V, STREAM>(sp, d.add(i * K::D::SIZE));
+            K::step::<V, STREAM>(sp, d.add(i * db / 8));
         }
         i += per;
     }

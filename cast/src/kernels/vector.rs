@@ -37,6 +37,22 @@ pub(crate) trait Vector: Copy {
     /// Writes four vectors of values below 2^8 as `4 * LANES` bytes at `p`, in lane order.
     unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8);
 
+    // ---- packed sub-byte codes (LSB first: element 0 in the lowest bits of the first byte, the
+    // layout of `dtcast_dtype::packing`).
+
+    /// `2 * LANES` 4-bit codes from `LANES` bytes at `p`, two per byte (the earlier element in
+    /// the low nibble): elements `0..LANES` and `LANES..2 * LANES`.
+    unsafe fn load_u4(p: *const u8) -> [Self; 2];
+    /// `4 * LANES` 6-bit codes from `3 * LANES` bytes at `p` (four codes in three bytes):
+    /// elements `k * LANES..(k + 1) * LANES` in vector `k`.
+    unsafe fn load_u6(p: *const u8) -> [Self; 4];
+    /// Writes four vectors of codes below 16 as `2 * LANES` bytes at `p`, two per byte (streaming
+    /// as [`store`](Vector::store), which needs `p` aligned to `2 * LANES` bytes).
+    unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8);
+    /// Writes four vectors of codes below 64 as `3 * LANES` bytes at `p`, four codes in three
+    /// bytes. Never streams: `3 * LANES` bytes are not a whole vector.
+    unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8);
+
     // ---- 64-bit elements.
 
     /// `LANES` f64 at `p` as f32 bits, rounded to nearest-even; a NaN is quieted and keeps its
@@ -159,5 +175,37 @@ pub(crate) trait Vector: Copy {
             let code = Self::select(a.gt_i32(Self::splat(0x7F80_0000)), nan, code);
             code.or(self.shr::<16>().and(Self::splat(0x8000)))
         }
+    }
+}
+
+/// Four 6-bit codes in the four bytes of each lane (element order: the first in the low byte) →
+/// the same four codes in the lane's low 24 bits, six bits each: the three bytes that
+/// `store_u6` keeps of each lane.
+///
+/// # Safety
+/// The CPU must have `V`'s instruction set.
+#[inline(always)]
+pub(crate) unsafe fn squeeze_u6<V: Vector>(x: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        x.and(V::splat(0x3F))
+            .or(x.shr::<2>().and(V::splat(0xFC0)))
+            .or(x.shr::<4>().and(V::splat(0x3_F000)))
+            .or(x.shr::<6>().and(V::splat(0xFC_0000)))
+    }
+}
+
+/// The inverse of [`squeeze_u6`]: four 6-bit codes in each lane's low 24 bits → one per byte.
+///
+/// # Safety
+/// The CPU must have `V`'s instruction set.
+#[inline(always)]
+pub(crate) unsafe fn spread_u6<V: Vector>(y: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        y.and(V::splat(0x3F))
+            .or(y.shl::<2>().and(V::splat(0x3F00)))
+            .or(y.shl::<4>().and(V::splat(0x3F_0000)))
+            .or(y.shl::<6>().and(V::splat(0x3F00_0000)))
     }
 }

@@ -3,7 +3,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::Vector;
+use super::super::vector::{spread_u6, squeeze_u6, Vector};
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx2 {
@@ -13,6 +13,17 @@ macro_rules! avx2 {
             $item
         )*
     };
+}
+
+/// Four vectors of values below 2^8 as 32 bytes in lane order (packing interleaves the 128-bit
+/// lanes; one dword permutation undoes it).
+#[inline(always)]
+unsafe fn bytes4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
+    // SAFETY: the caller's contract (AVX2).
+    unsafe {
+        let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
+    }
 }
 
 impl Vector for __m256i {
@@ -50,9 +61,74 @@ impl Vector for __m256i {
         }
         unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
+            unsafe { bytes4(a, b, c, d).store::<STREAM>(p) }
+        }
+
+        unsafe fn load_u4(p: *const u8) -> [Self; 2] {
+            // SAFETY: the caller's contract: 8 readable bytes.
             unsafe {
-                let bytes = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
-                _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)).store::<STREAM>(p)
+                // Each byte b in a 16-bit lane, made into the bytes [b & 0xF, b >> 4]: the 16
+                // codes in element order, then widened 8 at a time.
+                let w = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.cast()));
+                let low = _mm_and_si128(w, _mm_set1_epi16(0xF));
+                let high = _mm_slli_epi16::<4>(_mm_and_si128(w, _mm_set1_epi16(0xF0)));
+                let codes = _mm_or_si128(low, high);
+                [_mm256_cvtepu8_epi32(codes), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(codes, codes))]
+            }
+        }
+        unsafe fn load_u6(p: *const u8) -> [Self; 4] {
+            // SAFETY: the caller's contract: 24 readable bytes (read as 16 + 8).
+            unsafe {
+                let raw = _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_loadu_si128(p.cast())),
+                    _mm_loadl_epi64(p.add(16).cast()),
+                );
+                // Twelve bytes (four groups of three) into each 128-bit lane, then each group
+                // into a 32-bit lane of its own.
+                let spread = _mm256_permutevar8x32_epi32(raw, _mm256_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0));
+                let pattern = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+                let groups = _mm256_shuffle_epi8(spread, _mm256_broadcastsi128_si256(pattern));
+                let codes = spread_u6(groups);
+                let (lo, hi) = (_mm256_castsi256_si128(codes), _mm256_extracti128_si256::<1>(codes));
+                [
+                    _mm256_cvtepu8_epi32(lo),
+                    _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(lo, lo)),
+                    _mm256_cvtepu8_epi32(hi),
+                    _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)),
+                ]
+            }
+        }
+        unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+            // SAFETY: the caller's contract: 16 writable bytes, aligned when streaming.
+            unsafe {
+                // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right
+                // by 4 is lo | hi << 4; packing keeps the low bytes (per 128-bit lane, so the
+                // two lanes' eight bytes are then put side by side).
+                let codes = bytes4(a, b, c, d);
+                let pairs = _mm256_and_si256(
+                    _mm256_or_si256(codes, _mm256_srli_epi16::<4>(codes)),
+                    _mm256_set1_epi16(0xFF),
+                );
+                let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi16(pairs, pairs));
+                let bytes = _mm256_castsi256_si128(bytes);
+                if STREAM {
+                    _mm_stream_si128(p.cast(), bytes)
+                } else {
+                    _mm_storeu_si128(p.cast(), bytes)
+                }
+            }
+        }
+        unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+            // SAFETY: the caller's contract: 24 writable bytes (written as 16 + 8).
+            unsafe {
+                let groups = squeeze_u6(bytes4(a, b, c, d));
+                // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the two
+                // lanes' twelve bytes side by side.
+                let pattern = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+                let lanes = _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(pattern));
+                let packed = _mm256_permutevar8x32_epi32(lanes, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0));
+                _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(packed));
+                _mm_storel_epi64(p.add(16).cast(), _mm256_extracti128_si256::<1>(packed));
             }
         }
 

@@ -4,7 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::Vector;
+use super::super::vector::{spread_u6, squeeze_u6, Vector};
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx512 {
@@ -22,6 +22,22 @@ unsafe fn join2(lo: __m256i, hi: __m256i) -> __m512i {
     // SAFETY: the caller's contract (AVX-512).
     unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
 }
+
+/// Four vectors of values below 2^8 as 64 bytes in lane order: two rounds of packing (which
+/// interleave the 128-bit lanes), then one dword permutation to undo it (lane j of the packed
+/// vector holds dwords [a_j, b_j, c_j, d_j]).
+#[inline(always)]
+unsafe fn bytes4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
+    // SAFETY: the caller's contract (AVX-512).
+    unsafe {
+        let packed = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+        let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        _mm512_permutexvar_epi32(order, packed)
+    }
+}
+
+/// The bytes of 64 six-bit codes: the first 48 of a vector.
+const SIX_BIT_BYTES: __mmask64 = (1 << 48) - 1;
 
 impl Vector for __m512i {
     const LANES: usize = 16;
@@ -57,13 +73,77 @@ impl Vector for __m512i {
             unsafe { join2(_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b)).store::<STREAM>(p) }
         }
         unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
-            // Two rounds of packing (which interleave the 128-bit lanes), then one dword
-            // permutation to undo it: lane j of `packed` holds dwords [a_j, b_j, c_j, d_j].
             // SAFETY: the caller's contract.
+            unsafe { bytes4(a, b, c, d).store::<STREAM>(p) }
+        }
+
+        unsafe fn load_u4(p: *const u8) -> [Self; 2] {
+            // SAFETY: the caller's contract: 16 readable bytes.
             unsafe {
-                let packed = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
-                let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-                _mm512_permutexvar_epi32(order, packed).store::<STREAM>(p)
+                // Each byte b in a 16-bit lane, made into the bytes [b & 0xF, b >> 4]: the 32
+                // codes in element order, then widened 16 at a time.
+                let w = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.cast()));
+                let low = _mm256_and_si256(w, _mm256_set1_epi16(0xF));
+                let high = _mm256_slli_epi16::<4>(_mm256_and_si256(w, _mm256_set1_epi16(0xF0)));
+                let codes = _mm256_or_si256(low, high);
+                [
+                    _mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)),
+                    _mm512_cvtepu8_epi32(_mm256_extracti128_si256::<1>(codes)),
+                ]
+            }
+        }
+        unsafe fn load_u6(p: *const u8) -> [Self; 4] {
+            // SAFETY: the caller's contract: 48 readable bytes (the masked load reads no more).
+            unsafe {
+                let raw = _mm512_maskz_loadu_epi8(SIX_BIT_BYTES, p.cast());
+                // Twelve bytes (four groups of three) into each 128-bit lane, then each group
+                // into a 32-bit lane of its own.
+                let spread = _mm512_permutexvar_epi32(
+                    _mm512_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0, 9, 10, 11, 0),
+                    raw,
+                );
+                let groups = _mm512_shuffle_epi8(
+                    spread,
+                    _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1)),
+                );
+                let codes = spread_u6(groups);
+                [
+                    _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<0>(codes)),
+                    _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<1>(codes)),
+                    _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<2>(codes)),
+                    _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<3>(codes)),
+                ]
+            }
+        }
+        unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+            // SAFETY: the caller's contract: 32 writable bytes, aligned when streaming.
+            unsafe {
+                // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right
+                // by 4 is lo | hi << 4; vpmovwb keeps the low bytes.
+                let codes = bytes4(a, b, c, d);
+                let bytes = _mm512_cvtepi16_epi8(_mm512_or_si512(codes, _mm512_srli_epi16::<4>(codes)));
+                if STREAM {
+                    _mm256_stream_si256(p.cast(), bytes)
+                } else {
+                    _mm256_storeu_si256(p.cast(), bytes)
+                }
+            }
+        }
+        unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
+            // SAFETY: the caller's contract: 48 writable bytes (the masked store writes no more).
+            unsafe {
+                let groups = squeeze_u6(bytes4(a, b, c, d));
+                // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the
+                // four lanes' twelve bytes side by side.
+                let lanes = _mm512_shuffle_epi8(
+                    groups,
+                    _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1)),
+                );
+                let packed = _mm512_permutexvar_epi32(
+                    _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0),
+                    lanes,
+                );
+                _mm512_mask_storeu_epi8(p.cast(), SIX_BIT_BYTES, packed)
             }
         }
 
