@@ -7,7 +7,7 @@ use crate::error::{CastError, ValueErrorKind};
 use crate::lanes::{
     Bool, E4M3Fn, E4M3Fnuz, E5M2Fnuz, Lane, Quirks, BC32, BF16, C128, C32, C64, E5M2, E8M0, F16,
 };
-use crate::lowp_lanes::{E2M1Fn, E2M3Fn, E3M2Fn, E4M3B11Fnuz, E3M4, E4M3, I1, I2, I4, U1, U2, U4};
+use crate::lowp_lanes::{ml_float, I1, I2, I4, U1, U2, U4};
 use crate::mode::{Rounding, Verify};
 use crate::rules::Val;
 
@@ -185,8 +185,10 @@ macro_rules! with_lanes {
             Float32 => f32, Float64 => f64, Complex32 => C32, Complex64 => C64, Complex128 => C128,
             BComplex32 => BC32, Float8E4M3Fn => E4M3Fn, Float8E5M2 => E5M2,
             Float8E4M3Fnuz => E4M3Fnuz, Float8E5M2Fnuz => E5M2Fnuz, Float8E8M0Fnu => E8M0,
-            Float8E4M3 => E4M3, Float8E3M4 => E3M4, Float8E4M3B11Fnuz => E4M3B11Fnuz,
-            Float6E2M3Fn => E2M3Fn, Float6E3M2Fn => E3M2Fn, Float4E2M1Fn => E2M1Fn,
+            Float8E4M3 => ml_float!(Float8E4M3), Float8E3M4 => ml_float!(Float8E3M4),
+            Float8E4M3B11Fnuz => ml_float!(Float8E4M3B11Fnuz),
+            Float6E2M3Fn => ml_float!(Float6E2M3Fn), Float6E3M2Fn => ml_float!(Float6E3M2Fn),
+            Float4E2M1Fn => ml_float!(Float4E2M1Fn),
             Int4 => I4, UInt4 => U4, Int2 => I2, UInt2 => U2, Int1 => I1, UInt1 => U1)
     };
 }

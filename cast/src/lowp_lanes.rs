@@ -9,41 +9,41 @@ use crate::lanes::{one_byte_storage, Lane, Quirks};
 use crate::ml;
 use crate::rules::Val;
 
-macro_rules! ml_float_lane {
-    ($name:ident, $dtype:ident) => {
-        #[doc = concat!("`", stringify!($dtype), "` code.")]
-        #[derive(Clone, Copy, Debug)]
-        pub(crate) struct $name(pub(crate) u8);
+/// A code of the float format that torch cannot cast at index `I` of [`DType::ALL`] (ml_dtypes'
+/// float8 variants, float6, float4), by ml_dtypes' rules: one lane type for all of them, its
+/// format read from the dtype table — a new format of this kind is a row there and an entry in
+/// `dispatch.rs`'s `with_lanes!` (`MlFloat<{ DType::X.index() }>`), nothing here.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MlFloat<const I: usize>(pub(crate) u8);
 
-        impl $name {
-            const FORMAT: Narrow = Narrow::of(DType::$dtype);
-        }
-
-        impl Lane for $name {
-            const DTYPE: DType = DType::$dtype;
-            one_byte_storage!($name);
-            #[inline(always)]
-            fn val(self) -> Val {
-                Val::Float(ml::decode(&Self::FORMAT, u32::from(self.0)))
-            }
-            #[inline(always)]
-            fn torch(v: Val, _: Quirks) -> Self {
-                $name(ml::encode(&Self::FORMAT, v) as u8)
-            }
-            #[inline(always)]
-            fn saturate(v: Val) -> Self {
-                $name(ml::saturate(&Self::FORMAT, v) as u8)
-            }
-        }
-    };
+impl<const I: usize> MlFloat<I> {
+    const FORMAT: Narrow = Narrow::of(DType::ALL[I]);
 }
 
-ml_float_lane!(E4M3, Float8E4M3);
-ml_float_lane!(E3M4, Float8E3M4);
-ml_float_lane!(E4M3B11Fnuz, Float8E4M3B11Fnuz);
-ml_float_lane!(E2M3Fn, Float6E2M3Fn);
-ml_float_lane!(E3M2Fn, Float6E3M2Fn);
-ml_float_lane!(E2M1Fn, Float4E2M1Fn);
+impl<const I: usize> Lane for MlFloat<I> {
+    const DTYPE: DType = DType::ALL[I];
+    one_byte_storage!(MlFloat);
+    #[inline(always)]
+    fn val(self) -> Val {
+        Val::Float(ml::decode(&Self::FORMAT, u32::from(self.0)))
+    }
+    #[inline(always)]
+    fn torch(v: Val, _: Quirks) -> Self {
+        MlFloat(ml::encode(&Self::FORMAT, v) as u8)
+    }
+    #[inline(always)]
+    fn saturate(v: Val) -> Self {
+        MlFloat(ml::saturate(&Self::FORMAT, v) as u8)
+    }
+}
+
+/// The [`MlFloat`] lane of a dtype, by its variant name.
+macro_rules! ml_float {
+    ($dtype:ident) => {
+        $crate::lowp_lanes::MlFloat<{ dtcast_dtype::DType::$dtype.index() }>
+    };
+}
+pub(crate) use ml_float;
 
 macro_rules! narrow_int_lane {
     ($name:ident, $dtype:ident, $bits:literal, $signed:literal) => {

@@ -186,12 +186,12 @@ table! {
     Float8E4M3Fnuz: "float8_e4m3fnuz", "Float8_e4m3fnuz", [], ["f8e4m3fnuz"], 8, Floating, Some(f::FLOAT8_E4M3FNUZ), Float8E4M3Fnuz, None, Some("F8_E4M3FNUZ"), Casts;
     Float8E5M2Fnuz: "float8_e5m2fnuz", "Float8_e5m2fnuz", [], ["f8e5m2fnuz"], 8, Floating, Some(f::FLOAT8_E5M2FNUZ), Float8E5M2Fnuz, None, Some("F8_E5M2FNUZ"), Casts;
     Float8E8M0Fnu: "float8_e8m0fnu", "Float8_e8m0fnu", [], ["f8e8m0fnu", "f8e8m0"], 8, Floating, Some(f::FLOAT8_E8M0FNU), Float8E8M0Fnu, None, Some("F8_E8M0"), Casts;
-    Float8E4M3: "float8_e4m3", "Float8_e4m3", [], ["f8e4m3"], 8, Floating, Some(f::FLOAT8_E4M3), Float8E4M3, None, None, Absent;
-    Float8E3M4: "float8_e3m4", "Float8_e3m4", [], ["f8e3m4"], 8, Floating, Some(f::FLOAT8_E3M4), Float8E3M4, None, None, Absent;
-    Float8E4M3B11Fnuz: "float8_e4m3b11fnuz", "Float8_e4m3b11fnuz", [], ["f8e4m3b11fnuz"], 8, Floating, Some(f::FLOAT8_E4M3B11FNUZ), Float8E4M3B11Fnuz, None, None, Absent;
-    Float6E2M3Fn: "float6_e2m3fn", "Float6_e2m3fn", [], ["f6e2m3fn", "f6e2m3"], 6, Floating, Some(f::FLOAT6_E2M3FN), Float6E2M3Fn, None, Some("F6_E2M3"), Absent;
-    Float6E3M2Fn: "float6_e3m2fn", "Float6_e3m2fn", [], ["f6e3m2fn", "f6e3m2"], 6, Floating, Some(f::FLOAT6_E3M2FN), Float6E3M2Fn, None, Some("F6_E3M2"), Absent;
-    Float4E2M1Fn: "float4_e2m1fn", "Float4_e2m1fn", [], ["f4e2m1fn", "f4e2m1"], 4, Floating, Some(f::FLOAT4_E2M1FN), Float4E2M1Fn, None, Some("F4"), Absent;
+    Float8E4M3: "float8_e4m3", "Float8_e4m3", [], ["f8e4m3"], 8, Floating, Some(f::ieee(4, 3)), Float8E4M3, None, None, Absent;
+    Float8E3M4: "float8_e3m4", "Float8_e3m4", [], ["f8e3m4"], 8, Floating, Some(f::ieee(3, 4)), Float8E3M4, None, None, Absent;
+    Float8E4M3B11Fnuz: "float8_e4m3b11fnuz", "Float8_e4m3b11fnuz", [], ["f8e4m3b11fnuz"], 8, Floating, Some(f::fnuz(4, 3, 11)), Float8E4M3B11Fnuz, None, None, Absent;
+    Float6E2M3Fn: "float6_e2m3fn", "Float6_e2m3fn", [], ["f6e2m3fn", "f6e2m3"], 6, Floating, Some(f::finite_only(2, 3)), Float6E2M3Fn, None, Some("F6_E2M3"), Absent;
+    Float6E3M2Fn: "float6_e3m2fn", "Float6_e3m2fn", [], ["f6e3m2fn", "f6e3m2"], 6, Floating, Some(f::finite_only(3, 2)), Float6E3M2Fn, None, Some("F6_E3M2"), Absent;
+    Float4E2M1Fn: "float4_e2m1fn", "Float4_e2m1fn", [], ["f4e2m1fn", "f4e2m1"], 4, Floating, Some(f::finite_only(2, 1)), Float4E2M1Fn, None, Some("F4"), Absent;
     Int4: "int4", "Int4", [], ["i4"], 4, SignedInt, None, Int4, None, None, Storage;
     UInt4: "uint4", "UInt4", [], ["u4"], 4, UnsignedInt, None, UInt4, None, None, Storage;
     Int2: "int2", "Int2", [], ["i2"], 2, SignedInt, None, Int2, None, None, Storage;

@@ -1,6 +1,8 @@
 //! Storage newtypes for the float8 formats (and torch's float4 pair byte).
 //!
 //! They hold the raw byte; value conversions live in `dtcast-cast`, which is bit-exact with PyTorch.
+//! Each is named as its [`DType`](crate::DType) variant, and is that dtype's
+//! [`Element`](crate::Element): one `float8!` line per dtype, nothing elsewhere.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -10,6 +12,11 @@ macro_rules! float8 {
         #[repr(transparent)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Pod, Zeroable)]
         pub struct $name(pub u8);
+
+        impl crate::element::sealed::Sealed for $name {}
+        impl crate::Element for $name {
+            const DTYPE: crate::DType = crate::DType::$name;
+        }
 
         impl $name {
             /// Wraps a raw encoding.

@@ -94,7 +94,7 @@ const fn pow2(e: i32) -> f64 {
 }
 
 /// A format with a sign bit, IEEE-style layout, and the max finite value given by its top encoding.
-const fn ieee(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
+pub(crate) const fn ieee(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
     let bias = (1 << (exponent_bits - 1)) - 1;
     let max_exp = bias; // all-ones exponent is reserved for inf/NaN
     FloatFormat {
@@ -124,32 +124,8 @@ pub(crate) const FLOAT8_E4M3FN: FloatFormat = FloatFormat {
     max_finite: 448.0,
     ..ieee(4, 3)
 };
-pub(crate) const FLOAT8_E4M3FNUZ: FloatFormat = FloatFormat {
-    exponent_bits: 4,
-    mantissa_bits: 3,
-    bias: 8,
-    signed: true,
-    has_inf: false,
-    has_negative_zero: false,
-    has_zero: true,
-    nan: NanEncoding::NegativeZero,
-    max_finite: 240.0,
-    min_normal: pow2(-7),
-    min_subnormal: Some(pow2(-10)),
-};
-pub(crate) const FLOAT8_E5M2FNUZ: FloatFormat = FloatFormat {
-    exponent_bits: 5,
-    mantissa_bits: 2,
-    bias: 16,
-    signed: true,
-    has_inf: false,
-    has_negative_zero: false,
-    has_zero: true,
-    nan: NanEncoding::NegativeZero,
-    max_finite: 57344.0,
-    min_normal: pow2(-15),
-    min_subnormal: Some(pow2(-17)),
-};
+pub(crate) const FLOAT8_E4M3FNUZ: FloatFormat = fnuz(4, 3, 8);
+pub(crate) const FLOAT8_E5M2FNUZ: FloatFormat = fnuz(5, 2, 16);
 pub(crate) const FLOAT8_E8M0FNU: FloatFormat = FloatFormat {
     exponent_bits: 8,
     mantissa_bits: 0,
@@ -164,24 +140,27 @@ pub(crate) const FLOAT8_E8M0FNU: FloatFormat = FloatFormat {
     min_subnormal: None,
 };
 
-pub(crate) const FLOAT8_E4M3: FloatFormat = ieee(4, 3);
-pub(crate) const FLOAT8_E3M4: FloatFormat = ieee(3, 4);
-pub(crate) const FLOAT8_E4M3B11FNUZ: FloatFormat = FloatFormat {
-    exponent_bits: 4,
-    mantissa_bits: 3,
-    bias: 11,
-    signed: true,
-    has_inf: false,
-    has_negative_zero: false,
-    has_zero: true,
-    nan: NanEncoding::NegativeZero,
-    max_finite: 30.0,
-    min_normal: pow2(-10),
-    min_subnormal: Some(pow2(-13)),
-};
+/// An "fnuz" format (Graphcore's): no infinity, no negative zero, NaN is the negative-zero code
+/// `0x80`, so the all-ones exponent holds normal values; the bias is the format's own.
+pub(crate) const fn fnuz(exponent_bits: u32, mantissa_bits: u32, bias: i32) -> FloatFormat {
+    let max_exp = (1 << exponent_bits) - 1 - bias;
+    FloatFormat {
+        exponent_bits,
+        mantissa_bits,
+        bias,
+        signed: true,
+        has_inf: false,
+        has_negative_zero: false,
+        has_zero: true,
+        nan: NanEncoding::NegativeZero,
+        max_finite: (2.0 - pow2(-(mantissa_bits as i32))) * pow2(max_exp),
+        min_normal: pow2(1 - bias),
+        min_subnormal: Some(pow2(1 - bias - mantissa_bits as i32)),
+    }
+}
 
 /// An MX "fn" format: no infinity and no NaN, so the all-ones exponent holds normal values.
-const fn finite_only(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
+pub(crate) const fn finite_only(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
     let bias = (1 << (exponent_bits - 1)) - 1;
     let max_exp = (1 << exponent_bits) - 1 - bias;
     FloatFormat {
@@ -191,10 +170,6 @@ const fn finite_only(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
         ..ieee(exponent_bits, mantissa_bits)
     }
 }
-
-pub(crate) const FLOAT6_E2M3FN: FloatFormat = finite_only(2, 3);
-pub(crate) const FLOAT6_E3M2FN: FloatFormat = finite_only(3, 2);
-pub(crate) const FLOAT4_E2M1FN: FloatFormat = finite_only(2, 1);
 
 #[cfg(test)]
 mod tests {
@@ -232,22 +207,25 @@ mod tests {
     #[test]
     fn low_precision_formats_match_the_ml_dtypes_table() {
         // ml_dtypes 0.6 finfo (tests/fixtures/lowp/formats.json): max, min normal, min subnormal.
+        use crate::DType::*;
         let rows = [
-            (FLOAT8_E4M3, 240.0, -6, -9),
-            (FLOAT8_E3M4, 15.5, -2, -6),
-            (FLOAT8_E4M3B11FNUZ, 30.0, -10, -13),
-            (FLOAT6_E2M3FN, 7.5, 0, -3),
-            (FLOAT6_E3M2FN, 28.0, -2, -4),
-            (FLOAT4_E2M1FN, 6.0, 0, -1),
+            (Float8E4M3, 240.0, -6, -9),
+            (Float8E3M4, 15.5, -2, -6),
+            (Float8E4M3B11Fnuz, 30.0, -10, -13),
+            (Float6E2M3Fn, 7.5, 0, -3),
+            (Float6E3M2Fn, 28.0, -2, -4),
+            (Float4E2M1Fn, 6.0, 0, -1),
         ];
-        for (f, max, normal, sub) in rows {
+        for (dtype, max, normal, sub) in rows {
+            let f = dtype.float_format().unwrap();
             assert_eq!(f.max_finite, max);
             assert_eq!(f.min_normal, 2f64.powi(normal));
             assert_eq!(f.min_subnormal, Some(2f64.powi(sub)));
         }
-        assert_eq!(FLOAT6_E2M3FN.bias, 1);
-        assert_eq!(FLOAT6_E3M2FN.total_bits(), 6);
-        assert_eq!(FLOAT4_E2M1FN.total_bits(), 4);
-        assert_eq!(FLOAT8_E3M4.bias, 3);
+        let format = |d: crate::DType| d.float_format().unwrap();
+        assert_eq!(format(Float6E2M3Fn).bias, 1);
+        assert_eq!(format(Float6E3M2Fn).total_bits(), 6);
+        assert_eq!(format(Float4E2M1Fn).total_bits(), 4);
+        assert_eq!(format(Float8E3M4).bias, 3);
     }
 }

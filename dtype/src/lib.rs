@@ -37,10 +37,7 @@ mod parse;
 pub use category::Category;
 pub use dtype::{DType, TorchSupport};
 pub use element::Element;
-pub use float8::{
-    Float4E2M1FnX2, Float8E3M4, Float8E4M3, Float8E4M3B11Fnuz, Float8E4M3Fn, Float8E4M3Fnuz,
-    Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu,
-};
+pub use float8::*;
 pub use format::{FloatFormat, NanEncoding};
 pub use parse::ParseDTypeError;
 

@@ -4,10 +4,19 @@
 //! buffers store them — no unpacked copy.
 
 use crate::lanes::{Lane, BF16, F16};
-use crate::lowp_lanes::{E2M1Fn, E2M3Fn, E3M2Fn, E3M4, E4M3, I4, U4};
+use crate::lowp_lanes::{ml_float, I4, U4};
+
+use dtcast_dtype::DType;
 
 use super::steps::{is_nan, narrow_magnitude, step, Step};
 use super::vector::Vector;
+use super::{pick, Pick};
+
+type E4M3 = ml_float!(Float8E4M3);
+type E3M4 = ml_float!(Float8E3M4);
+type E2M3Fn = ml_float!(Float6E2M3Fn);
+type E3M2Fn = ml_float!(Float6E3M2Fn);
+type E2M1Fn = ml_float!(Float4E2M1Fn);
 
 /// A narrow format as ml_dtypes encodes it: `MAN` mantissa bits, bias `BIAS`, `SHIFT` = 23 - MAN,
 /// the largest finite magnitude code, and whether the all-ones exponent is inf/NaN (IEEE-like) or
@@ -295,3 +304,163 @@ step!(F32ToU4<SATURATE>: f32 => U4, vectors = 4, |s, d, w| {
     let f = |i: usize| int4::<V, 0, 15, SATURATE>(V::load(s.add(4 * i * w)));
     put::<V, U4, STREAM>([f(0), f(1), f(2), f(3)], d)
 });
+
+/// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
+/// Torch and Saturate rounding.
+pub(crate) const ML_FAST: [(DType, DType, Pick); 32] = {
+    use DType::*;
+    [
+        (
+            Float32,
+            Float8E4M3,
+            pick::<F32ToE4M3<false>, F32ToE4M3<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E4M3,
+            pick::<Bf16ToE4M3<false>, Bf16ToE4M3<true>>,
+        ),
+        (
+            Float16,
+            Float8E4M3,
+            pick::<F16ToE4M3<false>, F16ToE4M3<true>>,
+        ),
+        (
+            Float32,
+            Float8E3M4,
+            pick::<F32ToE3M4<false>, F32ToE3M4<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E3M4,
+            pick::<Bf16ToE3M4<false>, Bf16ToE3M4<true>>,
+        ),
+        (
+            Float16,
+            Float8E3M4,
+            pick::<F16ToE3M4<false>, F16ToE3M4<true>>,
+        ),
+        (
+            Float32,
+            Float6E2M3Fn,
+            pick::<F32ToE2M3Fn<false>, F32ToE2M3Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float6E2M3Fn,
+            pick::<Bf16ToE2M3Fn<false>, Bf16ToE2M3Fn<true>>,
+        ),
+        (
+            Float16,
+            Float6E2M3Fn,
+            pick::<F16ToE2M3Fn<false>, F16ToE2M3Fn<true>>,
+        ),
+        (
+            Float32,
+            Float6E3M2Fn,
+            pick::<F32ToE3M2Fn<false>, F32ToE3M2Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float6E3M2Fn,
+            pick::<Bf16ToE3M2Fn<false>, Bf16ToE3M2Fn<true>>,
+        ),
+        (
+            Float16,
+            Float6E3M2Fn,
+            pick::<F16ToE3M2Fn<false>, F16ToE3M2Fn<true>>,
+        ),
+        (
+            Float32,
+            Float4E2M1Fn,
+            pick::<F32ToE2M1Fn<false>, F32ToE2M1Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float4E2M1Fn,
+            pick::<Bf16ToE2M1Fn<false>, Bf16ToE2M1Fn<true>>,
+        ),
+        (
+            Float16,
+            Float4E2M1Fn,
+            pick::<F16ToE2M1Fn<false>, F16ToE2M1Fn<true>>,
+        ),
+        (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
+        (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
+        (
+            Float8E4M3,
+            Float32,
+            pick::<E4M3ToF32<false>, E4M3ToF32<true>>,
+        ),
+        (
+            Float8E4M3,
+            BFloat16,
+            pick::<E4M3ToBf16<false>, E4M3ToBf16<true>>,
+        ),
+        (
+            Float8E4M3,
+            Float16,
+            pick::<E4M3ToF16<false>, E4M3ToF16<true>>,
+        ),
+        (
+            Float8E3M4,
+            Float32,
+            pick::<E3M4ToF32<false>, E3M4ToF32<true>>,
+        ),
+        (
+            Float8E3M4,
+            BFloat16,
+            pick::<E3M4ToBf16<false>, E3M4ToBf16<true>>,
+        ),
+        (
+            Float8E3M4,
+            Float16,
+            pick::<E3M4ToF16<false>, E3M4ToF16<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            Float32,
+            pick::<E2M3FnToF32<false>, E2M3FnToF32<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            BFloat16,
+            pick::<E2M3FnToBf16<false>, E2M3FnToBf16<true>>,
+        ),
+        (
+            Float6E2M3Fn,
+            Float16,
+            pick::<E2M3FnToF16<false>, E2M3FnToF16<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            Float32,
+            pick::<E3M2FnToF32<false>, E3M2FnToF32<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            BFloat16,
+            pick::<E3M2FnToBf16<false>, E3M2FnToBf16<true>>,
+        ),
+        (
+            Float6E3M2Fn,
+            Float16,
+            pick::<E3M2FnToF16<false>, E3M2FnToF16<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            Float32,
+            pick::<E2M1FnToF32<false>, E2M1FnToF32<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            BFloat16,
+            pick::<E2M1FnToBf16<false>, E2M1FnToBf16<true>>,
+        ),
+        (
+            Float4E2M1Fn,
+            Float16,
+            pick::<E2M1FnToF16<false>, E2M1FnToF16<true>>,
+        ),
+    ]
+};

@@ -28,7 +28,7 @@ use ml_steps::*;
 use steps::*;
 
 /// The fast kernels for one rounding on one instruction set (`None` where the set is not built).
-type Pick = fn(Isa, Rounding) -> Option<Fast>;
+pub(crate) type Pick = fn(Isa, Rounding) -> Option<Fast>;
 
 /// A pair's SIMD kernel on one instruction set, twice: streaming stores for large destinations
 /// only (`kernel`), or for any destination (`streaming`: for callers that write a large
@@ -39,9 +39,9 @@ pub(crate) struct Fast {
     pub(crate) streaming: Kernel,
 }
 
-/// The pairs with SIMD kernels, in the order `dtcast bench` lists them, with their steps in
-/// Torch and Saturate rounding.
-const FAST: [(DType, DType, Pick); 50] = {
+/// The pairs of torch's dtypes with SIMD kernels, in the order `dtcast bench` lists them, with
+/// their steps in Torch and Saturate rounding.
+const BASIC: [(DType, DType, Pick); 18] = {
     use DType::*;
     [
         (Float32, BFloat16, pick::<F32ToBf16<false>, F32ToBf16<true>>),
@@ -70,160 +70,23 @@ const FAST: [(DType, DType, Pick); 50] = {
         (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),
         (Float16, BFloat16, pick::<F16ToBf16<false>, F16ToBf16<true>>),
         (BFloat16, Float16, pick::<Bf16ToF16<false>, Bf16ToF16<true>>),
-        // ml_dtypes' narrowings and widenings, packed sides read and written packed.
-        (
-            Float32,
-            Float8E4M3,
-            pick::<F32ToE4M3<false>, F32ToE4M3<true>>,
-        ),
-        (
-            BFloat16,
-            Float8E4M3,
-            pick::<Bf16ToE4M3<false>, Bf16ToE4M3<true>>,
-        ),
-        (
-            Float16,
-            Float8E4M3,
-            pick::<F16ToE4M3<false>, F16ToE4M3<true>>,
-        ),
-        (
-            Float32,
-            Float8E3M4,
-            pick::<F32ToE3M4<false>, F32ToE3M4<true>>,
-        ),
-        (
-            BFloat16,
-            Float8E3M4,
-            pick::<Bf16ToE3M4<false>, Bf16ToE3M4<true>>,
-        ),
-        (
-            Float16,
-            Float8E3M4,
-            pick::<F16ToE3M4<false>, F16ToE3M4<true>>,
-        ),
-        (
-            Float32,
-            Float6E2M3Fn,
-            pick::<F32ToE2M3Fn<false>, F32ToE2M3Fn<true>>,
-        ),
-        (
-            BFloat16,
-            Float6E2M3Fn,
-            pick::<Bf16ToE2M3Fn<false>, Bf16ToE2M3Fn<true>>,
-        ),
-        (
-            Float16,
-            Float6E2M3Fn,
-            pick::<F16ToE2M3Fn<false>, F16ToE2M3Fn<true>>,
-        ),
-        (
-            Float32,
-            Float6E3M2Fn,
-            pick::<F32ToE3M2Fn<false>, F32ToE3M2Fn<true>>,
-        ),
-        (
-            BFloat16,
-            Float6E3M2Fn,
-            pick::<Bf16ToE3M2Fn<false>, Bf16ToE3M2Fn<true>>,
-        ),
-        (
-            Float16,
-            Float6E3M2Fn,
-            pick::<F16ToE3M2Fn<false>, F16ToE3M2Fn<true>>,
-        ),
-        (
-            Float32,
-            Float4E2M1Fn,
-            pick::<F32ToE2M1Fn<false>, F32ToE2M1Fn<true>>,
-        ),
-        (
-            BFloat16,
-            Float4E2M1Fn,
-            pick::<Bf16ToE2M1Fn<false>, Bf16ToE2M1Fn<true>>,
-        ),
-        (
-            Float16,
-            Float4E2M1Fn,
-            pick::<F16ToE2M1Fn<false>, F16ToE2M1Fn<true>>,
-        ),
-        (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
-        (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
-        (
-            Float8E4M3,
-            Float32,
-            pick::<E4M3ToF32<false>, E4M3ToF32<true>>,
-        ),
-        (
-            Float8E4M3,
-            BFloat16,
-            pick::<E4M3ToBf16<false>, E4M3ToBf16<true>>,
-        ),
-        (
-            Float8E4M3,
-            Float16,
-            pick::<E4M3ToF16<false>, E4M3ToF16<true>>,
-        ),
-        (
-            Float8E3M4,
-            Float32,
-            pick::<E3M4ToF32<false>, E3M4ToF32<true>>,
-        ),
-        (
-            Float8E3M4,
-            BFloat16,
-            pick::<E3M4ToBf16<false>, E3M4ToBf16<true>>,
-        ),
-        (
-            Float8E3M4,
-            Float16,
-            pick::<E3M4ToF16<false>, E3M4ToF16<true>>,
-        ),
-        (
-            Float6E2M3Fn,
-            Float32,
-            pick::<E2M3FnToF32<false>, E2M3FnToF32<true>>,
-        ),
-        (
-            Float6E2M3Fn,
-            BFloat16,
-            pick::<E2M3FnToBf16<false>, E2M3FnToBf16<true>>,
-        ),
-        (
-            Float6E2M3Fn,
-            Float16,
-            pick::<E2M3FnToF16<false>, E2M3FnToF16<true>>,
-        ),
-        (
-            Float6E3M2Fn,
-            Float32,
-            pick::<E3M2FnToF32<false>, E3M2FnToF32<true>>,
-        ),
-        (
-            Float6E3M2Fn,
-            BFloat16,
-            pick::<E3M2FnToBf16<false>, E3M2FnToBf16<true>>,
-        ),
-        (
-            Float6E3M2Fn,
-            Float16,
-            pick::<E3M2FnToF16<false>, E3M2FnToF16<true>>,
-        ),
-        (
-            Float4E2M1Fn,
-            Float32,
-            pick::<E2M1FnToF32<false>, E2M1FnToF32<true>>,
-        ),
-        (
-            Float4E2M1Fn,
-            BFloat16,
-            pick::<E2M1FnToBf16<false>, E2M1FnToBf16<true>>,
-        ),
-        (
-            Float4E2M1Fn,
-            Float16,
-            pick::<E2M1FnToF16<false>, E2M1FnToF16<true>>,
-        ),
     ]
+};
+
+/// Every pair with SIMD kernels: [`BASIC`], then ml_dtypes' formats ([`ML_FAST`], next to their
+/// steps).
+const FAST: [(DType, DType, Pick); BASIC.len() + ML_FAST.len()] = {
+    let mut all = [BASIC[0]; BASIC.len() + ML_FAST.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < BASIC.len() {
+            BASIC[i]
+        } else {
+            ML_FAST[i - BASIC.len()]
+        };
+        i += 1;
+    }
+    all
 };
 
 /// The pairs that have SIMD kernels ([`hot_pairs`](crate::hot_pairs)).
@@ -237,7 +100,7 @@ pub(crate) const FAST_PAIRS: [(DType, DType); FAST.len()] = {
     pairs
 };
 
-fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fast> {
+pub(crate) fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fast> {
     match rounding {
         Rounding::Torch => instantiate::<T>(isa),
         Rounding::Saturate => instantiate::<U>(isa),
