@@ -350,6 +350,13 @@ pub fn cast_into_scratch(
     } else {
         plan.kernel
     };
+    // Where the pair has a kernel that screens as it converts and the screen is a run of 32-bit
+    // keys, one loop does both (the block is loaded once); the per-element rules then look only
+    // at blocks it flags.
+    let fused = plan
+        .screened
+        .filter(|_| dst.len() >= kernels::STREAM_BYTES)
+        .zip(screen.and_then(|(s, _)| s.run32()));
     // The source is whole bytes per element here (a packed source that is verified went block by
     // block in `begin`); the destination may be packed, written by a SIMD kernel.
     let piece = |s: &[u8], d: &mut [u8], base: usize| -> Result<(), CastError> {
@@ -367,11 +374,17 @@ pub fn cast_into_scratch(
             let len = if head > 0 { head } else { FUSED_BLOCK }.min(s.len() / unit(from));
             let (b, rest) = s.split_at(len * unit(from));
             let (o, out_rest) = d.split_at_mut(span(to, len));
-            let clear = screen.is_some_and(|(sc, isa)| sc.passes(b, from, &mut scratch, isa));
-            if !clear {
-                (fns.check)(b, verify, first)?;
+            if let Some((screened, run)) = fused {
+                if !screened(b, o, run) {
+                    (fns.check)(b, verify, first)?;
+                }
+            } else {
+                let clear = screen.is_some_and(|(sc, isa)| sc.passes(b, from, &mut scratch, isa));
+                if !clear {
+                    (fns.check)(b, verify, first)?;
+                }
+                kernel(b, o);
             }
-            kernel(b, o);
             (s, d, first) = (rest, out_rest, first + len);
         }
         Ok(())

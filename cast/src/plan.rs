@@ -6,7 +6,7 @@ use dtcast_dtype::DType;
 use crate::check::lossless;
 use crate::dispatch::{Kernel, PairFns};
 use crate::isa::Isa;
-use crate::kernels::select;
+use crate::kernels::{select, ScreenedKernel};
 use crate::mode::{CastMode, Verify};
 use crate::screen::{self, Check};
 
@@ -22,6 +22,8 @@ pub(crate) struct Plan {
     pub(crate) streaming: Kernel,
     /// Whether `kernel` is a SIMD kernel (else the scalar rules).
     pub(crate) simd: bool,
+    /// `streaming` that also screens a 4-byte source, where the pair has one.
+    pub(crate) screened: Option<ScreenedKernel>,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
     /// source can fail (every value of `from` is exactly a value of `to`).
     pub(crate) check: Option<(Verify, Check)>,
@@ -49,10 +51,12 @@ pub(crate) fn plan(
     let scalar = fns.scalar(rounding);
     let simd = fast.is_some();
     let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
+    let screened = fast.and_then(|f| f.screened);
     Plan {
         kernel,
         streaming,
         simd,
+        screened,
         check,
     }
 }

@@ -10,7 +10,7 @@ use dtcast_dtype::{Category, DType, NanEncoding};
 use crate::check::{int_range, lossless};
 use crate::dispatch::{pair_fns, AcceptTable, Kernel};
 use crate::isa::Isa;
-use crate::kernels::{select, with_avx512, Task};
+use crate::kernels::{select, with_avx512, Run32, Task};
 use crate::lanes::unit;
 use crate::mode::{Rounding, Verify};
 
@@ -446,6 +446,37 @@ impl Screen {
             },
             Screen::RoundTrip { .. } => false, // handled in `passes`
         }
+    }
+}
+
+impl Screen {
+    /// This screen as the kernels' [`Run32`], for a 4-byte source: `None` unless it is a run.
+    pub(crate) fn run32(&self) -> Option<Run32> {
+        let Screen::Run { key, lo, len } = *self else {
+            return None;
+        };
+        let (lo, len) = (u32::try_from(lo).ok()?, u32::try_from(len).ok()?);
+        Some(match key {
+            Key::Masked(mask) => Run32 {
+                mask: mask as u32,
+                float: false,
+                lo,
+                len,
+            },
+            // x ^ 2^31 is x + 2^31: the run of x from lo - 2^31.
+            Key::Signed => Run32 {
+                mask: u32::MAX,
+                float: false,
+                lo: lo.wrapping_sub(0x8000_0000),
+                len,
+            },
+            Key::Float => Run32 {
+                mask: u32::MAX,
+                float: true,
+                lo,
+                len,
+            },
+        })
     }
 }
 

@@ -37,34 +37,98 @@ pub(crate) type Pick = fn(Isa, Rounding) -> Option<Fast>;
 pub(crate) struct Fast {
     pub(crate) kernel: Kernel,
     pub(crate) streaming: Kernel,
+    /// `streaming` that also screens a 4-byte source ([`Run32`]), for the pairs that have one
+    /// ([`pick_screened`]).
+    pub(crate) screened: Option<ScreenedKernel>,
 }
+
+/// A failing run of 32-bit keys that a kernel screens while it converts (`screen::Screen::Run` of
+/// a 4-byte source): an element fails iff its key less `lo`, wrapping, is below `len`
+/// (`0 < len < 2^32`). The key is the bits under `mask`, or (`float`) a float's bits made
+/// order-preserving (`screen::Key::Float`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run32 {
+    pub(crate) mask: u32,
+    pub(crate) float: bool,
+    pub(crate) lo: u32,
+    pub(crate) len: u32,
+}
+
+impl Run32 {
+    /// What the kernels add to a key: then `key - lo <u len` becomes a signed compare of the sum
+    /// (flipping the top bit turns unsigned order into signed order), and the least sum over a
+    /// buffer decides whether any element fails.
+    pub(crate) fn shift(self) -> u32 {
+        0x8000_0000u32.wrapping_sub(self.lo)
+    }
+
+    /// Whether a key plus [`shift`](Run32::shift) (`t`) is in the run.
+    pub(crate) fn shifted_inside(self, t: u32) -> bool {
+        (t as i32) < (self.len ^ 0x8000_0000) as i32
+    }
+
+    /// Whether any little-endian 32-bit element of `bytes` is in the run (the scalar form, for
+    /// the few elements around a SIMD loop).
+    pub(crate) fn any_inside(self, bytes: &[u8]) -> bool {
+        let (words, _) = bytes.as_chunks::<4>();
+        words.iter().any(|w| {
+            let x = u32::from_le_bytes(*w);
+            let key = if self.float {
+                x ^ (((x as i32) >> 31) as u32 | 0x8000_0000)
+            } else {
+                x & self.mask
+            };
+            key.wrapping_sub(self.lo) < self.len
+        })
+    }
+}
+
+/// A kernel that converts and screens in one pass: `true` when no element is in the run (the
+/// output is written either way).
+pub(crate) type ScreenedKernel = fn(src: &[u8], dst: &mut [u8], screen: Run32) -> bool;
 
 /// The pairs of torch's dtypes with SIMD kernels, in the order `dtcast bench` lists them, with
 /// their steps in Torch and Saturate rounding.
 const BASIC: [(DType, DType, Pick); 18] = {
     use DType::*;
     [
-        (Float32, BFloat16, pick::<F32ToBf16<false>, F32ToBf16<true>>),
+        (
+            Float32,
+            BFloat16,
+            pick_screened::<F32ToBf16<false>, F32ToBf16<true>>,
+        ),
         (BFloat16, Float32, pick::<Bf16ToF32<false>, Bf16ToF32<true>>),
-        (Float32, Float16, pick::<F32ToF16<false>, F32ToF16<true>>),
+        (
+            Float32,
+            Float16,
+            pick_screened::<F32ToF16<false>, F32ToF16<true>>,
+        ),
         (Float16, Float32, pick::<F16ToF32<false>, F16ToF32<true>>),
         (Float64, Float32, pick::<F64ToF32<false>, F64ToF32<true>>),
         (Float32, Float64, pick::<F32ToF64<false>, F32ToF64<true>>),
         (Float64, BFloat16, pick::<F64ToBf16<false>, F64ToBf16<true>>),
-        (Float32, Int32, pick::<F32ToI32<false>, F32ToI32<true>>),
+        (
+            Float32,
+            Int32,
+            pick_screened::<F32ToI32<false>, F32ToI32<true>>,
+        ),
         (Int32, Float32, pick::<I32ToF32<false>, I32ToF32<true>>),
         (Int64, Int32, pick::<I64ToI32<false>, I64ToI32<true>>),
         (UInt8, Float32, pick::<U8ToF32<false>, U8ToF32<true>>),
-        (Float32, UInt8, pick::<F32ToU8<false>, F32ToU8<true>>),
+        (
+            Float32,
+            UInt8,
+            pick_screened::<F32ToU8<false>, F32ToU8<true>>,
+        ),
         (
             Float32,
             Float8E4M3Fn,
-            pick::<F32ToE4M3Fn<false>, F32ToE4M3Fn<true>>,
+            pick_screened::<F32ToE4M3Fn<false>, F32ToE4M3Fn<true>>,
         ),
         (
             Float32,
             Float8E5M2,
-            pick::<F32ToE5M2<false>, F32ToE5M2<true>>,
+            pick_screened::<F32ToE5M2<false>, F32ToE5M2<true>>,
         ),
         (Bool, Float32, pick::<BoolToF32<false>, BoolToF32<true>>),
         (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),
@@ -114,9 +178,33 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
         Isa::Portable => Some(Fast {
             kernel: portable::kernel::<K, false>,
             streaming: portable::kernel::<K, true>,
+            screened: None,
         }),
         Isa::Avx2 => x86::avx2_kernel::<K>(),
         Isa::Avx512 => x86::avx512_kernel::<K>(),
+    }
+}
+
+/// [`pick`] with kernels that also screen ([`Fast::screened`]): for the pairs from a 4-byte
+/// source that Checked mode is used on (each screened kernel is two more instantiations per
+/// instruction set and rounding, so not every pair gets one).
+pub(crate) fn pick_screened<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fast> {
+    let screened = match rounding {
+        Rounding::Torch => screened::<T>(isa),
+        Rounding::Saturate => screened::<U>(isa),
+    };
+    pick::<T, U>(isa, rounding).map(|fast| Fast { screened, ..fast })
+}
+
+/// The screened kernel of step `K` (a 4-byte source) on `isa`.
+fn screened<K: Step>(isa: Isa) -> Option<ScreenedKernel> {
+    use crate::lanes::Lane;
+    assert_eq!(K::S::SIZE, 4, "screened kernels read 32-bit keys");
+    match isa {
+        Isa::Scalar => None,
+        Isa::Portable => Some(portable::screened::<K>),
+        Isa::Avx2 => x86::avx2_screened::<K>(),
+        Isa::Avx512 => x86::avx512_screened::<K>(),
     }
 }
 
@@ -140,6 +228,10 @@ pub(crate) const STREAM_BYTES: usize = 1 << 20;
 /// `simd(src, dst, n, stream)` converts `n` elements (a multiple of `lanes`); the scalar kernel
 /// converts whatever is left. Offsets are counted in bits, so that packed sides (4 or 6 bits an
 /// element) fit: the buffers hold whole elements, and every split falls on a byte of both.
+///
+/// With a `screen` (a 4-byte source), `simd` screens what it converts and says whether it found
+/// nothing in the run, and the scalar elements are screened here: the result says whether no
+/// element is in the run. Without one, the result is `simd`'s.
 #[inline(always)]
 fn drive<K: Step, const ALWAYS_STREAM: bool>(
     src: &[u8],
@@ -147,8 +239,9 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     lanes: usize,
     available: bool,
     streams: bool,
-    simd: impl FnOnce(&[u8], &mut [u8], usize, bool),
-) {
+    screen: Option<Run32>,
+    simd: impl FnOnce(&[u8], &mut [u8], usize, bool) -> bool,
+) -> bool {
     use crate::lanes::Lane;
     let scalar = if K::SATURATE {
         crate::dispatch::convert_stored::<K::S, K::D, true>
@@ -157,22 +250,22 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     };
     let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
     let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
-    let mut done = 0;
+    let (mut done, mut clear, mut head) = (0, true, 0);
     if available {
         // The elements up to the destination's next 64-byte boundary, where that boundary falls
         // between elements of both buffers.
         let gap = (64 - (dst.as_ptr() as usize) % 64) % 64;
-        let head = gap * 8 / db;
         let stream = streams
             && (ALWAYS_STREAM || dst.len() >= STREAM_BYTES)
             && (gap * 8).is_multiple_of(db)
-            && (head * sb).is_multiple_of(8);
+            && (gap * 8 / db * sb).is_multiple_of(8);
         if stream {
-            done = head.min(n);
+            done = (gap * 8 / db).min(n);
             scalar(&src[..done * sb / 8], &mut dst[..done * db / 8]);
         }
+        head = done;
         let full = (n - done) - (n - done) % lanes;
-        simd(
+        clear = simd(
             &src[done * sb / 8..],
             &mut dst[done * db / 8..],
             full,
@@ -181,4 +274,110 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
         done += full;
     }
     scalar(&src[done * sb / 8..], &mut dst[done * db / 8..]);
+    match screen {
+        // 4-byte source elements: `head` before the SIMD loop, from `done` to `n` after it.
+        Some(run) => {
+            clear && !run.any_inside(&src[..4 * head]) && !run.any_inside(&src[4 * done..4 * n])
+        }
+        None => clear,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift bits.
+    fn random_f32s(n: usize) -> Vec<u8> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        (0..n)
+            .flat_map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 32) as u32).to_le_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn screened_kernels_convert_as_the_plain_ones_and_screen_as_the_scalar_run() {
+        // Every screened kernel on every instruction set this machine runs: the same bytes as the
+        // streaming kernel, and "clear" exactly when no element's key is in the run — for runs
+        // holding one element's key, wherever it sits (scalar head, SIMD loop, scalar tail), and
+        // for runs holding none. The destination offsets move the head.
+        let n = 1000 + 37;
+        let src = random_f32s(n);
+        let mut checked = 0;
+        for &(from, to, pick) in &FAST {
+            for isa in crate::isas() {
+                for rounding in [Rounding::Torch, Rounding::Saturate] {
+                    let Some(Fast {
+                        streaming,
+                        screened: Some(screened),
+                        ..
+                    }) = pick(isa, rounding)
+                    else {
+                        continue;
+                    };
+                    let size = to.byte_size().unwrap();
+                    let mut want = vec![0u8; n * size];
+                    streaming(&src, &mut want);
+                    for offset in [0, size, 3 * size] {
+                        for (float, mask) in [(false, 0x7FFF_FFFF), (false, u32::MAX), (true, 0)] {
+                            let key_of = |i: usize| {
+                                let x =
+                                    u32::from_le_bytes(src[4 * i..4 * i + 4].try_into().unwrap());
+                                if float {
+                                    x ^ (((x as i32) >> 31) as u32 | 0x8000_0000)
+                                } else {
+                                    x & mask
+                                }
+                            };
+                            let mut runs: Vec<(Run32, bool)> = [0, 1, 15, 500, n - 1]
+                                .into_iter()
+                                .map(|i| {
+                                    (
+                                        Run32 {
+                                            mask,
+                                            float,
+                                            lo: key_of(i),
+                                            len: 1,
+                                        },
+                                        false,
+                                    )
+                                })
+                                .collect();
+                            // A run that holds no element's key: just past the largest key.
+                            let top = (0..n).map(key_of).max().unwrap();
+                            let empty = Run32 {
+                                mask,
+                                float,
+                                lo: top.wrapping_add(1),
+                                len: 1,
+                            };
+                            if top != u32::MAX {
+                                runs.push((empty, true));
+                            }
+                            for (run, clear) in runs {
+                                assert_eq!(run.any_inside(&src), !clear);
+                                let mut out = vec![0u8; n * size + offset];
+                                let got = screened(&src, &mut out[offset..], run);
+                                assert_eq!(
+                                    got, clear,
+                                    "{from} -> {to} ({isa:?}, {run:?}, offset {offset})"
+                                );
+                                assert!(
+                                    out[offset..] == want[..],
+                                    "{from} -> {to} ({isa:?}): bytes differ"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 0);
+    }
 }

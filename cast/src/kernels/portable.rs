@@ -7,6 +7,7 @@
 
 use super::steps::{self, Step};
 use super::vector::Vector;
+use super::Run32;
 
 /// Lanes per vector: eight keep a few vectors in SSE2's sixteen registers without spilling
 /// (measured against sixteen on the x86-64 baseline).
@@ -264,8 +265,16 @@ impl Vector for Lanes {
         self.zip(o, |x, y| x | y)
     }
     #[inline(always)]
+    unsafe fn xor(self, o: Self) -> Self {
+        self.zip(o, |x, y| x ^ y)
+    }
+    #[inline(always)]
     unsafe fn shl<const K: i32>(self) -> Self {
         self.map(|x| x << K)
+    }
+    #[inline(always)]
+    unsafe fn sra<const K: i32>(self) -> Self {
+        self.map(|x| ((x as i32) >> K) as u32)
     }
     #[inline(always)]
     unsafe fn shr<const K: i32>(self) -> Self {
@@ -327,6 +336,7 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
         lanes,
         true,
         super::x86::STREAMS,
+        None,
         |s, d, n, stream| {
             // SAFETY: `drive` passes `n` elements that fit both slices and, when streaming, `d`
             // aligned to 64 bytes; plain Rust and the baseline's hints need no CPU check.
@@ -337,6 +347,36 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
                     steps::run::<Lanes, K, false>(s.as_ptr(), d.as_mut_ptr(), n)
                 }
             }
+            true
         },
     );
+}
+
+/// The portable kernel of step `K` (a 4-byte source) that screens as it converts, streaming.
+pub(crate) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bool {
+    let lanes = Lanes::LANES * K::VECTORS;
+    super::drive::<K, true>(
+        src,
+        dst,
+        lanes,
+        true,
+        super::x86::STREAMS,
+        Some(screen),
+        |s, d, n, stream| {
+            let (s, d) = (s.as_ptr(), d.as_mut_ptr());
+            // SAFETY: as in `kernel`; the step's source is 4 bytes (`pick_screened`).
+            unsafe {
+                match (stream, screen.float) {
+                    (true, true) => steps::run_screened::<Lanes, K, true, true>(s, d, n, screen),
+                    (true, false) => steps::run_screened::<Lanes, K, true, false>(s, d, n, screen),
+                    // A destination that cannot stream (misaligned elements): the plain loop,
+                    // then the scalar screen.
+                    (false, _) => {
+                        steps::run::<Lanes, K, false>(s, d, n);
+                        !screen.any_inside(core::slice::from_raw_parts(s, 4 * n))
+                    }
+                }
+            }
+        },
+    )
 }

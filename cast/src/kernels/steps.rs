@@ -7,6 +7,7 @@
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 use super::vector::Vector;
+use super::Run32;
 
 /// One pair's conversion, `V::LANES * VECTORS` elements at a time.
 pub(crate) trait Step {
@@ -56,6 +57,57 @@ pub(crate) unsafe fn run<V: Vector, K: Step, const STREAM: bool>(
     if STREAM {
         super::x86::store_fence();
     }
+}
+
+/// [`run`] that also screens the source as it goes (a 4-byte source: a step's source is
+/// `VECTORS` vectors of 32-bit lanes, loaded once more from L1 just before the step converts
+/// them): whether no element's key lies in the failing run of `screen` (see [`Run32`]).
+///
+/// # Safety
+/// As [`run`]; `K::S` must be 4 bytes.
+#[inline(always)]
+pub(crate) unsafe fn run_screened<V: Vector, K: Step, const STREAM: bool, const FLOAT: bool>(
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+    screen: Run32,
+) -> bool {
+    debug_assert_eq!(K::S::SIZE, 4);
+    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let per = V::LANES * K::VECTORS;
+    let lines = (per * sb / 8).div_ceil(64);
+    // SAFETY: the caller's contract: the CPU has `V`'s instruction set.
+    let (mask, shift) = unsafe { (V::splat(screen.mask), V::splat(screen.shift())) };
+    // SAFETY: as above.
+    let mut least = unsafe { V::splat(i32::MAX as u32) };
+    let mut i = 0;
+    while i < n {
+        // SAFETY: as in `run` (the screen loads the step's own source bytes).
+        unsafe {
+            let sp = s.add(i * sb / 8);
+            super::x86::prefetch_ahead(sp, lines);
+            let mut k = 0;
+            while k < K::VECTORS {
+                let x = V::load(sp.add(4 * V::LANES * k));
+                let key = if FLOAT {
+                    x.xor(x.sra::<31>().or(V::splat(0x8000_0000)))
+                } else {
+                    x.and(mask)
+                };
+                least = least.min_i32(key.add(shift));
+                k += 1;
+            }
+            K::step::<V, STREAM>(sp, d.add(i * db / 8));
+        }
+        i += per;
+    }
+    if STREAM {
+        super::x86::store_fence();
+    }
+    let mut lanes = [0u32; 16];
+    // SAFETY: 16 lanes at most: `4 * LANES` bytes fit in 64.
+    unsafe { least.store::<false>(lanes.as_mut_ptr().cast()) };
+    lanes[..V::LANES].iter().all(|&t| !screen.shifted_inside(t))
 }
 
 /// Defines a [`Step`] `$name<SATURATE>`, one per rounding (so that the scalar tail follows the

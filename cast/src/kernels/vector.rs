@@ -81,8 +81,12 @@ pub(crate) trait Vector: Copy {
     unsafe fn and(self, o: Self) -> Self;
     /// Bitwise or.
     unsafe fn or(self, o: Self) -> Self;
+    /// Bitwise exclusive or.
+    unsafe fn xor(self, o: Self) -> Self;
     /// Logical shift left by `K`.
     unsafe fn shl<const K: i32>(self) -> Self;
+    /// Arithmetic (sign-filling) shift right by `K`.
+    unsafe fn sra<const K: i32>(self) -> Self;
     /// Logical shift right by `K`.
     unsafe fn shr<const K: i32>(self) -> Self;
     /// Signed minimum (cheaper than unsigned where SIMD has only signed compares, as SSE2).

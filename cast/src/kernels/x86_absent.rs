@@ -15,6 +15,14 @@ pub(crate) fn avx512_available() -> bool {
 }
 
 /// None: not an x86-64 build.
+pub(crate) fn avx2_screened<K: Step>() -> Option<super::ScreenedKernel> {
+    None
+}
+
+pub(crate) fn avx512_screened<K: Step>() -> Option<super::ScreenedKernel> {
+    None
+}
+
 pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
     None
 }

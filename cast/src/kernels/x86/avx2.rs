@@ -4,6 +4,7 @@ use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
 use super::super::vector::{spread_u6, squeeze_u6, Vector};
+use super::super::Run32;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx2 {
@@ -204,6 +205,14 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract.
             unsafe { _mm256_srli_epi32::<K>(self) }
         }
+        unsafe fn sra<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_srai_epi32::<K>(self) }
+        }
+        unsafe fn xor(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_xor_si256(self, o) }
+        }
         unsafe fn min_i32(self, o: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { _mm256_min_epi32(self, o) }
@@ -283,36 +292,4 @@ unsafe fn f64x4_to_f32_odd(x: __m256d) -> __m128i {
     }
 }
 
-/// Converts `n` elements by step `K`.
-///
-/// # Safety
-/// The CPU must have AVX2 and F16C; `n` elements must fit both buffers; when `STREAM`, `d` must
-/// be aligned to 64 bytes.
-#[target_feature(enable = "avx2,f16c")]
-unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { steps::run::<__m256i, K, STREAM>(s, d, n) }
-}
-
-/// The AVX2 kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
-pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    let lanes = <__m256i as Vector>::LANES * K::VECTORS;
-    super::super::drive::<K, ALWAYS_STREAM>(
-        src,
-        dst,
-        lanes,
-        super::avx2_available(),
-        true,
-        |s, d, n, stream| {
-            // SAFETY: `drive` calls this only when AVX2 + F16C were detected, with `n` elements that
-            // fit both slices and, when streaming, `d` aligned to 64 bytes.
-            unsafe {
-                if stream {
-                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                } else {
-                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                }
-            }
-        },
-    );
-}
+entry_points!(__m256i, "avx2,f16c", avx2_available, "AVX2 and F16C");

@@ -5,6 +5,7 @@ use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
 use super::super::vector::{spread_u6, squeeze_u6, Vector};
+use super::super::Run32;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx512 {
@@ -230,6 +231,14 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract.
             unsafe { _mm512_srl_epi32(self, _mm_cvtsi32_si128(K)) }
         }
+        unsafe fn sra<const K: i32>(self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_sra_epi32(self, _mm_cvtsi32_si128(K)) }
+        }
+        unsafe fn xor(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_xor_si512(self, o) }
+        }
         unsafe fn min_i32(self, o: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { _mm512_min_epi32(self, o) }
@@ -291,36 +300,9 @@ impl Vector for __m512i {
     }
 }
 
-/// Converts `n` elements by step `K`.
-///
-/// # Safety
-/// The CPU must have AVX-512 F, BW, VL and DQ; `n` elements must fit both buffers; when
-/// `STREAM`, `d` must be aligned to 64 bytes.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { steps::run::<__m512i, K, STREAM>(s, d, n) }
-}
-
-/// The AVX-512 kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
-pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    let lanes = <__m512i as Vector>::LANES * K::VECTORS;
-    super::super::drive::<K, ALWAYS_STREAM>(
-        src,
-        dst,
-        lanes,
-        super::avx512_available(),
-        true,
-        |s, d, n, stream| {
-            // SAFETY: `drive` calls this only when the AVX-512 subsets were detected, with `n`
-            // elements that fit both slices and, when streaming, `d` aligned to 64 bytes.
-            unsafe {
-                if stream {
-                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                } else {
-                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                }
-            }
-        },
-    );
-}
+entry_points!(
+    __m512i,
+    "avx512f,avx512bw,avx512vl,avx512dq",
+    avx512_available,
+    "the AVX-512 subsets"
+);

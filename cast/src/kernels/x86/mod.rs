@@ -3,6 +3,94 @@
 //! module for x86-64 builds and `x86_absent.rs` in its place elsewhere (or with
 //! `--cfg dtcast_isa="portable"`).
 
+/// The entry points of one x86 instruction set, written once: `run` / `run_screened` (the step
+/// loops compiled with `$features`), and `kernel` / `screened` (the `Kernel` and `ScreenedKernel`
+/// over them, converting only when `$available()` says the CPU has `$what`).
+macro_rules! entry_points {
+    ($vec:ty, $features:literal, $available:ident, $what:literal) => {
+        /// Converts `n` elements by step `K`.
+        ///
+        /// # Safety
+        #[doc = concat!("The CPU must have ", $what, "; `n` elements must fit both buffers; when")]
+        /// `STREAM`, `d` must be aligned to 64 bytes.
+        #[target_feature(enable = $features)]
+        unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { steps::run::<$vec, K, STREAM>(s, d, n) }
+        }
+
+        /// Converts `n` elements by step `K` (a 4-byte source), screening them.
+        ///
+        /// # Safety
+        /// As [`run`].
+        #[target_feature(enable = $features)]
+        unsafe fn run_screened<K: Step, const STREAM: bool, const FLOAT: bool>(
+            s: *const u8,
+            d: *mut u8,
+            n: usize,
+            screen: Run32,
+        ) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe { steps::run_screened::<$vec, K, STREAM, FLOAT>(s, d, n, screen) }
+        }
+
+        /// The kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
+        pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
+            let lanes = <$vec as Vector>::LANES * K::VECTORS;
+            super::super::drive::<K, ALWAYS_STREAM>(
+                src,
+                dst,
+                lanes,
+                super::$available(),
+                true,
+                None,
+                |s, d, n, stream| {
+                    // SAFETY: `drive` calls this only when the CPU has the instruction set, with
+                    // `n` elements that fit both slices and, when streaming, `d` aligned to 64
+                    // bytes.
+                    unsafe {
+                        if stream {
+                            run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
+                        } else {
+                            run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
+                        }
+                    }
+                    true
+                },
+            );
+        }
+
+        /// The kernel of step `K` (a 4-byte source) that screens as it converts, streaming.
+        pub(super) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bool {
+            let lanes = <$vec as Vector>::LANES * K::VECTORS;
+            super::super::drive::<K, true>(
+                src,
+                dst,
+                lanes,
+                super::$available(),
+                true,
+                Some(screen),
+                |s, d, n, stream| {
+                    let (s, d) = (s.as_ptr(), d.as_mut_ptr());
+                    // SAFETY: as in `kernel`; the step's source is 4 bytes (`pick_screened`).
+                    unsafe {
+                        match (stream, screen.float) {
+                            (true, true) => run_screened::<K, true, true>(s, d, n, screen),
+                            (true, false) => run_screened::<K, true, false>(s, d, n, screen),
+                            // A destination that cannot stream (misaligned elements): the
+                            // plain loop, then the scalar screen.
+                            (false, _) => {
+                                run::<K, false>(s, d, n);
+                                !screen.any_inside(core::slice::from_raw_parts(s, 4 * n))
+                            }
+                        }
+                    }
+                },
+            )
+        }
+    };
+}
+
 mod avx2;
 mod avx512;
 
@@ -28,12 +116,23 @@ pub(crate) fn avx512_available() -> bool {
     })
 }
 
+/// The AVX2 kernel of step `K` (a 4-byte source) that screens as it converts.
+pub(crate) fn avx2_screened<K: Step>() -> Option<super::ScreenedKernel> {
+    Some(avx2::screened::<K>)
+}
+
 /// The AVX2 kernels of step `K`.
 pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
     Some(Fast {
         kernel: avx2::kernel::<K, false>,
         streaming: avx2::kernel::<K, true>,
+        screened: None,
     })
+}
+
+/// The AVX-512 kernel of step `K` (a 4-byte source) that screens as it converts.
+pub(crate) fn avx512_screened<K: Step>() -> Option<super::ScreenedKernel> {
+    Some(avx512::screened::<K>)
 }
 
 /// The AVX-512 kernels of step `K`.
@@ -41,6 +140,7 @@ pub(crate) fn avx512_kernel<K: Step>() -> Option<Fast> {
     Some(Fast {
         kernel: avx512::kernel::<K, false>,
         streaming: avx512::kernel::<K, true>,
+        screened: None,
     })
 }
 
