@@ -178,11 +178,12 @@ ml_steps!(E2M1Format: F32ToE2M1Fn => E2M1Fn, Bf16ToE2M1Fn, F16ToE2M1Fn);
 
 // ---- widening: a narrow format's codes → f32 bits, exactly (`ml::decode`)
 
-/// The f32 bits of the codes `c` of a format with `MAN` mantissa bits, bias `BIAS`, sign bit
-/// `SIGN` (at bit `SIGN_AT`) and largest finite magnitude code `MAX`; `IEEE`: `MAX + 1` is inf and
-/// the codes above it NaN (a NaN reads as the quiet NaN of its sign, as ml_dtypes reads it).
-/// The magnitude's bits moved up to f32's exponent position are the value times 2^(BIAS - 127),
-/// subnormals included, so one exact multiplication by 2^(127 - BIAS) rebiases.
+/// The f32 bits of the codes `c` of a format with `23 - SHIFT` mantissa bits, bias `BIAS`, sign
+/// bit `SIGN` (moved up by `TO_SIGN`) and largest finite magnitude code `MAX`; `IEEE`: `MAX + 1`
+/// is inf and the codes above it NaN (a NaN reads as the quiet NaN of its sign, as ml_dtypes reads
+/// it). Normal codes: the bits moved up to f32's positions, the exponent rebiased by an integer
+/// add. Subnormal codes: the mantissa as an integer times the format's quantum — exact, and no
+/// float operation ever sees a subnormal (which costs a microcode assist on x86).
 #[inline(always)]
 unsafe fn ml_value<
     V: Vector,
@@ -198,9 +199,12 @@ unsafe fn ml_value<
     // SAFETY: the caller's contract.
     unsafe {
         let magnitude = c.and(V::splat(SIGN - 1));
-        let value = magnitude
-            .shl::<SHIFT>()
-            .f32_mul(V::splat((254 - BIAS) << 23));
+        let man = 23 - SHIFT as u32;
+        let normal = magnitude.shl::<SHIFT>().add(V::splat((127 - BIAS) << 23));
+        let quantum = V::splat((128 - BIAS - man) << 23); // 2^(1 - BIAS - man)
+        let subnormal = magnitude.i32_to_f32().f32_mul(quantum);
+        let is_normal = magnitude.gt_i32(V::splat((1 << man) - 1));
+        let value = V::select(is_normal, normal, subnormal);
         let value = if IEEE {
             let special = V::select(
                 magnitude.gt_i32(V::splat(MAX + 1)),
