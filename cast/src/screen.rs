@@ -370,6 +370,35 @@ fn float_key(x: f64, single: bool) -> u128 {
 }
 
 impl Screen {
+    /// This screen as the kernels' [`Run32`], for a 4-byte source: `None` unless it is a run.
+    pub(crate) fn run32(&self) -> Option<Run32> {
+        let Screen::Run { key, lo, len } = *self else {
+            return None;
+        };
+        let (lo, len) = (u32::try_from(lo).ok()?, u32::try_from(len).ok()?);
+        Some(match key {
+            Key::Masked(mask) => Run32 {
+                mask: mask as u32,
+                float: false,
+                lo,
+                len,
+            },
+            // x ^ 2^31 is x + 2^31: the run of x from lo - 2^31.
+            Key::Signed => Run32 {
+                mask: u32::MAX,
+                float: false,
+                lo: lo.wrapping_sub(0x8000_0000),
+                len,
+            },
+            Key::Float => Run32 {
+                mask: u32::MAX,
+                float: true,
+                lo,
+                len,
+            },
+        })
+    }
+
     /// `true` if every element of `block` (little-endian `from` elements) surely passes;
     /// `scratch` is working memory, reused from block to block. The loops are compiled for
     /// AVX-512 when `isa` is AVX-512 (the x86-64 baseline has no 64-bit compares or shifts in
@@ -446,37 +475,6 @@ impl Screen {
             },
             Screen::RoundTrip { .. } => false, // handled in `passes`
         }
-    }
-}
-
-impl Screen {
-    /// This screen as the kernels' [`Run32`], for a 4-byte source: `None` unless it is a run.
-    pub(crate) fn run32(&self) -> Option<Run32> {
-        let Screen::Run { key, lo, len } = *self else {
-            return None;
-        };
-        let (lo, len) = (u32::try_from(lo).ok()?, u32::try_from(len).ok()?);
-        Some(match key {
-            Key::Masked(mask) => Run32 {
-                mask: mask as u32,
-                float: false,
-                lo,
-                len,
-            },
-            // x ^ 2^31 is x + 2^31: the run of x from lo - 2^31.
-            Key::Signed => Run32 {
-                mask: u32::MAX,
-                float: false,
-                lo: lo.wrapping_sub(0x8000_0000),
-                len,
-            },
-            Key::Float => Run32 {
-                mask: u32::MAX,
-                float: true,
-                lo,
-                len,
-            },
-        })
     }
 }
 

@@ -196,3 +196,16 @@ pub fn hex(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
 }
+
+/// `len` bytes of xorshift64 bits from `seed` (nonzero): reproducible noise for property tests.
+pub fn random_bytes(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        out.extend(seed.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use dtcast::cast::{cast, cast_to_vec, CastError, CastMode, ValueErrorKind};
 use dtcast::dtype::packing;
 use dtcast::DType;
-use dtcast_tests::{dtype, fixture, hex};
+use dtcast_tests::{dtype, fixture, hex, random_bytes};
 use serde_json::Value;
 
 /// Elements (one byte per element for packed dtypes, as the fixture writes them) as dtcast
@@ -400,19 +400,6 @@ fn ml_hot_pairs() -> Vec<(DType, DType)> {
             from.torch_support() != TorchSupport::Casts || to.torch_support() != TorchSupport::Casts
         })
         .collect()
-}
-
-/// `len` bytes of xorshift bits.
-fn random_bytes(len: usize, mut state: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend(state.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 #[test]
