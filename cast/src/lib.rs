@@ -350,13 +350,13 @@ pub fn cast_into_scratch(
     } else {
         plan.kernel
     };
-    // Where the pair has a kernel that screens as it converts and the screen is a run of 32-bit
-    // keys, one loop does both (the block is loaded once); the per-element rules then look only
+    // Where the pair has a kernel that screens as it converts and the screen is a run of 32- or
+    // 64-bit keys, one loop does both (the block is loaded once); the per-element rules then look only
     // at blocks it flags.
     let fused = plan
         .screened
         .filter(|_| dst.len() >= kernels::STREAM_BYTES)
-        .zip(screen.and_then(|(s, _)| s.run32()));
+        .zip(screen.and_then(|(s, _)| s.key_run(unit(from))));
     // The source is whole bytes per element here (a packed source that is verified went block by
     // block in `begin`); the destination may be packed, written by a SIMD kernel.
     let piece = |s: &[u8], d: &mut [u8], base: usize| -> Result<(), CastError> {

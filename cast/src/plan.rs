@@ -22,7 +22,7 @@ pub(crate) struct Plan {
     pub(crate) streaming: Kernel,
     /// Whether `kernel` is a SIMD kernel (else the scalar rules).
     pub(crate) simd: bool,
-    /// `streaming` that also screens a 4-byte source, where the pair has one.
+    /// `streaming` that also screens a 4- or 8-byte source, where the pair has one.
     pub(crate) screened: Option<ScreenedKernel>,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
     /// source can fail (every value of `from` is exactly a value of `to`).

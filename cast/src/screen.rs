@@ -10,7 +10,7 @@ use dtcast_dtype::{Category, DType, NanEncoding};
 use crate::check::{int_range, lossless};
 use crate::dispatch::{pair_fns, AcceptTable, Kernel};
 use crate::isa::Isa;
-use crate::kernels::{select, with_avx512, Run32, Task};
+use crate::kernels::{select, with_avx512, KeyRun, Task};
 use crate::lanes::unit;
 use crate::mode::{Rounding, Verify};
 
@@ -370,28 +370,33 @@ fn float_key(x: f64, single: bool) -> u128 {
 }
 
 impl Screen {
-    /// This screen as the kernels' [`Run32`], for a 4-byte source: `None` unless it is a run.
-    pub(crate) fn run32(&self) -> Option<Run32> {
+    /// This screen as the kernels' [`KeyRun`], for a source of `size` bytes (4 or 8): `None`
+    /// unless it is a run.
+    pub(crate) fn key_run(&self, size: usize) -> Option<KeyRun> {
         let Screen::Run { key, lo, len } = *self else {
             return None;
         };
-        let (lo, len) = (u32::try_from(lo).ok()?, u32::try_from(len).ok()?);
+        let top = match size {
+            4 => 1u64 << 31,
+            8 => 1u64 << 63,
+            _ => return None,
+        };
         Some(match key {
-            Key::Masked(mask) => Run32 {
-                mask: mask as u32,
+            Key::Masked(mask) => KeyRun {
+                mask,
                 float: false,
                 lo,
                 len,
             },
-            // x ^ 2^31 is x + 2^31: the run of x from lo - 2^31.
-            Key::Signed => Run32 {
-                mask: u32::MAX,
+            // x ^ top is x + top: the run of x from lo - top.
+            Key::Signed => KeyRun {
+                mask: u64::MAX,
                 float: false,
-                lo: lo.wrapping_sub(0x8000_0000),
+                lo: lo.wrapping_sub(top) & (top | (top - 1)),
                 len,
             },
-            Key::Float => Run32 {
-                mask: u32::MAX,
+            Key::Float => KeyRun {
+                mask: u64::MAX,
                 float: true,
                 lo,
                 len,

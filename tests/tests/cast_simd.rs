@@ -547,56 +547,90 @@ fn the_one_pass_check_gives_the_read_first_answer() {
 #[test]
 fn the_kernels_that_screen_as_they_convert_give_the_read_first_answer() {
     // Destinations of 1 MiB and more in the one-pass path use kernels that screen the source while
-    // they convert it (float32 sources). Same error or bytes as the read-first `cast`, with bad
-    // elements (inf, NaN, the largest float32, a value past every integer range) at the start,
-    // around block and piece boundaries, and at the end.
+    // they convert it (float32, float64 and int64 sources). Same error or bytes as the read-first
+    // `cast`, with bad elements (inf, NaN, the largest float, a value past the integer range) at
+    // the start, around block and piece boundaries, and at the end.
     let n = (1 << 20) + 4099;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(3)
         .build()
         .unwrap();
-    let pairs = [
-        DType::BFloat16,
-        DType::Float16,
-        DType::Int32,
-        DType::UInt8,
-        DType::Float8E4M3Fn,
-        DType::Float8E5M2,
+    let f32s = |x: f32| x.to_le_bytes().to_vec();
+    let f64s = |x: f64| x.to_le_bytes().to_vec();
+    let i64s = |x: i64| x.to_le_bytes().to_vec();
+    type Cases = Vec<(Vec<u8>, Vec<usize>)>;
+    let float_cases = |enc: &dyn Fn(f64) -> Vec<u8>, max: f64| -> Cases {
+        vec![
+            (enc(f64::INFINITY), vec![0]),
+            (enc(f64::NAN), vec![4095, 4096, 700_001]),
+            (enc(max), vec![n - 1]),
+            (enc(-max), vec![8191, 262_150, 700_001]),
+            (enc(-3e9), vec![262_150]),
+        ]
+    };
+    let from_f32: Cases = float_cases(&|x| f32s(x as f32), f64::from(f32::MAX));
+    let from_f64: Cases = float_cases(&f64s, f64::MAX);
+    let from_i64: Cases = vec![
+        (i64s(1 << 31), vec![0]),
+        (i64s(-(1 << 31) - 1), vec![4095, 4096, 700_001]),
+        (i64s(i64::MIN), vec![n - 1]),
+        (i64s(1 << 40), vec![262_150]),
     ];
-    for to in pairs {
-        for (bad, at) in [
-            (f32::INFINITY, vec![0]),
-            (f32::NAN, vec![4095, 4096, 700_001]),
-            (f32::MAX, vec![n - 1]),
-            (3e9, vec![262_150]),
-        ] {
+    let good = |from: DType, i: usize| -> Vec<u8> {
+        let x = 1i64 << (i % 5);
+        match from {
+            DType::Float32 => f32s(x as f32),
+            DType::Float64 => f64s(x as f64),
+            _ => i64s(if i.is_multiple_of(2) { x } else { -x }),
+        }
+    };
+    let pairs = [
+        (DType::Float32, DType::BFloat16, &from_f32),
+        (DType::Float32, DType::Float16, &from_f32),
+        (DType::Float32, DType::Int32, &from_f32),
+        (DType::Float32, DType::UInt8, &from_f32),
+        (DType::Float32, DType::Float8E4M3Fn, &from_f32),
+        (DType::Float32, DType::Float8E5M2, &from_f32),
+        (DType::Float64, DType::Float32, &from_f64),
+        (DType::Float64, DType::BFloat16, &from_f64),
+        (DType::Int64, DType::Int32, &from_i64),
+    ];
+    for (from, to, cases) in pairs {
+        let mut errors = 0;
+        for (bad, at) in cases.iter() {
             let src: Vec<u8> = (0..n)
-                .map(|i| {
+                .flat_map(|i| {
                     if at.contains(&i) {
-                        bad
+                        bad.clone()
                     } else {
-                        (1u32 << (i % 5)) as f32
+                        good(from, i)
                     }
                 })
-                .flat_map(f32::to_le_bytes)
                 .collect();
             let size = to.byte_size().unwrap();
             let mut first_pass = vec![0u8; n * size];
-            let read_first = cast(&src, DType::Float32, &mut first_pass, to, CastMode::Checked);
+            let read_first = cast(&src, from, &mut first_pass, to, CastMode::Checked);
+            errors += usize::from(read_first.is_err());
             let mut one_pass = vec![0u8; n * size];
             let fused = pool.install(|| {
-                dtcast::cast::cast_into_scratch(
-                    &src,
-                    DType::Float32,
-                    &mut one_pass,
-                    to,
-                    CastMode::Checked,
-                )
+                dtcast::cast::cast_into_scratch(&src, from, &mut one_pass, to, CastMode::Checked)
             });
-            assert_eq!(fused, read_first, "float32 -> {to}, {bad} at {at:?}");
-            if read_first.is_ok() {
-                assert!(one_pass == first_pass, "float32 -> {to}: bytes differ");
-            }
+            assert_eq!(fused, read_first, "{from} -> {to}, {bad:?} at {at:?}");
         }
+        // Infinities and NaNs pass into formats that hold them; the others are errors.
+        assert!(
+            errors >= 1,
+            "{from} -> {to}: none of the planted cases fails"
+        );
+        // And a clean buffer: the same bytes.
+        let src: Vec<u8> = (0..n).flat_map(|i| good(from, i)).collect();
+        let size = to.byte_size().unwrap();
+        let (mut first_pass, mut one_pass) = (vec![0u8; n * size], vec![0u8; n * size]);
+        cast(&src, from, &mut first_pass, to, CastMode::Checked).unwrap();
+        pool.install(|| {
+            dtcast::cast::cast_into_scratch(&src, from, &mut one_pass, to, CastMode::Checked)
+        })
+        .unwrap();
+        assert!(one_pass == first_pass, "{from} -> {to}: bytes differ");
     }
 }

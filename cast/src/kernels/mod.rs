@@ -37,55 +37,72 @@ pub(crate) type Pick = fn(Isa, Rounding) -> Option<Fast>;
 pub(crate) struct Fast {
     pub(crate) kernel: Kernel,
     pub(crate) streaming: Kernel,
-    /// `streaming` that also screens a 4-byte source ([`Run32`]), for the pairs that have one
+    /// `streaming` that also screens a 4- or 8-byte source ([`KeyRun`]), for the pairs that have one
     /// ([`pick_screened`]).
     pub(crate) screened: Option<ScreenedKernel>,
 }
 
-/// A failing run of 32-bit keys that a kernel screens while it converts (`screen::Screen::Run` of
-/// a 4-byte source): an element fails iff its key less `lo`, wrapping, is below `len`
-/// (`0 < len < 2^32`). The key is the bits under `mask`, or (`float`) a float's bits made
-/// order-preserving (`screen::Key::Float`).
+/// A failing run of keys that a kernel screens while it converts (`screen::Screen::Run` of a
+/// 4- or 8-byte source): an element fails iff its key less `lo`, wrapping at the source's width,
+/// is below `len` (`0 < len < 2^width`). The key is the bits under `mask`, or (`float`) a float's
+/// bits made order-preserving (`screen::Key::Float`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Run32 {
-    pub(crate) mask: u32,
+pub(crate) struct KeyRun {
+    pub(crate) mask: u64,
     pub(crate) float: bool,
-    pub(crate) lo: u32,
-    pub(crate) len: u32,
+    pub(crate) lo: u64,
+    pub(crate) len: u64,
 }
 
-impl Run32 {
-    /// What the kernels add to a key: then `key - lo <u len` becomes a signed compare of the sum
-    /// (flipping the top bit turns unsigned order into signed order), and the least sum over a
-    /// buffer decides whether any element fails.
-    pub(crate) fn shift(self) -> u32 {
-        0x8000_0000u32.wrapping_sub(self.lo)
+impl KeyRun {
+    /// What the kernels add to a 32-bit key: then `key - lo <u len` becomes a signed compare of
+    /// the sum (flipping the top bit turns unsigned order into signed order), and the least sum
+    /// over a buffer decides whether any element fails.
+    pub(crate) fn shift32(self) -> u32 {
+        0x8000_0000u32.wrapping_sub(self.lo as u32)
     }
 
-    /// Whether a key plus [`shift`](Run32::shift) (`t`) is in the run.
-    pub(crate) fn shifted_inside(self, t: u32) -> bool {
-        (t as i32) < (self.len ^ 0x8000_0000) as i32
+    /// Whether a 32-bit key plus [`shift32`](KeyRun::shift32) (`t`) is in the run.
+    pub(crate) fn shifted_inside32(self, t: u32) -> bool {
+        (t as i32) < (self.len as u32 ^ 0x8000_0000) as i32
     }
 
-    /// Whether any little-endian 32-bit element of `bytes` is in the run (the scalar form, for
-    /// the few elements around a SIMD loop).
-    pub(crate) fn any_inside(self, bytes: &[u8]) -> bool {
-        let (words, _) = bytes.as_chunks::<4>();
-        words.iter().any(|w| {
-            let x = u32::from_le_bytes(*w);
+    /// Whether any little-endian element of `size` (4 or 8) bytes in `bytes` is in the run (the
+    /// scalar form, for the few elements around a SIMD loop).
+    pub(crate) fn any_inside(self, bytes: &[u8], size: usize) -> bool {
+        let inside = |x: u64, width: u32| {
             let key = if self.float {
-                x ^ (((x as i32) >> 31) as u32 | 0x8000_0000)
+                let sign = 1u64 << (width - 1);
+                if x & sign != 0 {
+                    !x
+                } else {
+                    x | sign
+                }
             } else {
                 x & self.mask
             };
-            key.wrapping_sub(self.lo) < self.len
-        })
+            let all = u64::MAX >> (64 - width);
+            key.wrapping_sub(self.lo) & all < self.len
+        };
+        match size {
+            4 => bytes
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .any(|w| inside(u64::from(u32::from_le_bytes(*w)), 32)),
+            8 => bytes
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .any(|w| inside(u64::from_le_bytes(*w), 64)),
+            _ => unreachable!("screened kernels read 4- or 8-byte sources"),
+        }
     }
 }
 
 /// A kernel that converts and screens in one pass: `true` when no element is in the run (the
 /// output is written either way).
-pub(crate) type ScreenedKernel = fn(src: &[u8], dst: &mut [u8], screen: Run32) -> bool;
+pub(crate) type ScreenedKernel = fn(src: &[u8], dst: &mut [u8], screen: KeyRun) -> bool;
 
 /// The pairs of torch's dtypes with SIMD kernels, in the order `dtcast bench` lists them, with
 /// their steps in Torch and Saturate rounding.
@@ -104,16 +121,28 @@ const BASIC: [(DType, DType, Pick); 18] = {
             pick_screened::<F32ToF16<false>, F32ToF16<true>>,
         ),
         (Float16, Float32, pick::<F16ToF32<false>, F16ToF32<true>>),
-        (Float64, Float32, pick::<F64ToF32<false>, F64ToF32<true>>),
+        (
+            Float64,
+            Float32,
+            pick_screened::<F64ToF32<false>, F64ToF32<true>>,
+        ),
         (Float32, Float64, pick::<F32ToF64<false>, F32ToF64<true>>),
-        (Float64, BFloat16, pick::<F64ToBf16<false>, F64ToBf16<true>>),
+        (
+            Float64,
+            BFloat16,
+            pick_screened::<F64ToBf16<false>, F64ToBf16<true>>,
+        ),
         (
             Float32,
             Int32,
             pick_screened::<F32ToI32<false>, F32ToI32<true>>,
         ),
         (Int32, Float32, pick::<I32ToF32<false>, I32ToF32<true>>),
-        (Int64, Int32, pick::<I64ToI32<false>, I64ToI32<true>>),
+        (
+            Int64,
+            Int32,
+            pick_screened::<I64ToI32<false>, I64ToI32<true>>,
+        ),
         (UInt8, Float32, pick::<U8ToF32<false>, U8ToF32<true>>),
         (
             Float32,
@@ -185,8 +214,8 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
     }
 }
 
-/// [`pick`] with kernels that also screen ([`Fast::screened`]): for the pairs from a 4-byte
-/// source that Checked mode is used on (each screened kernel is two more instantiations per
+/// [`pick`] with kernels that also screen ([`Fast::screened`]): for the pairs from a 4- or
+/// 8-byte source that Checked mode is used on (each screened kernel is two more instantiations per
 /// instruction set and rounding, so not every pair gets one).
 pub(crate) fn pick_screened<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fast> {
     let screened = match rounding {
@@ -196,10 +225,13 @@ pub(crate) fn pick_screened<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> O
     pick::<T, U>(isa, rounding).map(|fast| Fast { screened, ..fast })
 }
 
-/// The screened kernel of step `K` (a 4-byte source) on `isa`.
+/// The screened kernel of step `K` (a 4- or 8-byte source) on `isa`.
 fn screened<K: Step>(isa: Isa) -> Option<ScreenedKernel> {
     use crate::lanes::Lane;
-    assert_eq!(K::S::SIZE, 4, "screened kernels read 32-bit keys");
+    assert!(
+        matches!(K::S::SIZE, 4 | 8),
+        "screened kernels read 32- or 64-bit keys"
+    );
     match isa {
         Isa::Scalar => None,
         Isa::Portable => Some(portable::screened::<K>),
@@ -229,7 +261,7 @@ pub(crate) const STREAM_BYTES: usize = 1 << 20;
 /// converts whatever is left. Offsets are counted in bits, so that packed sides (4 or 6 bits an
 /// element) fit: the buffers hold whole elements, and every split falls on a byte of both.
 ///
-/// With a `screen` (a 4-byte source), `simd` screens what it converts and says whether it found
+/// With a `screen` (a 4- or 8-byte source), `simd` screens what it converts and says whether it found
 /// nothing in the run, and the scalar elements are screened here: the result says whether no
 /// element is in the run. Without one, the result is `simd`'s.
 #[inline(always)]
@@ -239,7 +271,7 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     lanes: usize,
     available: bool,
     streams: bool,
-    screen: Option<Run32>,
+    screen: Option<KeyRun>,
     simd: impl FnOnce(&[u8], &mut [u8], usize, bool) -> bool,
 ) -> bool {
     use crate::lanes::Lane;
@@ -275,9 +307,12 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     }
     scalar(&src[done * sb / 8..], &mut dst[done * db / 8..]);
     match screen {
-        // 4-byte source elements: `head` before the SIMD loop, from `done` to `n` after it.
+        // Whole-byte source elements: `head` before the SIMD loop, from `done` to `n` after it.
         Some(run) => {
-            clear && !run.any_inside(&src[..4 * head]) && !run.any_inside(&src[4 * done..4 * n])
+            let size = sb / 8;
+            clear
+                && !run.any_inside(&src[..size * head], size)
+                && !run.any_inside(&src[size * done..size * n], size)
         }
         None => clear,
     }
@@ -287,15 +322,15 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
 mod tests {
     use super::*;
 
-    /// xorshift bits.
-    fn random_f32s(n: usize) -> Vec<u8> {
+    /// `len` xorshift bytes.
+    fn random_bytes(len: usize) -> Vec<u8> {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        (0..n)
-            .flat_map(|_| {
+        (0..len)
+            .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
-                ((state >> 32) as u32).to_le_bytes()
+                (state >> 32) as u8
             })
             .collect()
     }
@@ -305,11 +340,30 @@ mod tests {
         // Every screened kernel on every instruction set this machine runs: the same bytes as the
         // streaming kernel, and "clear" exactly when no element's key is in the run — for runs
         // holding one element's key, wherever it sits (scalar head, SIMD loop, scalar tail), and
-        // for runs holding none. The destination offsets move the head.
+        // for runs holding none; for 32- and 64-bit keys. The destination offsets move the head.
         let n = 1000 + 37;
-        let src = random_f32s(n);
         let mut checked = 0;
         for &(from, to, pick) in &FAST {
+            let (Some(size), Some(out_size)) = (from.byte_size(), to.byte_size()) else {
+                continue; // packed sides: no screened kernels
+            };
+            let width = from.bits() as u32;
+            let all = u64::MAX >> (64 - width);
+            let src = random_bytes(n * size);
+            // The key of element i (as `KeyRun::any_inside` defines it, written again here).
+            let key_of = |i: usize, float: bool, mask: u64| {
+                let mut word = [0u8; 8];
+                word[..size].copy_from_slice(&src[size * i..size * (i + 1)]);
+                let x = u64::from_le_bytes(word);
+                let sign = 1u64 << (width - 1);
+                if !float {
+                    x & mask
+                } else if x & sign != 0 {
+                    !x & all
+                } else {
+                    x | sign
+                }
+            };
             for isa in crate::isas() {
                 for rounding in [Rounding::Torch, Rounding::Saturate] {
                     let Some(Fast {
@@ -320,48 +374,36 @@ mod tests {
                     else {
                         continue;
                     };
-                    let size = to.byte_size().unwrap();
-                    let mut want = vec![0u8; n * size];
+                    let mut want = vec![0u8; n * out_size];
                     streaming(&src, &mut want);
-                    for offset in [0, size, 3 * size] {
-                        for (float, mask) in [(false, 0x7FFF_FFFF), (false, u32::MAX), (true, 0)] {
-                            let key_of = |i: usize| {
-                                let x =
-                                    u32::from_le_bytes(src[4 * i..4 * i + 4].try_into().unwrap());
-                                if float {
-                                    x ^ (((x as i32) >> 31) as u32 | 0x8000_0000)
-                                } else {
-                                    x & mask
-                                }
-                            };
-                            let mut runs: Vec<(Run32, bool)> = [0, 1, 15, 500, n - 1]
-                                .into_iter()
-                                .map(|i| {
-                                    (
-                                        Run32 {
-                                            mask,
-                                            float,
-                                            lo: key_of(i),
-                                            len: 1,
-                                        },
-                                        false,
-                                    )
-                                })
-                                .collect();
-                            // A run that holds no element's key: just past the largest key.
-                            let top = (0..n).map(key_of).max().unwrap();
-                            let empty = Run32 {
+                    for offset in [0, out_size, 3 * out_size] {
+                        for (float, mask) in [(false, all >> 1), (false, all), (true, 0)] {
+                            let key_run = |lo: u64, len: u64| KeyRun {
                                 mask,
                                 float,
-                                lo: top.wrapping_add(1),
-                                len: 1,
+                                lo,
+                                len,
                             };
-                            if top != u32::MAX {
-                                runs.push((empty, true));
+                            let mut runs: Vec<(KeyRun, bool)> = [0, 1, 15, 500, n - 1]
+                                .into_iter()
+                                .map(|i| (key_run(key_of(i, float, mask), 1), false))
+                                .collect();
+                            // Runs that hold no element's key: just past the largest key, and
+                            // (64-bit keys) every key but the least, starting past it, whose
+                            // length crosses a high-word boundary (wrapping round).
+                            let keys: Vec<u64> = (0..n).map(|i| key_of(i, float, mask)).collect();
+                            let (least, top) =
+                                (*keys.iter().min().unwrap(), *keys.iter().max().unwrap());
+                            if top != all {
+                                runs.push((key_run(top + 1, 1), true));
+                            }
+                            if top != all && least != 0 {
+                                runs.push((key_run(top + 1, (all - top) + least), true));
+                                runs.push((key_run(top + 1, (all - top) + least + 1), false));
                             }
                             for (run, clear) in runs {
-                                assert_eq!(run.any_inside(&src), !clear);
-                                let mut out = vec![0u8; n * size + offset];
+                                assert_eq!(run.any_inside(&src, size), !clear, "{run:?}");
+                                let mut out = vec![0u8; n * out_size + offset];
                                 let got = screened(&src, &mut out[offset..], run);
                                 assert_eq!(
                                     got, clear,
@@ -378,6 +420,8 @@ mod tests {
                 }
             }
         }
-        assert!(checked > 0);
+        // The 9 pairs with screened kernels (6 from float32, 3 from 64-bit sources) on at least
+        // the portable set.
+        assert!(checked >= 9 * 2 * 3 * 3 * 6, "{checked}");
     }
 }

@@ -7,7 +7,7 @@
 
 use super::steps::{self, Step};
 use super::vector::Vector;
-use super::Run32;
+use super::KeyRun;
 
 /// Lanes per vector: eight keep a few vectors in SSE2's sixteen registers without spilling
 /// (measured against sixteen on the x86-64 baseline).
@@ -238,6 +238,11 @@ impl Vector for Lanes {
         Lanes::from_fn(|i| u64::from_le_bytes(unsafe { read::<8>(p, i) }) as u32)
     }
     #[inline(always)]
+    unsafe fn load_i64_high(p: *const u8) -> Self {
+        // SAFETY: the caller's contract: 8 * N readable bytes.
+        Lanes::from_fn(|i| (u64::from_le_bytes(unsafe { read::<8>(p, i) }) >> 32) as u32)
+    }
+    #[inline(always)]
     unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
         let wide: [u64; N] = self.0.map(|x| i64::from(x as i32) as u64);
         // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
@@ -352,8 +357,8 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     );
 }
 
-/// The portable kernel of step `K` (a 4-byte source) that screens as it converts, streaming.
-pub(crate) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bool {
+/// The portable kernel of step `K` (a 4- or 8-byte source) that screens as it converts, streaming.
+pub(crate) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: KeyRun) -> bool {
     let lanes = Lanes::LANES * K::VECTORS;
     super::drive::<K, true>(
         src,
@@ -364,7 +369,7 @@ pub(crate) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bo
         Some(screen),
         |s, d, n, stream| {
             let (s, d) = (s.as_ptr(), d.as_mut_ptr());
-            // SAFETY: as in `kernel`; the step's source is 4 bytes (`pick_screened`).
+            // SAFETY: as in `kernel`; the step's source is 4 or 8 bytes (`pick_screened`).
             unsafe {
                 match (stream, screen.float) {
                     (true, true) => steps::run_screened::<Lanes, K, true, true>(s, d, n, screen),
@@ -373,7 +378,10 @@ pub(crate) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bo
                     // then the scalar screen.
                     (false, _) => {
                         steps::run::<Lanes, K, false>(s, d, n);
-                        !screen.any_inside(core::slice::from_raw_parts(s, 4 * n))
+                        !screen.any_inside(
+                            core::slice::from_raw_parts(s, <K::S as crate::lanes::Lane>::SIZE * n),
+                            <K::S as crate::lanes::Lane>::SIZE,
+                        )
                     }
                 }
             }

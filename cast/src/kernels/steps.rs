@@ -7,7 +7,7 @@
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 use super::vector::Vector;
-use super::Run32;
+use super::KeyRun;
 
 /// One pair's conversion, `V::LANES * VECTORS` elements at a time.
 pub(crate) trait Step {
@@ -59,27 +59,26 @@ pub(crate) unsafe fn run<V: Vector, K: Step, const STREAM: bool>(
     }
 }
 
-/// [`run`] that also screens the source as it goes (a 4-byte source: a step's source is
-/// `VECTORS` vectors of 32-bit lanes, loaded once more from L1 just before the step converts
-/// them): whether no element's key lies in the failing run of `screen` (see [`Run32`]).
+/// [`run`] that also screens the source as it goes (a 4- or 8-byte source: a step's source is
+/// `VECTORS` vectors of lanes, loaded once more from L1 just before the step converts them):
+/// whether no element's key lies in the failing run of `screen` (see [`KeyRun`]).
 ///
 /// # Safety
-/// As [`run`]; `K::S` must be 4 bytes.
+/// As [`run`]; `K::S` must be 4 or 8 bytes.
 #[inline(always)]
 pub(crate) unsafe fn run_screened<V: Vector, K: Step, const STREAM: bool, const FLOAT: bool>(
     s: *const u8,
     d: *mut u8,
     n: usize,
-    screen: Run32,
+    screen: KeyRun,
 ) -> bool {
-    debug_assert_eq!(K::S::SIZE, 4);
+    debug_assert!(matches!(K::S::SIZE, 4 | 8));
     let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
     let per = V::LANES * K::VECTORS;
     let lines = (per * sb / 8).div_ceil(64);
+    let wide = K::S::SIZE == 8;
     // SAFETY: the caller's contract: the CPU has `V`'s instruction set.
-    let (mask, shift) = unsafe { (V::splat(screen.mask), V::splat(screen.shift())) };
-    // SAFETY: as above.
-    let mut least = unsafe { V::splat(i32::MAX as u32) };
+    let mut screen_state = unsafe { Screening::<V>::new(screen, wide) };
     let mut i = 0;
     while i < n {
         // SAFETY: as in `run` (the screen loads the step's own source bytes).
@@ -88,13 +87,11 @@ pub(crate) unsafe fn run_screened<V: Vector, K: Step, const STREAM: bool, const 
             super::x86::prefetch_ahead(sp, lines);
             let mut k = 0;
             while k < K::VECTORS {
-                let x = V::load(sp.add(4 * V::LANES * k));
-                let key = if FLOAT {
-                    x.xor(x.sra::<31>().or(V::splat(0x8000_0000)))
+                if wide {
+                    screen_state.add64::<FLOAT>(sp.add(8 * V::LANES * k));
                 } else {
-                    x.and(mask)
-                };
-                least = least.min_i32(key.add(shift));
+                    screen_state.add32::<FLOAT>(sp.add(4 * V::LANES * k));
+                }
                 k += 1;
             }
             K::step::<V, STREAM>(sp, d.add(i * db / 8));
@@ -104,10 +101,133 @@ pub(crate) unsafe fn run_screened<V: Vector, K: Step, const STREAM: bool, const 
     if STREAM {
         super::x86::store_fence();
     }
-    let mut lanes = [0u32; 16];
-    // SAFETY: 16 lanes at most: `4 * LANES` bytes fit in 64.
-    unsafe { least.store::<false>(lanes.as_mut_ptr().cast()) };
-    lanes[..V::LANES].iter().all(|&t| !screen.shifted_inside(t))
+    // SAFETY: as above.
+    unsafe { screen_state.clear() }
+}
+
+/// The top bit of a 32-bit lane: flipping it turns unsigned order into signed order.
+const TOP: u32 = 0x8000_0000;
+
+/// What [`run_screened`] keeps of the elements it has screened so far.
+#[derive(Clone, Copy)]
+struct Screening<V: Vector> {
+    run: KeyRun,
+    wide: bool,
+    /// 32-bit keys: the least key plus [`KeyRun::shift32`]; 64-bit keys: nonzero lanes where an
+    /// element was in the run.
+    seen: V,
+    /// The run's constants as vectors. 32-bit keys: the mask and the shift. 64-bit keys: the
+    /// mask's low and high words, the start's low word (top bit flipped) and high word, and the
+    /// length's low and high words (top bits flipped).
+    consts: [V; 6],
+}
+
+impl<V: Vector> Screening<V> {
+    /// # Safety
+    /// The CPU must have `V`'s instruction set.
+    #[inline(always)]
+    unsafe fn new(run: KeyRun, wide: bool) -> Self {
+        let words = |x: u64| (x as u32, (x >> 32) as u32);
+        let ((mask_lo, mask_hi), (lo_lo, lo_hi), (len_lo, len_hi)) =
+            (words(run.mask), words(run.lo), words(run.len));
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (seen, consts) = if wide {
+                (
+                    V::splat(0),
+                    [
+                        V::splat(mask_lo),
+                        V::splat(mask_hi),
+                        V::splat(lo_lo ^ TOP),
+                        V::splat(lo_hi),
+                        V::splat(len_lo ^ TOP),
+                        V::splat(len_hi ^ TOP),
+                    ],
+                )
+            } else {
+                let (mask, shift) = (V::splat(mask_lo), V::splat(run.shift32()));
+                (
+                    V::splat(i32::MAX as u32),
+                    [mask, shift, mask, mask, mask, mask],
+                )
+            };
+            Screening {
+                run,
+                wide,
+                seen,
+                consts,
+            }
+        }
+    }
+
+    /// Screens `LANES` 32-bit elements at `p`.
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set; `4 * LANES` bytes at `p` must be readable.
+    #[inline(always)]
+    unsafe fn add32<const FLOAT: bool>(&mut self, p: *const u8) {
+        let [mask, shift, ..] = self.consts;
+        // SAFETY: the caller's contract.
+        unsafe {
+            let x = V::load(p);
+            let key = if FLOAT {
+                x.xor(x.sra::<31>().or(V::splat(TOP)))
+            } else {
+                x.and(mask)
+            };
+            self.seen = self.seen.min_i32(key.add(shift));
+        }
+    }
+
+    /// Screens `LANES` 64-bit elements at `p`: `key - lo <u len` on the keys' 32-bit halves.
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set; `8 * LANES` bytes at `p` must be readable.
+    #[inline(always)]
+    unsafe fn add64<const FLOAT: bool>(&mut self, p: *const u8) {
+        let [mask_lo, mask_hi, lo_lo, lo_hi, len_lo, len_hi] = self.consts;
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (x_lo, x_hi) = (V::load_i64_low(p), V::load_i64_high(p));
+            let (key_lo, key_hi) = if FLOAT {
+                let negative = x_hi.sra::<31>();
+                (x_lo.xor(negative), x_hi.xor(negative.or(V::splat(TOP))))
+            } else {
+                (x_lo.and(mask_lo), x_hi.and(mask_hi))
+            };
+            // t = key - lo: the low words' difference (the flipped top bits cancel), and the
+            // high words' less one where the low word borrowed (key_lo <u lo_lo).
+            let key_lo = key_lo.xor(V::splat(TOP));
+            let t_lo = key_lo.sub(lo_lo);
+            let borrow = V::select(lo_lo.gt_i32(key_lo), V::splat(1), V::splat(0));
+            let t_hi = key_hi.sub(lo_hi).sub(borrow).xor(V::splat(TOP));
+            let t_lo = t_lo.xor(V::splat(TOP));
+            // Inside: t_hi <u len_hi, or t_hi == len_hi and t_lo <u len_lo (as signed compares
+            // of the flipped words).
+            let (ones, zero) = (V::splat(u32::MAX), V::splat(0));
+            let low_inside = V::select(len_lo.gt_i32(t_lo), ones, zero);
+            let inside = V::select(t_hi.eq(len_hi), low_inside, zero);
+            let inside = V::select(len_hi.gt_i32(t_hi), ones, inside);
+            self.seen = self.seen.or(inside);
+        }
+    }
+
+    /// Whether no element screened was in the run.
+    ///
+    /// # Safety
+    /// The CPU must have `V`'s instruction set.
+    #[inline(always)]
+    unsafe fn clear(self) -> bool {
+        let mut lanes = [0u32; 16];
+        // SAFETY: 16 lanes at most: `4 * LANES` bytes fit in 64.
+        unsafe { self.seen.store::<false>(lanes.as_mut_ptr().cast()) };
+        let lanes = &lanes[..V::LANES];
+        if self.wide {
+            lanes.iter().all(|&t| t == 0)
+        } else {
+            lanes.iter().all(|&t| !self.run.shifted_inside32(t))
+        }
+    }
 }
 
 /// Defines a [`Step`] `$name<SATURATE>`, one per rounding (so that the scalar tail follows the

@@ -66,6 +66,8 @@ pub(crate) trait Vector: Copy {
     unsafe fn store_f32_as_f64<const STREAM: bool>(self, p: *mut u8);
     /// The low halves of `LANES` little-endian i64 at `p`.
     unsafe fn load_i64_low(p: *const u8) -> Self;
+    /// The high halves of `LANES` little-endian i64 at `p`.
+    unsafe fn load_i64_high(p: *const u8) -> Self;
     /// Writes the lanes, sign-extended, as `LANES` i64.
     unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8);
 

@@ -4,7 +4,7 @@ use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
 use super::super::vector::{spread_u6, squeeze_u6, Vector};
-use super::super::Run32;
+use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx2 {
@@ -162,12 +162,11 @@ impl Vector for __m256i {
         }
         unsafe fn load_i64_low(p: *const u8) -> Self {
             // SAFETY: the caller's contract: 64 readable bytes.
-            unsafe {
-                let low = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-                let a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.cast()), low);
-                let b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.add(32).cast()), low);
-                _mm256_permute2x128_si256::<0x20>(a, b)
-            }
+            unsafe { i64_halves(p).0 }
+        }
+        unsafe fn load_i64_high(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 64 readable bytes.
+            unsafe { i64_halves(p).1 }
         }
         unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
             // SAFETY: the caller's contract: 64 writable bytes.
@@ -272,6 +271,25 @@ impl Vector for __m256i {
 /// Four f64 → f32 rounded to odd (truncate, then set the last bit where inexact). AVX2 has no
 /// truncating conversion, so the nearest-even one is undone where it rounded away from zero:
 /// the bits step back one ulp towards zero (inf back to the largest finite value).
+/// The low and the high halves of eight little-endian i64 at `p`, each in element order.
+///
+/// # Safety
+/// The CPU must have AVX2; 64 bytes at `p` must be readable.
+#[inline(always)]
+unsafe fn i64_halves(p: *const u8) -> (__m256i, __m256i) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        // Each 128-bit half of a load gets its elements' low words, then their high words.
+        let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+        let a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.cast()), split);
+        let b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(p.add(32).cast()), split);
+        (
+            _mm256_permute2x128_si256::<0x20>(a, b),
+            _mm256_permute2x128_si256::<0x31>(a, b),
+        )
+    }
+}
+
 #[inline(always)]
 unsafe fn f64x4_to_f32_odd(x: __m256d) -> __m128i {
     // SAFETY: the caller's contract (AVX2).

@@ -5,7 +5,7 @@ use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
 use super::super::vector::{spread_u6, squeeze_u6, Vector};
-use super::super::Run32;
+use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
 macro_rules! avx512 {
@@ -191,6 +191,14 @@ impl Vector for __m512i {
                 let lo = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p.cast()));
                 let hi = _mm512_cvtepi64_epi32(_mm512_loadu_si512(p.add(64).cast()));
                 join2(lo, hi)
+            }
+        }
+        unsafe fn load_i64_high(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 128 readable bytes.
+            unsafe {
+                let lo = _mm512_srli_epi64::<32>(_mm512_loadu_si512(p.cast()));
+                let hi = _mm512_srli_epi64::<32>(_mm512_loadu_si512(p.add(64).cast()));
+                join2(_mm512_cvtepi64_epi32(lo), _mm512_cvtepi64_epi32(hi))
             }
         }
         unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {

@@ -19,7 +19,7 @@ macro_rules! entry_points {
             unsafe { steps::run::<$vec, K, STREAM>(s, d, n) }
         }
 
-        /// Converts `n` elements by step `K` (a 4-byte source), screening them.
+        /// Converts `n` elements by step `K` (a 4- or 8-byte source), screening them.
         ///
         /// # Safety
         /// As [`run`].
@@ -28,7 +28,7 @@ macro_rules! entry_points {
             s: *const u8,
             d: *mut u8,
             n: usize,
-            screen: Run32,
+            screen: KeyRun,
         ) -> bool {
             // SAFETY: the caller's contract.
             unsafe { steps::run_screened::<$vec, K, STREAM, FLOAT>(s, d, n, screen) }
@@ -60,8 +60,8 @@ macro_rules! entry_points {
             );
         }
 
-        /// The kernel of step `K` (a 4-byte source) that screens as it converts, streaming.
-        pub(super) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: Run32) -> bool {
+        /// The kernel of step `K` (a 4- or 8-byte source) that screens as it converts, streaming.
+        pub(super) fn screened<K: Step>(src: &[u8], dst: &mut [u8], screen: KeyRun) -> bool {
             let lanes = <$vec as Vector>::LANES * K::VECTORS;
             super::super::drive::<K, true>(
                 src,
@@ -72,7 +72,7 @@ macro_rules! entry_points {
                 Some(screen),
                 |s, d, n, stream| {
                     let (s, d) = (s.as_ptr(), d.as_mut_ptr());
-                    // SAFETY: as in `kernel`; the step's source is 4 bytes (`pick_screened`).
+                    // SAFETY: as in `kernel`; the step's source is 4 or 8 bytes (`pick_screened`).
                     unsafe {
                         match (stream, screen.float) {
                             (true, true) => run_screened::<K, true, true>(s, d, n, screen),
@@ -81,7 +81,8 @@ macro_rules! entry_points {
                             // plain loop, then the scalar screen.
                             (false, _) => {
                                 run::<K, false>(s, d, n);
-                                !screen.any_inside(core::slice::from_raw_parts(s, 4 * n))
+                                let size = <K::S as crate::lanes::Lane>::SIZE;
+                                !screen.any_inside(core::slice::from_raw_parts(s, size * n), size)
                             }
                         }
                     }
@@ -116,7 +117,7 @@ pub(crate) fn avx512_available() -> bool {
     })
 }
 
-/// The AVX2 kernel of step `K` (a 4-byte source) that screens as it converts.
+/// The AVX2 kernel of step `K` (a 4- or 8-byte source) that screens as it converts.
 pub(crate) fn avx2_screened<K: Step>() -> Option<super::ScreenedKernel> {
     Some(avx2::screened::<K>)
 }
@@ -130,7 +131,7 @@ pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
     })
 }
 
-/// The AVX-512 kernel of step `K` (a 4-byte source) that screens as it converts.
+/// The AVX-512 kernel of step `K` (a 4- or 8-byte source) that screens as it converts.
 pub(crate) fn avx512_screened<K: Step>() -> Option<super::ScreenedKernel> {
     Some(avx512::screened::<K>)
 }
