@@ -410,7 +410,8 @@ fn simd_casts_of_ml_dtypes_match_the_scalar_rules_on_every_isa() {
     // float32 into int4/uint4) and 15 widenings back.
     assert_eq!(pairs.len(), 32);
     // Every 16-bit pattern; for float32, every value of the fixture's float32 source (each
-    // representable value, tie and overflow tie of every new format, specials) and random bits;
+    // representable value, tie and overflow tie of every new format, specials), every top half
+    // with three low halves, and random bits;
     // for the narrow sources every code, many times over, then random bits.
     let every16: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
     let data = fixture("lowp/casts.json.gz");
@@ -426,6 +427,14 @@ fn simd_casts_of_ml_dtypes_match_the_scalar_rules_on_every_isa() {
         .iter()
         .flat_map(|v| hex(v.as_str().unwrap()))
         .collect();
+    // Every top 16 bits with the low 16 clear, lowest set, all set: ties, values just past them
+    // and values just below the next — what a rounding that looks at the top bits and a sticky bit
+    // (the portable kernels' tables) must tell apart.
+    f32_bytes.extend(
+        (0..=u16::MAX)
+            .flat_map(|top| [0, 1, 0xFFFF].map(|low| u32::from(top) << 16 | low))
+            .flat_map(u32::to_le_bytes),
+    );
     f32_bytes.extend(random_bytes(4 << 20, 0x9E37_79B9_7F4A_7C15));
     f32_bytes.truncate(f32_bytes.len() / 16 * 16); // whole float6 groups (4 elements)
     let mut narrow: Vec<u8> = (0..=255u8).cycle().take(3 * 4096).collect();

@@ -7,6 +7,7 @@
 //! property tests compare them on random bit patterns, NaN payloads, subnormals and out-of-range
 //! values included, for every instruction set the machine has.
 
+mod lookup;
 mod ml_steps;
 mod portable;
 mod steps;
@@ -204,11 +205,17 @@ pub(crate) fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fas
 fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
     match isa {
         Isa::Scalar => None,
-        Isa::Portable => Some(Fast {
-            kernel: portable::kernel::<K, false>,
-            streaming: portable::kernel::<K, true>,
-            screened: None,
-        }),
+        // Where a destination element depends on at most 16 bits of its source, portable code
+        // looks it up (`lookup.rs`).
+        Isa::Portable => {
+            let (kernel, streaming) = lookup::kernels::<K>()
+                .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>));
+            Some(Fast {
+                kernel,
+                streaming,
+                screened: None,
+            })
+        }
         Isa::Avx2 => x86::avx2_kernel::<K>(),
         Isa::Avx512 => x86::avx512_kernel::<K>(),
     }

@@ -1,0 +1,259 @@
+//! Table kernels of the portable instruction set: where a destination element depends on at most
+//! 16 bits of its source element, the portable kernels look it up instead of computing it.
+//!
+//! A target without wide SIMD (the x86-64 baseline's SSE2 has no lane-wise min, max or blend, and
+//! no float16 conversion) spends a dozen instructions per lane on a float8 rounding that AVX2 does
+//! in a few; one load from a table that stays in cache costs less. The tables are computed from the
+//! scalar rules (`dispatch::convert_stored`) once per pair and rounding, so they give the rules'
+//! bytes by construction, and the property tests hold them to the rules as every kernel is.
+//!
+//! The index of an element is its code (sources of 8 bits or fewer: float8, float6, float4), its
+//! bits (16-bit sources), or for float32 into formats of at most 6 mantissa bits its top 16 bits
+//! with the lowest of them or'ed with "any of the low 16 bits set": rounding to at most 6 mantissa
+//! bits looks at sign, exponent, the top 7 mantissa bits and whether anything below them is set,
+//! and nothing else — so the table entry of that folded value is the rounding of every value that
+//! folds to it.
+
+use std::sync::OnceLock;
+
+use dtcast_dtype::{packing, DType};
+
+use super::steps::Step;
+use crate::lanes::Lane;
+
+/// How a kernel reads table indices from the source.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Index {
+    /// One code per element of 4, 6 or 8 bits (packed sides packed).
+    Code,
+    /// A 16-bit element's bits.
+    Bits16,
+    /// A float32's top 16 bits, the lowest or'ed with whether any of the low 16 is set.
+    Folded32,
+}
+
+/// The table kernel's plan for a pair: how to index and how wide an entry is.
+fn index_of(from: DType, to: DType) -> Option<Index> {
+    let narrow_float = |t: DType| {
+        t.bits() <= 8
+            && t.float_format()
+                .is_some_and(|f| f.mantissa_bits <= 6 && f.signed)
+    };
+    match from.bits() {
+        4 | 6 | 8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
+        16 if to.bits() <= 8 || from == DType::Float16 || to == DType::Float16 => {
+            Some(Index::Bits16)
+        }
+        32 if from == DType::Float32 && narrow_float(to) => Some(Index::Folded32),
+        _ => None,
+    }
+}
+
+/// A pair's table: one entry per index, the destination element's code or bits.
+enum Table {
+    U8(Box<[u8]>),
+    U16(Box<[u16]>),
+    U32(Box<[u32]>),
+}
+
+/// Tables per (source, destination, saturate), computed on first use.
+static TABLES: [OnceLock<Table>; DType::COUNT * DType::COUNT * 2] =
+    [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
+
+/// The table of step `K`'s pair and rounding.
+fn table<K: Step>() -> &'static Table {
+    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
+    let slot = (from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE);
+    TABLES[slot].get_or_init(|| build::<K>(index_of(from, to).expect("a table pair")))
+}
+
+/// Runs the scalar rule over one representative source element per index.
+fn build<K: Step>(index: Index) -> Table {
+    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
+    // The representatives, stored as the source stores them.
+    let src: Vec<u8> = match index {
+        Index::Code => {
+            let codes: Vec<u8> = (0..1u16 << from.bits()).map(|c| c as u8).collect();
+            let mut packed = vec![0u8; from.storage_bytes(codes.len()).expect("whole bytes")];
+            packing::pack(from, &codes, &mut packed).expect("sizes from storage_bytes");
+            packed
+        }
+        Index::Bits16 => (0..=u16::MAX).flat_map(u16::to_le_bytes).collect(),
+        Index::Folded32 => (0..=u16::MAX)
+            .flat_map(|top| (u32::from(top) << 16).to_le_bytes())
+            .collect(),
+    };
+    let n = from.elements_in(src.len()).expect("whole elements");
+    let mut out = vec![0u8; to.storage_bytes(n).expect("whole bytes")];
+    if K::SATURATE {
+        crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut out);
+    } else {
+        crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut out);
+    }
+    let mut codes = vec![0u8; if to.is_packed() { n } else { 0 }];
+    let out = if to.is_packed() {
+        packing::unpack(to, &out, &mut codes).expect("sizes from storage_bytes");
+        &codes
+    } else {
+        &out
+    };
+    // Whole-byte entries hold the destination's stored bytes (native order of those bytes), so
+    // that a chunk of entries is written as it is.
+    match to.bits() {
+        32 => Table::U32(
+            out.as_chunks::<4>()
+                .0
+                .iter()
+                .map(|b| u32::from_ne_bytes(*b))
+                .collect(),
+        ),
+        16 => Table::U16(
+            out.as_chunks::<2>()
+                .0
+                .iter()
+                .map(|b| u16::from_ne_bytes(*b))
+                .collect(),
+        ),
+        _ => Table::U8(out.to_vec().into_boxed_slice()),
+    }
+}
+
+/// The table kernels of step `K` (plain and always streaming), if its pair is looked up.
+pub(crate) fn kernels<K: Step>() -> Option<(super::Kernel, super::Kernel)> {
+    index_of(K::S::DTYPE, K::D::DTYPE)?;
+    Some((kernel::<K, false>, kernel::<K, true>))
+}
+
+/// Elements per chunk: a multiple of 8 (float6 groups of 4 fill whole bytes) whose output is a
+/// multiple of 16 bytes for every destination width (4 bits: 32 bytes), as streaming stores need.
+const CHUNK: usize = 64;
+
+/// The table kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
+fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
+    let index = index_of(K::S::DTYPE, K::D::DTYPE).expect("a table pair");
+    let table = table::<K>();
+    super::drive::<K, ALWAYS_STREAM>(
+        src,
+        dst,
+        CHUNK,
+        true,
+        super::x86::STREAMS,
+        None,
+        |s, d, n, stream| {
+            match (table, stream) {
+                (Table::U8(t), false) => run::<K, u8, false>(s, d, n, index, t),
+                (Table::U8(t), true) => run::<K, u8, true>(s, d, n, index, t),
+                (Table::U16(t), false) => run::<K, u16, false>(s, d, n, index, t),
+                (Table::U16(t), true) => run::<K, u16, true>(s, d, n, index, t),
+                (Table::U32(t), false) => run::<K, u32, false>(s, d, n, index, t),
+                (Table::U32(t), true) => run::<K, u32, true>(s, d, n, index, t),
+            }
+            true
+        },
+    );
+}
+
+/// A table entry.
+trait Entry: bytemuck::Pod + Default + Into<u32> {}
+impl Entry for u8 {}
+impl Entry for u16 {}
+impl Entry for u32 {}
+
+/// Converts `n` elements (a multiple of [`CHUNK`]) by looking each up in `table`: the chunk's
+/// indices first (a loop LLVM vectorises), then the lookups, then the chunk's output.
+#[inline(always)]
+fn run<K: Step, E: Entry, const STREAM: bool>(
+    s: &[u8],
+    d: &mut [u8],
+    n: usize,
+    index: Index,
+    table: &[E],
+) {
+    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let (in_bytes, out_bytes) = (CHUNK * sb / 8, CHUNK * db / 8);
+    for (s, d) in s[..n * sb / 8]
+        .chunks_exact(in_bytes)
+        .zip(d[..n * db / 8].chunks_exact_mut(out_bytes))
+    {
+        let mut at = [0u16; CHUNK];
+        match (index, sb) {
+            (Index::Code, 4) => {
+                for (pair, &b) in at.chunks_exact_mut(2).zip(s) {
+                    pair[0] = u16::from(b & 0xF);
+                    pair[1] = u16::from(b >> 4);
+                }
+            }
+            (Index::Code, 6) => {
+                for (four, group) in at.chunks_exact_mut(4).zip(s.chunks_exact(3)) {
+                    let word =
+                        u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
+                    for (k, i) in four.iter_mut().enumerate() {
+                        *i = (word >> (6 * k) & 0x3F) as u16;
+                    }
+                }
+            }
+            (Index::Code, _) => {
+                for (i, &b) in at.iter_mut().zip(s) {
+                    *i = u16::from(b);
+                }
+            }
+            (Index::Bits16, _) => {
+                for (i, b) in at.iter_mut().zip(s.as_chunks::<2>().0) {
+                    *i = u16::from_le_bytes(*b);
+                }
+            }
+            (Index::Folded32, _) => {
+                for (i, b) in at.iter_mut().zip(s.as_chunks::<4>().0) {
+                    let x = u32::from_le_bytes(*b);
+                    *i = (x >> 16 | u32::from(x & 0xFFFF != 0)) as u16;
+                }
+            }
+        }
+        let mut out = [E::default(); CHUNK];
+        for (o, &i) in out.iter_mut().zip(&at) {
+            *o = table[usize::from(i)];
+        }
+        if K::D::DTYPE.is_packed() {
+            put::<STREAM>(&packed(&out, db)[..out_bytes], d);
+        } else {
+            // The entries hold the destination's bytes (`build`).
+            put::<STREAM>(bytemuck::cast_slice(&out), d);
+        }
+    }
+    if STREAM {
+        super::x86::store_fence();
+    }
+}
+
+/// [`CHUNK`] codes packed as the destination stores them (6 or 4 bits each): the first
+/// `CHUNK * bits / 8` bytes of the result.
+#[inline(always)]
+fn packed<E: Entry>(out: &[E; CHUNK], bits: usize) -> [u8; CHUNK] {
+    let mut bytes = [0u8; CHUNK];
+    let code = |e: E| -> u32 { e.into() };
+    if bits == 6 {
+        for (o, four) in bytes.chunks_exact_mut(3).zip(out.chunks_exact(4)) {
+            let word =
+                code(four[0]) | code(four[1]) << 6 | code(four[2]) << 12 | code(four[3]) << 18;
+            o.copy_from_slice(&word.to_le_bytes()[..3]);
+        }
+    } else {
+        for (o, pair) in bytes.iter_mut().zip(out.chunks_exact(2)) {
+            *o = (code(pair[0]) | code(pair[1]) << 4) as u8;
+        }
+    }
+    bytes
+}
+
+/// Writes `bytes` at `d` (as long), with streaming stores when `STREAM`.
+#[inline(always)]
+fn put<const STREAM: bool>(bytes: &[u8], d: &mut [u8]) {
+    if STREAM {
+        // SAFETY: `d` holds `bytes.len()` bytes, a multiple of 16 (a chunk's output), aligned to
+        // 16: `drive` aligns the destination to 64 bytes when it streams, and every chunk's output
+        // is a multiple of 16 bytes.
+        unsafe { super::x86::stream(d.as_mut_ptr(), bytes) }
+    } else {
+        d.copy_from_slice(bytes);
+    }
+}
