@@ -7,8 +7,9 @@
 //! scalar rules (`dispatch::convert_stored`) once per pair and rounding, so they give the rules'
 //! bytes by construction, and the property tests hold them to the rules as every kernel is.
 //!
-//! The index of an element is its code (sources of 8 bits or fewer: float8, float6, float4), its
-//! bits (16-bit sources), or for float32 into formats of at most 6 mantissa bits its top 16 bits
+//! The index of an element is its code (float8 and float4 sources; float6 codes two at a time,
+//! an entry holding both outputs, since four codes straddle three bytes), its bits (16-bit
+//! sources), or for float32 into formats of at most 6 mantissa bits its top 16 bits
 //! with the lowest of them or'ed with "any of the low 16 bits set": rounding to at most 6 mantissa
 //! bits looks at sign, exponent, the top 7 mantissa bits and whether anything below them is set,
 //! and nothing else — so the table entry of that folded value is the rounding of every value that
@@ -19,13 +20,15 @@ use std::sync::OnceLock;
 use dtcast_dtype::{packing, DType};
 
 use super::steps::Step;
-use crate::lanes::Lane;
+use crate::lanes::{unit, Lane};
 
 /// How a kernel reads table indices from the source.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Index {
-    /// One code per element of 4, 6 or 8 bits (packed sides packed).
+    /// One code per element of 4 or 8 bits (packed sides packed).
     Code,
+    /// Two float6 codes (12 bits) per index: an entry holds two destination elements.
+    Pairs6,
     /// A 16-bit element's bits.
     Bits16,
     /// A float32's top 16 bits, the lowest or'ed with whether any of the low 16 is set.
@@ -40,7 +43,8 @@ fn index_of(from: DType, to: DType) -> Option<Index> {
                 .is_some_and(|f| f.mantissa_bits <= 6 && f.signed)
     };
     match from.bits() {
-        4 | 6 | 8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
+        4 | 8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
+        6 if !to.is_packed() => Some(Index::Pairs6),
         16 if to.bits() <= 8 || from == DType::Float16 || to == DType::Float16 => {
             Some(Index::Bits16)
         }
@@ -49,11 +53,23 @@ fn index_of(from: DType, to: DType) -> Option<Index> {
     }
 }
 
-/// A pair's table: one entry per index, the destination element's code or bits.
+impl Index {
+    /// Destination elements per table entry.
+    fn per_entry(self) -> usize {
+        if self == Index::Pairs6 {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// A pair's table: one entry per index, the destination elements' codes or bits.
 enum Table {
     U8(Box<[u8]>),
     U16(Box<[u16]>),
     U32(Box<[u32]>),
+    U64(Box<[u64]>),
 }
 
 /// Tables per (source, destination, saturate), computed on first use.
@@ -72,8 +88,14 @@ fn build<K: Step>(index: Index) -> Table {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     // The representatives, stored as the source stores them.
     let src: Vec<u8> = match index {
-        Index::Code => {
-            let codes: Vec<u8> = (0..1u16 << from.bits()).map(|c| c as u8).collect();
+        Index::Code | Index::Pairs6 => {
+            let codes: Vec<u8> = if index == Index::Pairs6 {
+                (0..1u16 << 12)
+                    .flat_map(|v| [(v & 0x3F) as u8, (v >> 6) as u8])
+                    .collect()
+            } else {
+                (0..1u16 << from.bits()).map(|c| c as u8).collect()
+            };
             let mut packed = vec![0u8; from.storage_bytes(codes.len()).expect("whole bytes")];
             packing::pack(from, &codes, &mut packed).expect("sizes from storage_bytes");
             packed
@@ -99,21 +121,14 @@ fn build<K: Step>(index: Index) -> Table {
     };
     // Whole-byte entries hold the destination's stored bytes (native order of those bytes), so
     // that a chunk of entries is written as it is.
-    match to.bits() {
-        32 => Table::U32(
-            out.as_chunks::<4>()
-                .0
-                .iter()
-                .map(|b| u32::from_ne_bytes(*b))
-                .collect(),
-        ),
-        16 => Table::U16(
-            out.as_chunks::<2>()
-                .0
-                .iter()
-                .map(|b| u16::from_ne_bytes(*b))
-                .collect(),
-        ),
+    fn entries<const W: usize, T>(out: &[u8], word: fn([u8; W]) -> T) -> Box<[T]> {
+        out.as_chunks::<W>().0.iter().map(|b| word(*b)).collect()
+    }
+    let width = if to.is_packed() { 1 } else { unit(to) } * index.per_entry();
+    match width {
+        8 => Table::U64(entries(out, u64::from_ne_bytes)),
+        4 => Table::U32(entries(out, u32::from_ne_bytes)),
+        2 => Table::U16(entries(out, u16::from_ne_bytes)),
         _ => Table::U8(out.to_vec().into_boxed_slice()),
     }
 }
@@ -147,6 +162,8 @@ fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
                 (Table::U16(t), true) => run::<K, u16, true>(s, d, n, index, t),
                 (Table::U32(t), false) => run::<K, u32, false>(s, d, n, index, t),
                 (Table::U32(t), true) => run::<K, u32, true>(s, d, n, index, t),
+                (Table::U64(t), false) => run::<K, u64, false>(s, d, n, index, t),
+                (Table::U64(t), true) => run::<K, u64, true>(s, d, n, index, t),
             }
             true
         },
@@ -154,10 +171,11 @@ fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
 }
 
 /// A table entry.
-trait Entry: bytemuck::Pod + Default + Into<u32> {}
+trait Entry: bytemuck::Pod + Default + Into<u64> {}
 impl Entry for u8 {}
 impl Entry for u16 {}
 impl Entry for u32 {}
+impl Entry for u64 {}
 
 /// Converts `n` elements (a multiple of [`CHUNK`]) by looking each up in `table`: the chunk's
 /// indices first (a loop LLVM vectorises), then the lookups, then the chunk's output.
@@ -183,13 +201,12 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
                     pair[1] = u16::from(b >> 4);
                 }
             }
-            (Index::Code, 6) => {
-                for (four, group) in at.chunks_exact_mut(4).zip(s.chunks_exact(3)) {
+            (Index::Pairs6, _) => {
+                for (two, group) in at.chunks_exact_mut(2).zip(s.chunks_exact(3)) {
                     let word =
                         u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
-                    for (k, i) in four.iter_mut().enumerate() {
-                        *i = (word >> (6 * k) & 0x3F) as u16;
-                    }
+                    two[0] = (word & 0xFFF) as u16;
+                    two[1] = (word >> 12) as u16;
                 }
             }
             (Index::Code, _) => {
@@ -209,15 +226,16 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
                 }
             }
         }
+        let entries = CHUNK / index.per_entry();
         let mut out = [E::default(); CHUNK];
-        for (o, &i) in out.iter_mut().zip(&at) {
+        for (o, &i) in out[..entries].iter_mut().zip(&at) {
             *o = table[usize::from(i)];
         }
         if K::D::DTYPE.is_packed() {
             put::<STREAM>(&packed(&out, db)[..out_bytes], d);
         } else {
             // The entries hold the destination's bytes (`build`).
-            put::<STREAM>(bytemuck::cast_slice(&out), d);
+            put::<STREAM>(bytemuck::cast_slice(&out[..entries]), d);
         }
     }
     if STREAM {
@@ -230,7 +248,7 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
 #[inline(always)]
 fn packed<E: Entry>(out: &[E; CHUNK], bits: usize) -> [u8; CHUNK] {
     let mut bytes = [0u8; CHUNK];
-    let code = |e: E| -> u32 { e.into() };
+    let code = |e: E| -> u32 { e.into() as u32 };
     if bits == 6 {
         for (o, four) in bytes.chunks_exact_mut(3).zip(out.chunks_exact(4)) {
             let word =
