@@ -313,6 +313,43 @@ fn fast_kernels_match_on_every_float32_bit_pattern() {
 }
 
 #[test]
+fn float32_sources_round_by_their_top_bits_and_a_sticky_bit_on_every_isa() {
+    // Every top 16 bits of a float32 with the low 16 clear, lowest set and all set: exact ties,
+    // values just past them and just below the next. The portable set looks float32 -> float8 up
+    // by the top half with the low half folded into one sticky bit; every set must agree with the
+    // rules. One thread, so that each kernel call is long enough to build the tables.
+    let src: Vec<u8> = (0..=u16::MAX)
+        .flat_map(|top| [0, 1, 0xFFFF].map(|low| u32::from(top) << 16 | low))
+        .flat_map(u32::to_le_bytes)
+        .collect();
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (from, to) in byte_pairs()
+        .into_iter()
+        .filter(|(f, _)| *f == DType::Float32)
+    {
+        let n = src.len() / 4 * to.byte_size().unwrap();
+        for mode in [CastMode::Torch, CastMode::Saturate] {
+            let mut want = vec![0u8; n];
+            cast_reference(&src, from, &mut want, to, mode).unwrap();
+            for isa in isas() {
+                let mut got = vec![0u8; n];
+                one_thread
+                    .install(|| cast_with_isa(&src, from, &mut got, to, mode, isa))
+                    .unwrap();
+                let first = got.iter().zip(&want).position(|(g, w)| g != w);
+                assert!(
+                    first.is_none(),
+                    "{from} -> {to} ({mode}, {isa}): byte {first:?} differs"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn float64_to_bfloat16_rounds_once_at_every_kind_of_tie() {
     // Saturate rounds f64 → bfloat16 once (through f32 rounded to odd); Torch rounds through
     // nearest-even f32 (twice). Values at, just above and just below bfloat16 ties — where the two

@@ -466,14 +466,25 @@ fn simd_casts_of_ml_dtypes_match_the_scalar_rules_on_every_isa() {
 fn packed_simd_casts_match_at_every_length_and_alignment() {
     // The SIMD kernels read and write packed sides packed, with scalar elements before the first
     // aligned vector and after the last whole step: every length up to a few steps, at every
-    // byte offset of either buffer within a cache line, into and out of float4/float6/int4.
-    use dtcast::cast::{cast_into_scratch, cast_reference, cast_with_isa, isas};
-    let pairs: Vec<_> = ml_hot_pairs()
-        .into_iter()
-        .filter(|(from, to)| from.is_packed() || to.is_packed())
-        .collect();
-    let bytes = random_bytes(1 << 16, 0x1234_5678_9ABC_DEF1);
+    // byte offset of either buffer within a cache line, into and out of float4/float6/int4 —
+    // and float8, whose pairs the portable set looks up in tables, as it does the packed ones.
+    use dtcast::cast::{cast_into_scratch, cast_reference, cast_with_isa, isas, Isa};
+    let pairs = ml_hot_pairs();
+    let bytes = random_bytes(1 << 18, 0x1234_5678_9ABC_DEF1);
     for (from, to) in pairs {
+        // One long cast first, on one thread: the portable set builds its tables on the first
+        // kernel call of 4,096 elements or more, and uses them for every cast after it, short
+        // ones included.
+        let long = 1 << 16;
+        let src = &bytes[..from.storage_bytes(long).unwrap()];
+        let mut out = vec![0u8; to.storage_bytes(long).unwrap()];
+        let one_thread = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        one_thread
+            .install(|| cast_with_isa(src, from, &mut out, to, CastMode::Torch, Isa::Portable))
+            .unwrap();
         // Lengths in whole bytes on both sides (float6: groups of 4 elements).
         for n in (0..600).step_by(4).chain([4096, 4100, 12_000]) {
             for offset in [0usize, 1, 3, 17, 32, 63] {

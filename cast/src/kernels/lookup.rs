@@ -72,15 +72,27 @@ enum Table {
     U64(Box<[u64]>),
 }
 
+/// Elements of a kernel call from which a missing table is built: a one-pass cast calls the
+/// kernel on blocks of 4,096.
+const WORTH_A_TABLE: usize = 4096;
+
 /// Tables per (source, destination, saturate), computed on first use.
 static TABLES: [OnceLock<Table>; DType::COUNT * DType::COUNT * 2] =
     [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
 
-/// The table of step `K`'s pair and rounding.
-fn table<K: Step>() -> &'static Table {
+/// The table of step `K`'s pair and rounding for a kernel call on `n` elements: built on first
+/// use by a call of [`WORTH_A_TABLE`] elements or more, so that a program that only casts a few
+/// elements never pays for one (up to 65,536 scalar conversions); `None` until then.
+fn table<K: Step>(n: usize) -> Option<&'static Table> {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
-    let slot = (from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE);
-    TABLES[slot].get_or_init(|| build::<K>(index_of(from, to).expect("a table pair")))
+    let slot = &TABLES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
+    match slot.get() {
+        Some(table) => Some(table),
+        None if n >= WORTH_A_TABLE => {
+            Some(slot.get_or_init(|| build::<K>(index_of(from, to).expect("a table pair"))))
+        }
+        None => None,
+    }
 }
 
 /// Runs the scalar rule over one representative source element per index.
@@ -146,7 +158,10 @@ const CHUNK: usize = 64;
 /// The table kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
 fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
     let index = index_of(K::S::DTYPE, K::D::DTYPE).expect("a table pair");
-    let table = table::<K>();
+    let Some(table) = table::<K>(src.len() * 8 / K::S::DTYPE.bits()) else {
+        // A short cast before any long one: the portable lanes (the same bytes).
+        return super::portable::kernel::<K, ALWAYS_STREAM>(src, dst);
+    };
     super::drive::<K, ALWAYS_STREAM>(
         src,
         dst,
