@@ -351,8 +351,8 @@ pub fn cast_into_scratch(
         plan.kernel
     };
     // Where the pair has a kernel that screens as it converts and the screen is a run of 32- or
-    // 64-bit keys, one loop does both (the block is loaded once); the per-element rules then look only
-    // at blocks it flags.
+    // 64-bit keys, one loop does both (the block is loaded once); the per-element rules then look
+    // only at blocks it flags.
     let fused = plan
         .screened
         .filter(|_| dst.len() >= kernels::STREAM_BYTES)

@@ -38,8 +38,8 @@ pub(crate) type Pick = fn(Isa, Rounding) -> Option<Fast>;
 pub(crate) struct Fast {
     pub(crate) kernel: Kernel,
     pub(crate) streaming: Kernel,
-    /// `streaming` that also screens a 4- or 8-byte source ([`KeyRun`]), for the pairs that have one
-    /// ([`pick_screened`]).
+    /// `streaming` that also screens a 4- or 8-byte source ([`KeyRun`]), for the pairs that have
+    /// one ([`pick_screened`]).
     pub(crate) screened: Option<ScreenedKernel>,
 }
 
@@ -268,9 +268,9 @@ pub(crate) const STREAM_BYTES: usize = 1 << 20;
 /// converts whatever is left. Offsets are counted in bits, so that packed sides (4 or 6 bits an
 /// element) fit: the buffers hold whole elements, and every split falls on a byte of both.
 ///
-/// With a `screen` (a 4- or 8-byte source), `simd` screens what it converts and says whether it found
-/// nothing in the run, and the scalar elements are screened here: the result says whether no
-/// element is in the run. Without one, the result is `simd`'s.
+/// With a `screen` (a 4- or 8-byte source), `simd` screens what it converts and says whether it
+/// found nothing in the run, and the scalar elements are screened here: the result says whether
+/// no element is in the run. Without one, the result is `simd`'s.
 #[inline(always)]
 fn drive<K: Step, const ALWAYS_STREAM: bool>(
     src: &[u8],
