@@ -259,7 +259,8 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
 }
 
 /// [`CHUNK`] codes packed as the destination stores them (6 or 4 bits each): the first
-/// `CHUNK * bits / 8` bytes of the result.
+/// `CHUNK * bits / 8` bytes of the result. The layout is `dtcast_dtype::packing`'s, written here
+/// for a fixed-size chunk: calling `packing::pack` per chunk made float32 → float4 2.5× slower.
 #[inline(always)]
 fn packed<E: Entry>(out: &[E; CHUNK], bits: usize) -> [u8; CHUNK] {
     let mut bytes = [0u8; CHUNK];
