@@ -145,6 +145,36 @@ fn build<K: Step>(index: Index) -> Table {
     }
 }
 
+/// The 16-bit destination bits of every code of step `K`'s source (float6 or float4; codes past
+/// the format's are 0), for the SIMD steps that look a code up ([`Vector::lookup_u16`]) where
+/// that is cheaper than computing it: the scalar rules' bits by construction, from 64 scalar
+/// conversions on first use.
+///
+/// [`Vector::lookup_u16`]: super::vector::Vector::lookup_u16
+pub(crate) fn codes<K: Step>() -> &'static [u16; 64] {
+    static CODES: [OnceLock<[u16; 64]>; DType::COUNT * DType::COUNT * 2] =
+        [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
+    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
+    let slot = &CODES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
+    slot.get_or_init(|| {
+        assert!(from.bits() <= 6 && to.bits() == 16, "codes of {from} → {to}");
+        let codes: Vec<u8> = (0..1u16 << from.bits()).map(|c| c as u8).collect();
+        let mut src = vec![0u8; from.storage_bytes(codes.len()).expect("whole bytes")];
+        packing::pack(from, &codes, &mut src).expect("sizes from storage_bytes");
+        let mut out = vec![0u8; 2 * codes.len()];
+        if K::SATURATE {
+            crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut out);
+        } else {
+            crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut out);
+        }
+        let mut table = [0u16; 64];
+        for (entry, bytes) in table.iter_mut().zip(out.as_chunks::<2>().0) {
+            *entry = u16::from_le_bytes(*bytes);
+        }
+        table
+    })
+}
+
 /// The table kernels of step `K` (plain and always streaming), if its pair is looked up.
 pub(crate) fn kernels<K: Step>() -> Option<(super::Kernel, super::Kernel)> {
     index_of(K::S::DTYPE, K::D::DTYPE)?;
@@ -241,6 +271,12 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
                 }
             }
         }
+        if index == Index::Bits16 {
+            if let Some(bits) = between_halves(K::S::DTYPE, K::D::DTYPE, &at) {
+                put::<STREAM>(bytemuck::cast_slice(&bits.map(u16::to_le)), d);
+                continue;
+            }
+        }
         let entries = CHUNK / index.per_entry();
         let mut out = [E::default(); CHUNK];
         for (o, &i) in out[..entries].iter_mut().zip(&at) {
@@ -256,6 +292,52 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
     if STREAM {
         super::x86::store_fence();
     }
+}
+
+/// float16 → bfloat16 or bfloat16 → float16 of a chunk of source bits, by integer arithmetic
+/// where every element is a zero or a number that is normal on both sides; `None` for any other
+/// pair or chunk (a subnormal, an infinity, a NaN, a bfloat16 outside float16's normal range:
+/// those chunks are looked up). SSE2 has no float16 conversion, and a few integer operations
+/// on eight 16-bit lanes at a time beat a load per element. Both sides round as the scalar rule
+/// does (through an exact float32): float16 → bfloat16 rounds the 3 low mantissa bits to
+/// nearest-even, a carry moving into the exponent; bfloat16 → float16 inside the range is exact.
+#[inline(always)]
+fn between_halves(from: DType, to: DType, src: &[u16; CHUNK]) -> Option<[u16; CHUNK]> {
+    use crate::formats::{BF16, F16};
+    // float16's and bfloat16's fields, from their rows of the dtype table.
+    const DROP: u32 = F16.man_bits - BF16.man_bits;
+    const REBIAS: u16 = ((BF16.bias - F16.bias) as u16) << BF16.man_bits;
+    const MAG: u16 = 0x7FFF;
+    let mut out = [0u16; CHUNK];
+    let mut fallback = 0u16;
+    match (from, to) {
+        (DType::Float16, DType::BFloat16) => {
+            // A zero or a normal float16: magnitude 0 or from the smallest normal up to the
+            // largest finite.
+            let (low, high) = (1u16 << F16.man_bits, (F16.max_mag as u16));
+            for (o, &x) in out.iter_mut().zip(src) {
+                let m = x & MAG;
+                let odd = (m >> DROP) & 1;
+                let half = (1u16 << (DROP - 1)) - 1;
+                let rounded = ((m + half + odd) >> DROP) + REBIAS;
+                fallback |= u16::from(m != 0 && !(low..=high).contains(&m));
+                *o = (x & !MAG) | if m == 0 { 0 } else { rounded };
+            }
+        }
+        (DType::BFloat16, DType::Float16) => {
+            // A zero, or a bfloat16 whose exponent is one of float16's normal exponents.
+            let low = REBIAS + (1 << BF16.man_bits);
+            let high = REBIAS + ((F16.max_mag as u16) >> DROP);
+            for (o, &x) in out.iter_mut().zip(src) {
+                let m = x & MAG;
+                fallback |= u16::from(m != 0 && !(low..=high).contains(&m));
+                let moved = m.wrapping_sub(REBIAS) << DROP;
+                *o = (x & !MAG) | if m == 0 { 0 } else { moved };
+            }
+        }
+        _ => return None,
+    }
+    (fallback == 0).then_some(out)
 }
 
 /// [`CHUNK`] codes packed as the destination stores them (6 or 4 bits each): the first

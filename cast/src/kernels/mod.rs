@@ -343,6 +343,37 @@ mod tests {
     }
 
     #[test]
+    fn the_plain_lookup_reads_codes_where_packing_puts_them() {
+        // `Vector::lookup_u16`'s provided body (AVX-512's own is held to the scalar rules by the
+        // cast tests of float6/float4 → bfloat16/float16): every code of random packed bytes,
+        // unpacked by `dtcast_dtype::packing`, looked up in a table of distinct entries.
+        use vector::Vector;
+        type Plain = portable::Lanes;
+        let table: [u16; 64] = core::array::from_fn(|i| (i as u16).wrapping_mul(1031) ^ 0x5A5A);
+        let n = 4 * Plain::LANES;
+        for dtype in [DType::Float6E2M3Fn, DType::Float4E2M1Fn] {
+            let src = random_bytes(dtype.storage_bytes(n).unwrap());
+            let mut codes = vec![0u8; n];
+            dtcast_dtype::packing::unpack(dtype, &src, &mut codes).unwrap();
+            let want: Vec<u8> = codes
+                .iter()
+                .flat_map(|&c| table[usize::from(c)].to_le_bytes())
+                .collect();
+            let mut got = vec![0u8; 2 * n];
+            // SAFETY: `src` holds `n` codes, `got` room for `n` u16; the portable set runs
+            // everywhere.
+            unsafe {
+                if dtype.bits() == 6 {
+                    Plain::lookup_u16::<6, false>(src.as_ptr(), got.as_mut_ptr(), &table)
+                } else {
+                    Plain::lookup_u16::<4, false>(src.as_ptr(), got.as_mut_ptr(), &table)
+                }
+            }
+            assert_eq!(got, want, "{dtype}");
+        }
+    }
+
+    #[test]
     fn screened_kernels_convert_as_the_plain_ones_and_screen_as_the_scalar_run() {
         // Every screened kernel on every instruction set this machine runs: the same bytes as the
         // streaming kernel, and "clear" exactly when no element's key is in the run — for runs

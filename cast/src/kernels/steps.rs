@@ -7,6 +7,7 @@
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 use super::vector::Vector;
+use crate::formats;
 use super::KeyRun;
 
 /// One pair's conversion, `V::LANES * VECTORS` elements at a time.
@@ -335,8 +336,46 @@ pub(crate) unsafe fn narrow_magnitude<
     }
 }
 
+/// The constants of a narrow format's SIMD rules (`MAN`, `BIAS`, `SHIFT` = 23 - `MAN`, the largest
+/// finite magnitude code `MAX`, the sign bit `SIGN`, `TO_SIGN` = how far f32's sign bit moves right
+/// to become it, `IEEE` = has inf, and the positive `NAN` code) as items of the enclosing block, all
+/// derived from a [`Narrow`] — the format's row of the dtype table — so that no number in a kernel
+/// repeats a fact of the table.
+macro_rules! narrow_constants {
+    ($narrow:expr) => {
+        #[allow(dead_code)]
+        const N: $crate::formats::Narrow = $narrow;
+        #[allow(dead_code)]
+        const MAN: u32 = N.man_bits;
+        #[allow(dead_code)]
+        const BIAS: u32 = N.bias as u32;
+        #[allow(dead_code)]
+        const SHIFT: i32 = 23 - MAN as i32;
+        #[allow(dead_code)]
+        const MAX: u32 = N.max_mag;
+        #[allow(dead_code)]
+        const SIGN: u32 = 1 << (N.exp_bits + N.man_bits);
+        #[allow(dead_code)]
+        const TO_SIGN: i32 = 31 - (N.exp_bits + N.man_bits) as i32;
+        #[allow(dead_code)]
+        const IEEE: bool = N.inf_mag.is_some();
+        #[allow(dead_code)]
+        const NAN: u32 = N.nan_code;
+        #[allow(dead_code)]
+        const INF: u32 = match N.inf_mag {
+            Some(inf) => inf,
+            None => MAX,
+        };
+    };
+}
+
+pub(crate) use narrow_constants;
+
 /// A float8 format's magnitude rule: f32 magnitude bits → the code (NaN: the caller's).
 pub(crate) trait Float8Magnitude {
+    /// The code torch writes for a positive NaN.
+    const NAN: u32;
+
     /// The code of `a` (|x|'s bits, not NaN).
     ///
     /// # Safety
@@ -349,10 +388,12 @@ pub(crate) trait Float8Magnitude {
 pub(crate) struct E4M3FnMagnitude;
 
 impl Float8Magnitude for E4M3FnMagnitude {
+    const NAN: u32 = formats::E4M3FN.nan_code;
     #[inline(always)]
     unsafe fn code<V: Vector>(a: V) -> V {
+        narrow_constants!(formats::E4M3FN);
         // SAFETY: the caller's contract.
-        unsafe { narrow_magnitude::<V, 3, 7, 20>(a).min_i32(V::splat(0x7E)) }
+        unsafe { narrow_magnitude::<V, MAN, BIAS, SHIFT>(a).min_i32(V::splat(MAX)) }
     }
 }
 
@@ -361,28 +402,31 @@ impl Float8Magnitude for E4M3FnMagnitude {
 pub(crate) struct E5M2Magnitude<const SATURATE: bool>;
 
 impl<const SATURATE: bool> Float8Magnitude for E5M2Magnitude<SATURATE> {
+    const NAN: u32 = formats::E5M2.nan_code;
     #[inline(always)]
     unsafe fn code<V: Vector>(a: V) -> V {
+        narrow_constants!(formats::E5M2);
         // SAFETY: the caller's contract.
         unsafe {
-            let code = narrow_magnitude::<V, 2, 15, 21>(a);
+            let code = narrow_magnitude::<V, MAN, BIAS, SHIFT>(a);
             if SATURATE {
                 let inf = a.gt_i32(V::splat(0x7F7F_FFFF));
-                V::select(inf, V::splat(0x7C), code.min_i32(V::splat(0x7B)))
+                V::select(inf, V::splat(INF), code.min_i32(V::splat(MAX)))
             } else {
-                code.min_i32(V::splat(0x7C))
+                code.min_i32(V::splat(INF))
             }
         }
     }
 }
 
-/// float8 codes from f32 bits `b` by rule `M`, NaN lanes set to 0x7F and the sign bit put back.
+/// float8 codes from f32 bits `b` by rule `M`, NaN lanes set to its NaN code and the sign bit
+/// put back.
 #[inline(always)]
 unsafe fn float8<V: Vector, M: Float8Magnitude>(b: V) -> V {
     // SAFETY: the caller's contract.
     unsafe {
         let a = b.and(V::splat(0x7FFF_FFFF));
-        let code = V::select(is_nan(b), V::splat(0x7F), M::code(a));
+        let code = V::select(is_nan(b), V::splat(M::NAN), M::code(a));
         code.or(b.shr::<24>().and(V::splat(0x80)))
     }
 }

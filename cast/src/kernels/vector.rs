@@ -114,6 +114,42 @@ pub(crate) trait Vector: Copy {
     /// i32 → f32, rounded to nearest-even.
     unsafe fn i32_to_f32(self) -> Self;
 
+    // ---- codes looked up
+
+    /// Whether [`lookup_u16`](Vector::lookup_u16) permutes registers (a few instructions for
+    /// `4 * LANES` codes), so that looking narrow codes up beats computing their values; the
+    /// provided body is a plain loop.
+    const PERMUTES_64: bool = false;
+
+    /// Reads `4 * LANES` codes of `BITS` (4 or 6) bits packed at `s` (the layout of
+    /// `dtcast_dtype::packing`) and writes each one's entry of `table` as a little-endian u16 at
+    /// `d` (streaming as [`store`](Vector::store)).
+    #[inline(always)]
+    unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
+        s: *const u8,
+        d: *mut u8,
+        table: &[u16; 64],
+    ) {
+        let n = 4 * Self::LANES;
+        // SAFETY: the caller's contract: `n * BITS / 8` bytes at `s`, `2 * n` at `d`.
+        let (s, d) = unsafe {
+            (
+                core::slice::from_raw_parts(s, n * BITS / 8),
+                core::slice::from_raw_parts_mut(d, 2 * n),
+            )
+        };
+        for (k, out) in d.as_chunks_mut::<2>().0.iter_mut().enumerate() {
+            let code = if BITS == 6 {
+                let g = &s[3 * (k / 4)..];
+                let word = u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16;
+                word >> (6 * (k % 4)) & 0x3F
+            } else {
+                u32::from(s[k / 2] >> (4 * (k % 2)) & 0xF)
+            };
+            *out = table[code as usize].to_le_bytes();
+        }
+    }
+
     // ---- float16, with the algorithm as the provided body.
 
     /// `LANES` float16 at `p` as f32 bits: exact; a NaN is quieted with its payload kept (x86's

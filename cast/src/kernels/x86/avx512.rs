@@ -37,12 +37,36 @@ unsafe fn bytes4(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m512i {
     }
 }
 
+/// 64 six-bit codes packed in 48 bytes at `p`, one per byte in element order.
+///
+/// # Safety
+/// AVX-512; 48 readable bytes at `p` (the masked load reads no more).
+#[inline(always)]
+unsafe fn codes_u6(p: *const u8) -> __m512i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let raw = _mm512_maskz_loadu_epi8(SIX_BIT_BYTES, p.cast());
+        // Twelve bytes (four groups of three) into each 128-bit lane, then each group into a
+        // 32-bit lane of its own.
+        let spread = _mm512_permutexvar_epi32(
+            _mm512_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0, 9, 10, 11, 0),
+            raw,
+        );
+        let groups = _mm512_shuffle_epi8(
+            spread,
+            _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1)),
+        );
+        spread_u6(groups)
+    }
+}
+
 /// The bytes of 64 six-bit codes: the first 48 of a vector.
 const SIX_BIT_BYTES: __mmask64 = (1 << 48) - 1;
 
 impl Vector for __m512i {
     const LANES: usize = 16;
     type Mask = __mmask16;
+    const PERMUTES_64: bool = true;
 
     // Every method: the caller guarantees the AVX-512 subsets (checked once by `kernel`) and the
     // memory named in the trait's contract; each body is one or a few intrinsics.
@@ -94,26 +118,45 @@ impl Vector for __m512i {
             }
         }
         unsafe fn load_u6(p: *const u8) -> [Self; 4] {
-            // SAFETY: the caller's contract: 48 readable bytes (the masked load reads no more).
+            // SAFETY: the caller's contract: 48 readable bytes.
             unsafe {
-                let raw = _mm512_maskz_loadu_epi8(SIX_BIT_BYTES, p.cast());
-                // Twelve bytes (four groups of three) into each 128-bit lane, then each group
-                // into a 32-bit lane of its own.
-                let spread = _mm512_permutexvar_epi32(
-                    _mm512_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0, 6, 7, 8, 0, 9, 10, 11, 0),
-                    raw,
-                );
-                let groups = _mm512_shuffle_epi8(
-                    spread,
-                    _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1)),
-                );
-                let codes = spread_u6(groups);
+                let codes = codes_u6(p);
                 [
                     _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<0>(codes)),
                     _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<1>(codes)),
                     _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<2>(codes)),
                     _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32::<3>(codes)),
                 ]
+            }
+        }
+        unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
+            s: *const u8,
+            d: *mut u8,
+            table: &[u16; 64],
+        ) {
+            // SAFETY: the caller's contract: 64 codes at `s`, 128 bytes at `d`; `table` holds
+            // two vectors of 32 entries.
+            unsafe {
+                let codes = if BITS == 6 {
+                    codes_u6(s)
+                } else {
+                    // Each byte b in a 16-bit lane, made into the bytes [b & 0xF, b >> 4].
+                    let w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(s.cast()));
+                    let low = _mm512_and_si512(w, _mm512_set1_epi16(0xF));
+                    let high = _mm512_slli_epi16::<4>(_mm512_and_si512(w, _mm512_set1_epi16(0xF0)));
+                    _mm512_or_si512(low, high)
+                };
+                let (t0, t1) = (
+                    _mm512_loadu_si512(table.as_ptr().cast()),
+                    _mm512_loadu_si512(table.as_ptr().add(32).cast()),
+                );
+                // One permute picks each of 32 codes' entries among all 64 (index bit 5 chooses
+                // the register).
+                let entries = |half: __m256i| {
+                    _mm512_permutex2var_epi16(t0, _mm512_cvtepu8_epi16(half), t1)
+                };
+                entries(_mm512_castsi512_si256(codes)).store::<STREAM>(d);
+                entries(_mm512_extracti64x4_epi64::<1>(codes)).store::<STREAM>(d.add(64));
             }
         }
         unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
