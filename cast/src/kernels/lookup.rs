@@ -157,7 +157,10 @@ pub(crate) fn codes<K: Step>() -> &'static [u16; 64] {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     let slot = &CODES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
     slot.get_or_init(|| {
-        assert!(from.bits() <= 6 && to.bits() == 16, "codes of {from} → {to}");
+        assert!(
+            from.bits() <= 6 && to.bits() == 16,
+            "codes of {from} → {to}"
+        );
         let codes: Vec<u8> = (0..1u16 << from.bits()).map(|c| c as u8).collect();
         let mut src = vec![0u8; from.storage_bytes(codes.len()).expect("whole bytes")];
         packing::pack(from, &codes, &mut src).expect("sizes from storage_bytes");

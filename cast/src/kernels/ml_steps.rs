@@ -88,9 +88,7 @@ macro_rules! ml_format {
             unsafe fn code<V: Vector, const SATURATE: bool>(b: V) -> V {
                 narrow_constants!(Narrow::of(DType::$dtype));
                 // SAFETY: the caller's contract.
-                unsafe {
-                    ml_code::<V, MAN, BIAS, SHIFT, MAX, SIGN, TO_SIGN, IEEE, SATURATE>(b)
-                }
+                unsafe { ml_code::<V, MAN, BIAS, SHIFT, MAX, SIGN, TO_SIGN, IEEE, SATURATE>(b) }
             }
         }
         impl MlValue for $name {
@@ -238,7 +236,6 @@ pub(crate) trait MlValue {
     /// The CPU must have `V`'s instruction set.
     unsafe fn value<V: Vector>(c: V) -> V;
 }
-
 
 /// Converts a step's `4 * LANES` codes into bfloat16/float16 by looking them up
 /// (`lookup::codes`: the scalar rule's bits, which [`MlValue::value`] computes) where the source

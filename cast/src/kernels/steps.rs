@@ -7,8 +7,8 @@
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
 
 use super::vector::Vector;
-use crate::formats;
 use super::KeyRun;
+use crate::formats;
 
 /// One pair's conversion, `V::LANES * VECTORS` elements at a time.
 pub(crate) trait Step {
@@ -338,9 +338,9 @@ pub(crate) unsafe fn narrow_magnitude<
 
 /// The constants of a narrow format's SIMD rules (`MAN`, `BIAS`, `SHIFT` = 23 - `MAN`, the largest
 /// finite magnitude code `MAX`, the sign bit `SIGN`, `TO_SIGN` = how far f32's sign bit moves right
-/// to become it, `IEEE` = has inf, and the positive `NAN` code) as items of the enclosing block, all
-/// derived from a [`Narrow`] — the format's row of the dtype table — so that no number in a kernel
-/// repeats a fact of the table.
+/// to become it, `IEEE` = has inf, `INF` = the code of inf, or `MAX` where the format has none) as
+/// items of the enclosing block, all derived from a [`Narrow`](formats::Narrow) — the format's row
+/// of the dtype table — so that no number in a kernel repeats a fact of the table.
 macro_rules! narrow_constants {
     ($narrow:expr) => {
         #[allow(dead_code)]
@@ -359,8 +359,6 @@ macro_rules! narrow_constants {
         const TO_SIGN: i32 = 31 - (N.exp_bits + N.man_bits) as i32;
         #[allow(dead_code)]
         const IEEE: bool = N.inf_mag.is_some();
-        #[allow(dead_code)]
-        const NAN: u32 = N.nan_code;
         #[allow(dead_code)]
         const INF: u32 = match N.inf_mag {
             Some(inf) => inf,

@@ -54,7 +54,9 @@ unsafe fn codes_u6(p: *const u8) -> __m512i {
         );
         let groups = _mm512_shuffle_epi8(
             spread,
-            _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1)),
+            _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1,
+            )),
         );
         spread_u6(groups)
     }
