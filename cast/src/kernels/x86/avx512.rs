@@ -19,7 +19,7 @@ macro_rules! avx512 {
 
 /// Two 32-byte halves as one 64-byte vector.
 #[inline(always)]
-unsafe fn join2(lo: __m256i, hi: __m256i) -> __m512i {
+pub(super) unsafe fn join2(lo: __m256i, hi: __m256i) -> __m512i {
     // SAFETY: the caller's contract (AVX-512).
     unsafe { _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi) }
 }
@@ -59,6 +59,52 @@ unsafe fn codes_u6(p: *const u8) -> __m512i {
             )),
         );
         spread_u6(groups)
+    }
+}
+
+/// Writes 64 codes below 16, one per byte of `codes` in element order, packed two per byte (32
+/// bytes) at `p`, streaming when `STREAM`.
+///
+/// # Safety
+/// AVX-512; 32 writable bytes at `p`, aligned to 32 when `STREAM`.
+#[inline(always)]
+pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m512i, p: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right by 4 is
+        // lo | hi << 4; vpmovwb keeps the low bytes.
+        let bytes = _mm512_cvtepi16_epi8(_mm512_or_si512(codes, _mm512_srli_epi16::<4>(codes)));
+        if STREAM {
+            _mm256_stream_si256(p.cast(), bytes)
+        } else {
+            _mm256_storeu_si256(p.cast(), bytes)
+        }
+    }
+}
+
+/// Writes 64 codes below 64, one per byte of `codes` in element order, packed four in three
+/// bytes (48 bytes) at `p`.
+///
+/// # Safety
+/// AVX-512; 48 writable bytes at `p` (the masked store writes no more).
+#[inline(always)]
+pub(super) unsafe fn put_u6(codes: __m512i, p: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let groups = squeeze_u6(codes);
+        // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the four lanes'
+        // twelve bytes side by side.
+        let lanes = _mm512_shuffle_epi8(
+            groups,
+            _mm512_broadcast_i32x4(_mm_setr_epi8(
+                0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+            )),
+        );
+        let packed = _mm512_permutexvar_epi32(
+            _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0),
+            lanes,
+        );
+        _mm512_mask_storeu_epi8(p.cast(), SIX_BIT_BYTES, packed)
     }
 }
 
@@ -163,34 +209,11 @@ impl Vector for __m512i {
         }
         unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
             // SAFETY: the caller's contract: 32 writable bytes, aligned when streaming.
-            unsafe {
-                // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right
-                // by 4 is lo | hi << 4; vpmovwb keeps the low bytes.
-                let codes = bytes4(a, b, c, d);
-                let bytes = _mm512_cvtepi16_epi8(_mm512_or_si512(codes, _mm512_srli_epi16::<4>(codes)));
-                if STREAM {
-                    _mm256_stream_si256(p.cast(), bytes)
-                } else {
-                    _mm256_storeu_si256(p.cast(), bytes)
-                }
-            }
+            unsafe { put_u4::<STREAM>(bytes4(a, b, c, d), p) }
         }
         unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
-            // SAFETY: the caller's contract: 48 writable bytes (the masked store writes no more).
-            unsafe {
-                let groups = squeeze_u6(bytes4(a, b, c, d));
-                // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the
-                // four lanes' twelve bytes side by side.
-                let lanes = _mm512_shuffle_epi8(
-                    groups,
-                    _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1)),
-                );
-                let packed = _mm512_permutexvar_epi32(
-                    _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0),
-                    lanes,
-                );
-                _mm512_mask_storeu_epi8(p.cast(), SIX_BIT_BYTES, packed)
-            }
+            // SAFETY: the caller's contract: 48 writable bytes.
+            unsafe { put_u6(bytes4(a, b, c, d), p) }
         }
 
         unsafe fn load_f64_as_f32(p: *const u8) -> Self {

@@ -94,11 +94,13 @@ macro_rules! entry_points {
 
 mod avx2;
 mod avx512;
+mod avx512_words;
 
 use std::sync::OnceLock;
 
 use super::steps::Step;
 use super::Fast;
+use crate::lanes::Lane;
 
 /// Whether this CPU has AVX2 and F16C (detected once).
 pub(crate) fn avx2_available() -> bool {
@@ -136,11 +138,21 @@ pub(crate) fn avx512_screened<K: Step>() -> Option<super::ScreenedKernel> {
     Some(avx512::screened::<K>)
 }
 
-/// The AVX-512 kernels of step `K`.
+/// The AVX-512 kernels of step `K`: on 16-bit lanes where its pair narrows bfloat16/float16
+/// into an MX format (`avx512_words.rs`), else the shared algorithm's.
 pub(crate) fn avx512_kernel<K: Step>() -> Option<Fast> {
+    let (kernel, streaming): (super::Kernel, super::Kernel) =
+        if avx512_words::applies(<K::S as Lane>::DTYPE, <K::D as Lane>::DTYPE) {
+            (
+                avx512_words::kernel::<K, false>,
+                avx512_words::kernel::<K, true>,
+            )
+        } else {
+            (avx512::kernel::<K, false>, avx512::kernel::<K, true>)
+        };
     Some(Fast {
-        kernel: avx512::kernel::<K, false>,
-        streaming: avx512::kernel::<K, true>,
+        kernel,
+        streaming,
         screened: None,
     })
 }
