@@ -149,25 +149,11 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
 
 /// The word-lane kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
 pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    super::super::drive::<K, ALWAYS_STREAM>(
+    super::drive_loops::<K, ALWAYS_STREAM>(
         src,
         dst,
         64,
         super::avx512_available(),
-        true,
-        None,
-        |s, d, n, stream| {
-            // SAFETY: `drive` calls this only when the CPU has the instruction set, with `n`
-            // elements (a multiple of 64) that fit both slices and, when streaming, `d` aligned
-            // to 64 bytes.
-            unsafe {
-                if stream {
-                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                } else {
-                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                }
-            }
-            true
-        },
+        [run::<K, false>, run::<K, true>],
     );
 }

@@ -37,26 +37,12 @@ macro_rules! entry_points {
         /// The kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
         pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
             let lanes = <$vec as Vector>::LANES * K::VECTORS;
-            super::super::drive::<K, ALWAYS_STREAM>(
+            super::drive_loops::<K, ALWAYS_STREAM>(
                 src,
                 dst,
                 lanes,
                 super::$available(),
-                true,
-                None,
-                |s, d, n, stream| {
-                    // SAFETY: `drive` calls this only when the CPU has the instruction set, with
-                    // `n` elements that fit both slices and, when streaming, `d` aligned to 64
-                    // bytes.
-                    unsafe {
-                        if stream {
-                            run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                        } else {
-                            run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                        }
-                    }
-                    true
-                },
+                [run::<K, false>, run::<K, true>],
             );
         }
 
@@ -95,6 +81,31 @@ macro_rules! entry_points {
 mod avx2;
 mod avx512;
 mod avx512_words;
+
+/// A loop of one instruction set over `n` elements (plain or streaming stores), compiled for it.
+///
+/// # Safety (of a call)
+/// The CPU must have the set; `n` elements must fit both buffers; when streaming, the destination
+/// must be aligned to 64 bytes.
+type Loop = unsafe fn(s: *const u8, d: *mut u8, n: usize);
+
+/// Runs `loops` (`[plain, streaming]`, converting a multiple of `lanes` elements) over what
+/// `drive` gives them, when the CPU has their instruction set (`available`).
+#[inline(always)]
+fn drive_loops<K: Step, const ALWAYS_STREAM: bool>(
+    src: &[u8],
+    dst: &mut [u8],
+    lanes: usize,
+    available: bool,
+    loops: [Loop; 2],
+) {
+    super::drive::<K, ALWAYS_STREAM>(src, dst, lanes, available, true, None, |s, d, n, stream| {
+        // SAFETY: `drive` calls this only when `available`, with `n` elements that fit both
+        // slices and, when streaming, `d` aligned to 64 bytes.
+        unsafe { loops[usize::from(stream)](s.as_ptr(), d.as_mut_ptr(), n) };
+        true
+    });
+}
 
 use std::sync::OnceLock;
 
