@@ -144,6 +144,19 @@ impl Vector for Lanes {
         unsafe { put::<STREAM>(p, bytemuck::cast_slice(&halves)) }
     }
     #[inline(always)]
+    unsafe fn store_i16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
+        // A saturating narrowing, which the caller's lanes never reach, is SSE2's `packssdw`
+        // (indexed halves: a chained iterator here is not vectorised).
+        let narrow = |x: u32| (x as i32).clamp(i16::MIN.into(), i16::MAX.into()) as i16 as u16;
+        let mut halves = [0u16; 2 * N];
+        for i in 0..N {
+            halves[i] = narrow(a.0[i]).to_le();
+            halves[N + i] = narrow(b.0[i]).to_le();
+        }
+        // SAFETY: the caller's contract: 4 * N writable bytes, aligned when streaming.
+        unsafe { put::<STREAM>(p, bytemuck::cast_slice(&halves)) }
+    }
+    #[inline(always)]
     unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
         let mut bytes = [[0u8; N]; 4];
         for (part, v) in bytes.iter_mut().zip([a, b, c, d]) {
@@ -304,6 +317,19 @@ impl Vector for Lanes {
     #[inline(always)]
     unsafe fn max_i32(self, o: Self) -> Self {
         self.zip(o, |x, y| (x as i32).max(y as i32) as u32)
+    }
+    #[inline(always)]
+    unsafe fn max_i16(self, o: Self) -> Self {
+        // As 16-bit elements (which half is which does not matter: both sides are cast alike).
+        let (x, y) = (
+            bytemuck::cast::<_, [i16; 2 * N]>(self.0),
+            bytemuck::cast::<_, [i16; 2 * N]>(o.0),
+        );
+        let mut out = [0i16; 2 * N];
+        for ((o, x), y) in out.iter_mut().zip(x).zip(y) {
+            *o = x.max(y);
+        }
+        Lanes(bytemuck::cast(out))
     }
     #[inline(always)]
     unsafe fn gt_i32(self, o: Self) -> Self::Mask {

@@ -34,6 +34,15 @@ pub(crate) trait Vector: Copy {
     /// Writes two vectors of values below 2^16 as `2 * LANES` little-endian u16 at `p`, in lane
     /// order (streaming as [`store`](Vector::store)).
     unsafe fn store_u16<const STREAM: bool>(a: Self, b: Self, p: *mut u8);
+    /// Writes two vectors of values in i16's range (each lane a 16-bit value sign-extended) as
+    /// `2 * LANES` little-endian u16 at `p`, as [`store_u16`](Vector::store_u16) does; where
+    /// narrowing with signed saturation is one instruction and truncation is not (SSE2's
+    /// `packssdw`), an instruction set says so by overriding this.
+    #[inline(always)]
+    unsafe fn store_i16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
+        // SAFETY: the caller's contract.
+        unsafe { Self::store_u16::<STREAM>(a, b, p) }
+    }
     /// Writes four vectors of values below 2^8 as `4 * LANES` bytes at `p`, in lane order.
     unsafe fn store_u8<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8);
 
@@ -95,6 +104,9 @@ pub(crate) trait Vector: Copy {
     unsafe fn min_i32(self, o: Self) -> Self;
     /// Signed maximum.
     unsafe fn max_i32(self, o: Self) -> Self;
+    /// Signed maximum of each 16-bit half on its own (one instruction even on SSE2, which has no
+    /// 32-bit one): the 32-bit maximum where both operands' low halves are zero.
+    unsafe fn max_i16(self, o: Self) -> Self;
     /// Lanes where `self > o` as signed integers.
     unsafe fn gt_i32(self, o: Self) -> Self::Mask;
     /// Lanes where `self == o`.
@@ -185,15 +197,18 @@ pub(crate) trait Vector: Copy {
     #[inline(always)]
     unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
         // SAFETY: the caller's contract.
-        unsafe { Self::store_u16::<STREAM>(a.f32_to_f16(), b.f32_to_f16(), p) }
+        unsafe { Self::store_i16::<STREAM>(a.f32_to_f16(), b.f32_to_f16(), p) }
     }
 
-    /// f32 bits → float16 bits in the low 16 bits of each lane. Two exact multiplications scale
-    /// |x| by 4, except that from 2^16 up (past every value that rounds to a finite float16) the
+    /// f32 bits → float16 bits in the low 16 bits of each lane, sign-extended (bit 15 copied into
+    /// the high half, for [`store_i16`](Vector::store_i16)). Two exact multiplications scale |x|
+    /// by 4, except that from 2^16 up (past every value that rounds to a finite float16) the
     /// first overflows to infinity. Adding a power of two whose f32 ulp is float16's quantum at
     /// |x|'s exponent (clamped at float16's smallest normal exponent) is then the one rounding, to
     /// nearest-even, and leaves the rounded magnitude in the sum's low bits: its exponent field,
     /// taken mod 32, is float16's exponent less one, which the implicit bit of the count makes up.
+    /// A NaN's sum is |x| quieted, so shifting it down keeps the top payload bits: the masks pick
+    /// that for NaN lanes instead of a select.
     #[inline(always)]
     unsafe fn f32_to_f16(self) -> Self {
         // SAFETY: the caller's contract.
@@ -202,20 +217,17 @@ pub(crate) trait Vector: Copy {
             let scaled = a
                 .f32_mul(Self::splat(0x7780_0000))
                 .f32_mul(Self::splat(0x0880_0000)); // 2^112, 2^-110
+                                                    // The exponent field's low half is zero, so the 16-bit maximum is the 32-bit one.
             let exponent = a
                 .and(Self::splat(0x7F80_0000))
-                .max_i32(Self::splat(113 << 23));
+                .max_i16(Self::splat(113 << 23));
             let sum = exponent.add(Self::splat(15 << 23)).f32_add(scaled);
-            let code = sum
-                .shr::<13>()
-                .and(Self::splat(0x7C00))
-                .add(sum.and(Self::splat(0x0FFF)));
-            let nan = a
-                .shr::<13>()
-                .and(Self::splat(0x3FF))
-                .or(Self::splat(0x7E00));
-            let code = Self::select(a.gt_i32(Self::splat(0x7F80_0000)), nan, code);
-            code.or(self.shr::<16>().and(Self::splat(0x8000)))
+            let nan = a.gt_i32(Self::splat(0x7F80_0000));
+            let nan = Self::select(nan, Self::splat(!0), Self::splat(0));
+            let high = nan.and(Self::splat(0x3FF)).or(Self::splat(0x7C00));
+            let low = nan.xor(Self::splat(!0)).and(Self::splat(0x0FFF));
+            let code = sum.shr::<13>().and(high).add(sum.and(low));
+            code.or(self.sra::<16>().and(Self::splat(0xFFFF_8000)))
         }
     }
 }

@@ -220,6 +220,10 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract.
             unsafe { _mm256_max_epi32(self, o) }
         }
+        unsafe fn max_i16(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_max_epi16(self, o) }
+        }
         unsafe fn gt_i32(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
             unsafe { _mm256_cmpgt_epi32(self, o) }

@@ -323,6 +323,10 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract.
             unsafe { _mm512_max_epi32(self, o) }
         }
+        unsafe fn max_i16(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { _mm512_max_epi16(self, o) }
+        }
         unsafe fn gt_i32(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
             unsafe { _mm512_cmpgt_epi32_mask(self, o) }
