@@ -38,6 +38,12 @@ impl QuantizedTensor {
 /// dtype where it computes there (compressed-tensors divides bfloat16 by bfloat16, rounding twice).
 /// Shapes the reference refuses are errors here too.
 ///
+/// DeepSeek and gpt-oss publish no weight quantizer; their conventions quantize as their published
+/// checkpoints were made: DeepSeek-V3 block FP8 is compressed-tensors' block rule computed in
+/// float32 (`amax / 448` as a float32 scale, `x / scale`), gpt-oss MXFP4 is torchao's RCEIL rule
+/// (OpenAI's `ROUND_UP`). gpt-oss's transposition to `[experts, rows, cols]` is the caller's: this
+/// quantizes the rows it is given.
+///
 /// ```
 /// use dtcast_dtype::DType;
 /// use dtcast_quant::{dequantize, quantize, Scheme};
@@ -120,6 +126,12 @@ pub fn quantize(
         }
         (Convention::TorchAo, ScaleRule::PowerOfTwo(rounding)) => ao_mx(&amax, rounding, scheme),
         (Convention::TorchAo, ScaleRule::AbsMax) => ao_nvfp4(&amax, tensor_amax, scheme),
+        (Convention::DeepSeek, ScaleRule::AbsMax) if !scheme.global_scale => {
+            ct_fp8(&amax, DType::Float32)
+        }
+        (Convention::GptOss, ScaleRule::PowerOfTwo(MxRounding::RCeil)) => {
+            ao_mx_rceil(&amax, element_max)
+        }
         (convention, _) => {
             return Err(QuantError::Scheme {
                 reason: format!("quantizing with the {convention:?} convention is not supported"),

@@ -77,8 +77,9 @@ pub(crate) struct ConvertArgs {
     /// fp8-channel, fp8-block, mxfp8, mxfp4 or nvfp4, written as compressed-tensors writes them.
     #[arg(long, value_name = "SCHEME", conflicts_with_all = ["dtype", "all", "keep", "mode", "device"])]
     pub(crate) quantize: Option<String>,
-    /// With --quantize: the layout to write (compressed-tensors; deepseek and gpt-oss are not
-    /// written yet).
+    /// With --quantize: the layout to write: compressed-tensors (every scheme), deepseek
+    /// (fp8-block: DeepSeek-V3's weight_scale_inv) or gpt-oss (mxfp4: the MoE experts' _blocks
+    /// and _scales).
     #[arg(
         long,
         value_name = "LAYOUT",
@@ -87,7 +88,7 @@ pub(crate) struct ConvertArgs {
     )]
     pub(crate) format: String,
     /// With --quantize mxfp8 or mxfp4: torchao's E8M0 scale rule (floor, ceil, even, rceil)
-    /// instead of compressed-tensors' own.
+    /// instead of the format's own (compressed-tensors' rule; gpt-oss: rceil).
     #[arg(long, value_name = "RULE", requires = "quantize")]
     pub(crate) scale_rounding: Option<String>,
     /// With --quantize: weights to leave unquantized (name or glob; repeat or separate with

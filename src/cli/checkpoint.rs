@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_dir, convert_file, convert_index, detect_quantized, read_config, Checkpoint,
-    ConvertOptions, Quantize, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
+    ConvertOptions, Quantize, QuantizedFormat, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -147,13 +147,7 @@ fn print_inspection(
 
 /// `--quantize` with its `--format`, `--scale-rounding` and `--ignore`.
 fn quantize_options(args: &ConvertArgs, scheme: &str) -> Result<Quantize, CmdError> {
-    if args.format != "compressed-tensors" {
-        return Err(format!(
-            "--format {}: only compressed-tensors is written so far (deepseek and gpt-oss are read, not written)",
-            args.format
-        )
-        .into());
-    }
+    let format: QuantizedFormat = args.format.parse()?;
     let known: Vec<&str> = QUANTIZE_SCHEMES.iter().map(|(cli, _)| *cli).collect();
     if !known.contains(&scheme) {
         return Err(format!("--quantize {scheme}: the schemes are {}", known.join(", ")).into());
@@ -173,9 +167,12 @@ fn quantize_options(args: &ConvertArgs, scheme: &str) -> Result<Quantize, CmdErr
             return Err(format!("--scale-rounding applies to mxfp8 and mxfp4, not {s}").into())
         }
     };
+    // A scheme the format cannot store is refused before anything is read.
+    format.scheme_name(&scheme)?;
     Ok(Quantize {
         scheme,
         ignore: args.ignore.clone(),
+        format,
     })
 }
 

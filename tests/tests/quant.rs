@@ -922,3 +922,280 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
         "mine"
     );
 }
+
+#[test]
+fn deepseek_and_gpt_oss_quantize_by_the_rules_their_checkpoints_were_made_with() {
+    // Neither publishes a weight quantizer. DeepSeek-V3's block FP8 is compressed-tensors' block
+    // rule in float32, so on float32 inputs it must give compressed-tensors' bytes; gpt-oss's
+    // MXFP4 is torchao's RCEIL rule (OpenAI's ROUND_UP), so it must give torchao's bytes. Refused
+    // inputs stay refused. The one case whose NaN bits differ is the one listed above for torchao.
+    use dtcast::quant::quantize;
+    let quantize_cases = fixture("scaled/quantize.json.gz");
+    let inputs = quantize_cases["inputs"].as_object().unwrap();
+    let mut compared = 0;
+    for case in quantize_cases["cases"].as_array().unwrap() {
+        let (id, reference) = (
+            case["id"].as_str().unwrap(),
+            case["scheme"].as_str().unwrap(),
+        );
+        let input = stored(&inputs[case["input"].as_str().unwrap()]);
+        let ours = match (reference, input.dtype) {
+            ("ct_fp8_block", DType::Float32) => "deepseek_v3_fp8_block",
+            ("ao_mxfp4_rceil", _) if id != "ao_mxfp4_rceil/nonfinite_bfloat16" => "gpt_oss_mxfp4",
+            _ => continue,
+        };
+        compared += 1;
+        let scheme = Scheme::named(ours, input.dtype).unwrap();
+        let got = quantize(&input.bytes, input.dtype, &input.shape, &scheme);
+        if case["ok"] == false {
+            assert!(
+                got.is_err(),
+                "{id} as {ours}: accepted; the reference raised"
+            );
+            continue;
+        }
+        let got = got.unwrap_or_else(|e| panic!("{id} as {ours}: {e}"));
+        let tensors: HashMap<String, Stored> = case["outputs"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), stored(v)))
+            .collect();
+        let (elements, _, scales, _) = parts(reference, &tensors);
+        assert!(got.elements == elements, "{id} as {ours}: elements differ");
+        assert!(got.scales == scales, "{id} as {ours}: scales differ");
+        assert_eq!(got.global_scale, None, "{id}");
+    }
+    assert_eq!(compared, 9 + 14, "cases compared");
+}
+
+/// A model directory of `layout`'s reference (dense) weights and its config less
+/// `quantization_config`, quantized through the CLI with `flags` into `out`.
+fn quantize_reference_dir(
+    layout: &str,
+    dir: &std::path::Path,
+    flags: &[&str],
+) -> (std::path::PathBuf, dtcast_tests::CliOutput) {
+    let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{layout}"));
+    let model = dir.join("dense");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::copy(
+        src.join("reference_bf16.safetensors"),
+        model.join("model.safetensors"),
+    )
+    .unwrap();
+    let mut config = read_json(&src.join("config.json"));
+    config
+        .as_object_mut()
+        .unwrap()
+        .remove("quantization_config");
+    std::fs::write(model.join("config.json"), config.to_string()).unwrap();
+    let out = dir.join("quantized");
+    let o = convert_cli(model.to_str().unwrap(), out.to_str().unwrap(), flags);
+    (out, o)
+}
+
+/// Tensors as (name, dtype, shape), without their bytes.
+fn layout(tensors: &[(String, DType, Vec<usize>, Vec<u8>)]) -> Vec<(String, DType, Vec<usize>)> {
+    tensors
+        .iter()
+        .map(|(n, d, s, _)| (n.clone(), *d, s.clone()))
+        .collect()
+}
+
+/// Every tensor of a file, as [`read_sorted`] gives them.
+type Tensors = Vec<(String, DType, Vec<usize>, Vec<u8>)>;
+
+/// [`quantize_reference_dir`], which must succeed and write the fixture's `quantization_config`
+/// and tensors (names, dtypes, shapes): the fixture's directory, the output directory, and the
+/// output's and the fixture's tensors.
+fn quantize_as_fixture(
+    fixture: &str,
+    dir: &std::path::Path,
+    flags: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, Tensors, Tensors) {
+    let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{fixture}"));
+    let (out, o) = quantize_reference_dir(fixture, dir, flags);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        read_json(&out.join("config.json"))["quantization_config"],
+        read_json(&src.join("config.json"))["quantization_config"]
+    );
+    let ours = read_sorted(&out.join("model.safetensors"));
+    let theirs = read_sorted(&src.join("model.safetensors"));
+    assert_eq!(layout(&ours), layout(&theirs));
+    (src, out, ours, theirs)
+}
+
+#[test]
+fn quantize_writes_gpt_oss_layout_that_dequantizes_to_the_same_experts() {
+    // The dense gpt-oss model (the reference's dequantization of the fixture) quantized with
+    // --format gpt-oss: the fixture's tensors (names, dtypes, shapes) and config. RCEIL picks
+    // the smallest power of two that holds the block's largest magnitude as 6 or less: where the
+    // fixture's block tops out at 3, that is the fixture's scale halved, with every element's
+    // value doubled — the same numbers. Everything else is the fixture's bytes, and the output
+    // dequantizes to the reference byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let (src, out, ours, theirs) = quantize_as_fixture(
+        "gptoss_mxfp4",
+        dir.path(),
+        &["--quantize", "mxfp4", "--format", "gpt-oss"],
+    );
+    let find = |v: &[(String, DType, Vec<usize>, Vec<u8>)], name: &str| -> Vec<u8> {
+        v.iter().find(|t| t.0 == name).unwrap().3.clone()
+    };
+    // float4_e2m1fn code -> value in halves (exact integers).
+    let halves =
+        |c: u8| [0i32, 1, 2, 3, 4, 6, 8, 12][usize::from(c & 7)] * if c & 8 != 0 { -1 } else { 1 };
+    let (mut same, mut halved) = (0, 0);
+    for (name, _, _, scales) in theirs.iter().filter(|t| t.0.ends_with("_scales")) {
+        let base = name.strip_suffix("_scales").unwrap();
+        let (our_scales, our_blocks) = (find(&ours, name), find(&ours, &format!("{base}_blocks")));
+        let their_blocks = find(&theirs, &format!("{base}_blocks"));
+        for (g, (&s_ours, &s_theirs)) in our_scales.iter().zip(scales).enumerate() {
+            let codes = |b: &[u8]| -> Vec<i32> {
+                b[16 * g..16 * g + 16]
+                    .iter()
+                    .flat_map(|&x| [halves(x & 0xF), halves(x >> 4)])
+                    .collect()
+            };
+            let (a, b) = (codes(&our_blocks), codes(&their_blocks));
+            if s_ours == s_theirs {
+                assert_eq!(a, b, "{base} block {g}");
+                same += 1;
+            } else {
+                assert_eq!(s_ours + 1, s_theirs, "{base} block {g}");
+                assert_eq!(b.iter().map(|v| v.abs()).max(), Some(6), "{base} block {g}"); // 3.0
+                assert_eq!(
+                    a,
+                    b.iter().map(|v| 2 * v).collect::<Vec<_>>(),
+                    "{base} block {g}"
+                );
+                halved += 1;
+            }
+        }
+    }
+    assert!(
+        same > 0 && halved > 0,
+        "{same} blocks equal, {halved} halved"
+    );
+    for (name, dtype, shape, bytes) in &theirs {
+        if !name.contains("experts.") || name.ends_with("_bias") {
+            assert_eq!(
+                &find(&ours, name),
+                bytes,
+                "{name} ({dtype}, {shape:?}) copied"
+            );
+        }
+    }
+    let dense = dir.path().join("back");
+    let o = convert_cli(
+        out.to_str().unwrap(),
+        dense.to_str().unwrap(),
+        &["--dtype", "bf16"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        read_sorted(&dense.join("model.safetensors")),
+        read_sorted(&src.join("reference_bf16.safetensors"))
+    );
+}
+
+#[test]
+fn quantize_writes_deepseek_layout_with_float32_block_scales() {
+    // --format deepseek: the fixture's tensors (names, dtypes, shapes) and config; each
+    // weight_scale_inv is the block's largest magnitude / 448 in float32 (DeepSeek's rule,
+    // computed here from the input), and dequantizing gives each input within half a float8
+    // step.
+    let dir = tempfile::tempdir().unwrap();
+    let (src, out, ours, _) = quantize_as_fixture(
+        "deepseek_fp8_block",
+        dir.path(),
+        &["--quantize", "fp8-block", "--format", "deepseek"],
+    );
+    let input = read_sorted(&src.join("reference_bf16.safetensors"));
+    let dense = dir.path().join("back");
+    let o = convert_cli(
+        out.to_str().unwrap(),
+        dense.to_str().unwrap(),
+        &["--dtype", "float32"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let back = read_sorted(&dense.join("model.safetensors"));
+    let floats = |b: &[u8], dtype: DType| -> Vec<f32> {
+        match dtype {
+            DType::BFloat16 => b
+                .chunks_exact(2)
+                .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16))
+                .collect(),
+            _ => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        }
+    };
+    let mut checked = 0;
+    for (name, _, shape, scales) in ours.iter().filter(|t| t.0.ends_with(".weight_scale_inv")) {
+        let weight = name.replace(".weight_scale_inv", ".weight");
+        let x = input.iter().find(|t| t.0 == weight).unwrap();
+        let y = back.iter().find(|t| t.0 == weight).unwrap();
+        let (rows, cols) = (x.2[0], x.2[1]);
+        let (x, y) = (floats(&x.3, x.1), floats(&y.3, y.1));
+        let s = floats(scales, DType::Float32);
+        for (b, &scale) in s.iter().enumerate() {
+            let (br, bc) = (b / shape[1], b % shape[1]);
+            let mut amax = 0f32;
+            for r in br * 128..((br + 1) * 128).min(rows) {
+                for c in bc * 128..((bc + 1) * 128).min(cols) {
+                    amax = amax.max(x[r * cols + c].abs());
+                }
+            }
+            assert_eq!(scale, amax / 448.0, "{name} block {b}");
+            for r in br * 128..((br + 1) * 128).min(rows) {
+                for c in bc * 128..((bc + 1) * 128).min(cols) {
+                    let (xv, yv) = (x[r * cols + c], y[r * cols + c]);
+                    let bound = scale * (xv.abs() / scale * 2f32.powi(-4)).max(2f32.powi(-10));
+                    assert!(
+                        (yv - xv).abs() <= bound,
+                        "{weight}[{r}, {c}]: {xv} came back {yv}"
+                    );
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
+}
+
+#[test]
+fn a_format_refuses_what_it_cannot_store_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (layout, flags, message) in [
+        (
+            "deepseek_fp8_block",
+            &["--quantize", "mxfp4", "--format", "deepseek"][..],
+            "--format deepseek stores fp8-block only",
+        ),
+        (
+            "gptoss_mxfp4",
+            &["--quantize", "fp8-block", "--format", "gpt-oss"][..],
+            "--format gpt-oss stores mxfp4 only",
+        ),
+        (
+            "deepseek_fp8_block",
+            &["--quantize", "mxfp4", "--format", "gpt-oss"][..],
+            "no tensor of the checkpoint is one it quantizes (3-D MoE expert parameters",
+        ),
+        (
+            "deepseek_fp8_block",
+            &["--quantize", "fp8-block", "--format", "deepseek-v3"][..],
+            "the formats are compressed-tensors, deepseek, gpt-oss",
+        ),
+    ] {
+        let case = dir.path().join(format!("{layout}-{}", flags[1]));
+        let (out, o) = quantize_reference_dir(layout, &case, flags);
+        assert_ne!(o.code, 0, "{flags:?}");
+        assert!(o.stderr.contains(message), "{flags:?}: {}", o.stderr);
+        assert!(!out.exists(), "{flags:?}: {} was written", out.display());
+    }
+}

@@ -18,6 +18,7 @@ use dtcast_dtype::DType;
 
 use super::header::{self, Entry};
 use super::json::quote;
+use super::layout::QuantizedFormat;
 use super::quantized::{self, QuantizedWeight};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -54,12 +55,15 @@ pub struct ConvertOptions {
 #[derive(Clone, Debug)]
 pub struct Quantize {
     /// The scheme: `fp8-tensor`, `fp8-channel`, `fp8-block`, `mxfp8`, `mxfp4`, `nvfp4`
-    /// (compressed-tensors' rules and layout), or a reference's name (`ao_mxfp4_rceil`: torchao's
-    /// scale rule, written in compressed-tensors' layout).
+    /// (the format's rules), or a reference's name (`ao_mxfp4_rceil`: torchao's scale rule,
+    /// written in the format's layout).
     pub scheme: String,
     /// Names or globs of weights to leave unquantized (each must match a tensor); the embeddings
     /// and `lm_head` are always left, as compressed-tensors leaves them.
     pub ignore: Vec<String>,
+    /// The layout written: compressed-tensors (every scheme), DeepSeek-V3 (`fp8-block`) or
+    /// gpt-oss (`mxfp4`, the MoE experts).
+    pub format: QuantizedFormat,
 }
 
 impl ConvertOptions {

@@ -12,7 +12,6 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::convert::{convert_to_unnamed, read_config, ConvertOptions, Summary};
-use super::quantize::compressed_tensors_config;
 use super::sharded::{check_output_dir, commit_all, convert_shards};
 use crate::error::LayerError;
 use crate::output::{AtomicFile, FileMode, Target, Want};
@@ -140,7 +139,7 @@ pub fn convert_dir(
 }
 
 /// `config.json` after the conversion: dequantized weights lose `quantization_config` and the
-/// dtype becomes `torch_dtype`; quantized ones gain compressed-tensors' `quantization_config`.
+/// dtype becomes `torch_dtype`; quantized ones gain the format's `quantization_config`.
 fn updated_config(
     path: &Path,
     options: &ConvertOptions,
@@ -157,7 +156,7 @@ fn updated_config(
         Some(q) => {
             obj.insert(
                 "quantization_config".to_owned(),
-                compressed_tensors_config(&q.scheme, &q.ignore),
+                q.format.layout().config(&q.scheme, &q.ignore),
             );
         }
         None => {

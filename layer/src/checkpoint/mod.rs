@@ -35,6 +35,7 @@ mod convert;
 mod directory;
 mod header;
 mod json;
+mod layout;
 mod quantize;
 mod quantized;
 mod reader;
@@ -44,7 +45,10 @@ mod sharded;
 pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
 pub use directory::convert_dir;
 pub use header::{Entry, Header, MAX_HEADER_LEN};
-pub use quantize::{scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES};
+pub use layout::compressed_tensors::{
+    scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
+};
+pub use layout::QuantizedFormat;
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;

@@ -1,0 +1,147 @@
+//! compressed-tensors 0.20 (what vLLM loads): `P.weight` + `P.weight_scale` for FP8 and MXFP8,
+//! `P.weight_packed` + `P.weight_scale` (+ `P.weight_global_scale`) for MXFP4 and NVFP4; E8M0
+//! scales as uint8; `quantization_config` as `ModelCompressor.update_config` writes it.
+
+use dtcast_dtype::DType;
+use dtcast_quant::{Granularity, Scheme};
+use serde_json::{json, Value};
+
+use super::{is_linear_weight, module_of, Layout, Part};
+use crate::checkpoint::header::Entry;
+
+/// The `--quantize` schemes and the reference scheme each stands for (compressed-tensors').
+pub const SCHEMES: [(&str, &str); 6] = [
+    ("fp8-tensor", "ct_fp8_tensor"),
+    ("fp8-channel", "ct_fp8_channel"),
+    ("fp8-block", "ct_fp8_block"),
+    ("mxfp8", "ct_mxfp8"),
+    ("mxfp4", "ct_mxfp4"),
+    ("nvfp4", "ct_nvfp4"),
+];
+
+/// The reference scheme a `--quantize` name stands for (a reference's own name stands for itself).
+pub fn scheme_name(name: &str) -> &str {
+    SCHEMES
+        .iter()
+        .find(|(cli, _)| *cli == name)
+        .map_or(name, |(_, reference)| reference)
+}
+
+pub(super) struct CompressedTensors;
+
+impl Layout for CompressedTensors {
+    fn scheme_name(&self, requested: &str) -> Result<String, String> {
+        Ok(scheme_name(requested).to_owned())
+    }
+
+    fn targets(&self, e: &Entry) -> bool {
+        is_linear_weight(e)
+    }
+
+    fn targets_described(&self) -> &'static str {
+        "2-D float32 or bfloat16 `*.weight` tensors other than embeddings and `lm_head`, less --ignore"
+    }
+
+    fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part> {
+        let prefix = e.name.strip_suffix(".weight").unwrap_or(&e.name);
+        let (rows, cols) = (e.shape[0], e.shape[1]);
+        let scale_shape = match scheme.granularity {
+            Granularity::Tensor => vec![1],
+            Granularity::Channel => vec![rows, 1],
+            Granularity::Group(k) => vec![rows, cols / k],
+            Granularity::Block(br, bc) => vec![rows.div_ceil(br), cols.div_ceil(bc)],
+        };
+        // E8M0 scales are uint8 in compressed-tensors' files.
+        let scale_dtype = if scheme.scale == DType::Float8E8M0Fnu {
+            DType::UInt8
+        } else {
+            scheme.scale
+        };
+        let mut out = if scheme.element == DType::Float4E2M1Fn {
+            vec![(
+                format!("{prefix}.weight_packed"),
+                DType::UInt8,
+                vec![rows, cols / 2],
+            )]
+        } else {
+            vec![(e.name.clone(), scheme.element, e.shape.clone())]
+        };
+        out.push((format!("{prefix}.weight_scale"), scale_dtype, scale_shape));
+        if scheme.global_scale {
+            out.push((
+                format!("{prefix}.weight_global_scale"),
+                DType::Float32,
+                vec![1],
+            ));
+        }
+        out
+    }
+
+    /// What compressed-tensors' `ModelCompressor.update_config` writes: one config group over the
+    /// Linear layers, `lm_head` and the `--ignore` weights' modules ignored (a glob as
+    /// compressed-tensors' `re:` form).
+    fn config(&self, requested: &str, ignore: &[String]) -> Value {
+        let reference = scheme_name(requested);
+        let fp4 = reference.contains("fp4");
+        let (format, weights) = if reference.starts_with("ct_fp8_") {
+            let strategy = reference.trim_start_matches("ct_fp8_");
+            let mut w = json!({"dynamic": false, "group_size": null, "num_bits": 8,
+                               "strategy": strategy, "symmetric": true, "type": "float"});
+            if strategy == "block" {
+                w["block_structure"] = json!([128, 128]);
+            }
+            ("naive-quantized", w)
+        } else if reference.contains("nvfp4") {
+            (
+                "nvfp4-pack-quantized",
+                json!({"dynamic": false, "group_size": 16, "num_bits": 4,
+                       "scale_dtype": "torch.float8_e4m3fn", "strategy": "tensor_group",
+                       "symmetric": true, "type": "float"}),
+            )
+        } else {
+            (
+                if fp4 {
+                    "mxfp4-pack-quantized"
+                } else {
+                    "mxfp8-quantized"
+                },
+                json!({"dynamic": false, "group_size": 32, "num_bits": if fp4 { 4 } else { 8 },
+                       "scale_dtype": "torch.uint8", "strategy": "group", "symmetric": true,
+                       "type": "float"}),
+            )
+        };
+        let mut ignored = vec![json!("lm_head")];
+        for g in ignore {
+            let module = module_of(g, &[".weight"]);
+            ignored.push(if module.contains(['*', '?', '[']) {
+                let re: String = module
+                    .chars()
+                    .map(|c| match c {
+                        '*' => ".*".to_owned(),
+                        '?' => ".".to_owned(),
+                        '.' => "\\.".to_owned(),
+                        c => c.to_string(),
+                    })
+                    .collect();
+                json!(format!("re:{re}"))
+            } else {
+                json!(module)
+            });
+        }
+        json!({
+            "config_groups": {"group_0": {"format": format, "input_activations": null,
+                                          "output_activations": null, "targets": ["Linear"],
+                                          "weights": weights}},
+            "format": format,
+            "global_compression_ratio": null,
+            "ignore": ignored,
+            "kv_cache_scheme": null,
+            "moe_sparsity_config": null,
+            "quant_method": "compressed-tensors",
+            "quantization_status": "compressed",
+            "sparsity_config": {},
+            "transform_config": {},
+            "version": "0.20.0"
+        })
+    }
+}

@@ -1,0 +1,52 @@
+//! DeepSeek-V3's native FP8 layout: `P.weight` float8_e4m3fn `[out, in]` and
+//! `P.weight_scale_inv` float32 `[ceil(out/128), ceil(in/128)]` (a multiplier despite its name);
+//! `quantization_config = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+//! "weight_block_size": [128, 128]}`, as DeepSeek-V3's published checkpoints have them.
+
+use dtcast_dtype::DType;
+use dtcast_quant::Scheme;
+use serde_json::{json, Value};
+
+use super::{is_linear_weight, Layout, Part};
+use crate::checkpoint::header::Entry;
+
+/// DeepSeek-V3's block: 128 × 128 elements share a scale.
+const BLOCK: usize = 128;
+
+pub(super) struct DeepSeek;
+
+impl Layout for DeepSeek {
+    fn scheme_name(&self, requested: &str) -> Result<String, String> {
+        match requested {
+            "fp8-block" | "deepseek_v3_fp8_block" => Ok("deepseek_v3_fp8_block".to_owned()),
+            other => Err(format!(
+                "--format deepseek stores fp8-block only (DeepSeek-V3's float8_e4m3fn with a \
+                 float32 scale per 128x128 block), not {other}"
+            )),
+        }
+    }
+
+    /// The linear weights, less the MoE router (`*.mlp.gate.weight`), which DeepSeek-V3 keeps in
+    /// bfloat16 (it is not a Linear layer).
+    fn targets(&self, e: &Entry) -> bool {
+        is_linear_weight(e) && !e.name.ends_with(".mlp.gate.weight")
+    }
+
+    fn targets_described(&self) -> &'static str {
+        "2-D float32 or bfloat16 `*.weight` tensors other than embeddings, `lm_head` and the MoE router `*.mlp.gate.weight`, less --ignore"
+    }
+
+    fn parts(&self, e: &Entry, _scheme: &Scheme) -> Vec<Part> {
+        let prefix = e.name.strip_suffix(".weight").unwrap_or(&e.name);
+        let blocks = vec![e.shape[0].div_ceil(BLOCK), e.shape[1].div_ceil(BLOCK)];
+        vec![
+            (e.name.clone(), DType::Float8E4M3Fn, e.shape.clone()),
+            (format!("{prefix}.weight_scale_inv"), DType::Float32, blocks),
+        ]
+    }
+
+    fn config(&self, _requested: &str, _ignore: &[String]) -> Value {
+        json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+               "weight_block_size": [BLOCK, BLOCK]})
+    }
+}

@@ -1,0 +1,111 @@
+//! gpt-oss's MXFP4 layout: each MoE expert parameter `P` (`*.mlp.experts.gate_up_proj`
+//! `[experts, K, R]`, `*.mlp.experts.down_proj`), stored transposed as `P_blocks` uint8
+//! `[experts, R, K/32, 16]` (32 float4 codes, low nibble first) and `P_scales` uint8
+//! `[experts, R, K/32]` (E8M0); `quantization_config = {"modules_to_not_convert": [...],
+//! "quant_method": "mxfp4"}`, as OpenAI's published checkpoints have them. Transformers'
+//! `convert_moe_packed_tensors` reads it back transposed to `[experts, K, R]`.
+
+use dtcast_dtype::DType;
+use dtcast_quant::{quantize, QuantError, Scheme};
+use serde_json::{json, Value};
+
+use super::{module_of, Layout, Part};
+use crate::checkpoint::header::Entry;
+
+/// Elements per E8M0 scale.
+const GROUP: usize = 32;
+/// The expert parameters gpt-oss stores in MXFP4.
+const EXPERT_PARAMS: [&str; 2] = [".mlp.experts.gate_up_proj", ".mlp.experts.down_proj"];
+
+pub(super) struct GptOss;
+
+impl Layout for GptOss {
+    fn scheme_name(&self, requested: &str) -> Result<String, String> {
+        match requested {
+            "mxfp4" | "gpt_oss_mxfp4" => Ok("gpt_oss_mxfp4".to_owned()),
+            // --scale-rounding: torchao's rule, stored in gpt-oss's layout.
+            r if r.starts_with("ao_mxfp4_") => Ok(r.to_owned()),
+            other => Err(format!(
+                "--format gpt-oss stores mxfp4 only (float4_e2m1fn with an E8M0 scale per 32 \
+                 elements), not {other}"
+            )),
+        }
+    }
+
+    fn targets(&self, e: &Entry) -> bool {
+        e.dtype.is_floating_point()
+            && e.shape.len() == 3
+            && EXPERT_PARAMS.iter().any(|p| e.name.ends_with(p))
+    }
+
+    fn targets_described(&self) -> &'static str {
+        "3-D MoE expert parameters `*.mlp.experts.gate_up_proj` and `*.mlp.experts.down_proj`, less --ignore"
+    }
+
+    fn rows_cols(&self, e: &Entry) -> (usize, usize) {
+        (e.shape[0] * e.shape[2], e.shape[1])
+    }
+
+    fn parts(&self, e: &Entry, _scheme: &Scheme) -> Vec<Part> {
+        let [experts, k, r] = [e.shape[0], e.shape[1], e.shape[2]];
+        vec![
+            (
+                format!("{}_blocks", e.name),
+                DType::UInt8,
+                vec![experts, r, k / GROUP, GROUP / 2],
+            ),
+            (
+                format!("{}_scales", e.name),
+                DType::UInt8,
+                vec![experts, r, k / GROUP],
+            ),
+        ]
+    }
+
+    fn quantize(
+        &self,
+        e: &Entry,
+        bytes: &[u8],
+        scheme: &Scheme,
+    ) -> Result<Vec<Vec<u8>>, QuantError> {
+        let [experts, k, r] = [e.shape[0], e.shape[1], e.shape[2]];
+        let size = e.dtype.byte_size().unwrap_or(1);
+        // [experts, K, R] → [experts, R, K]: each expert's matrix transposed, element by element.
+        let mut transposed = vec![0u8; bytes.len()];
+        let matrix = (k * r * size).max(1);
+        for (src, dst) in bytes
+            .chunks_exact(matrix)
+            .zip(transposed.chunks_exact_mut(matrix))
+        {
+            for (i, row) in src.chunks_exact(r * size).enumerate() {
+                for (j, v) in row.chunks_exact(size).enumerate() {
+                    let at = (j * k + i) * size;
+                    dst[at..at + size].copy_from_slice(v);
+                }
+            }
+        }
+        let q = quantize(&transposed, e.dtype, &[experts * r, k], scheme)?;
+        Ok(vec![q.elements, q.scales])
+    }
+
+    /// What gpt-oss's published config lists as not converted, and the `--ignore` weights' modules.
+    fn config(&self, _requested: &str, ignore: &[String]) -> Value {
+        let mut modules = vec![
+            "model.layers.*.self_attn".to_owned(),
+            "model.layers.*.mlp.router".to_owned(),
+            "model.embed_tokens".to_owned(),
+            "lm_head".to_owned(),
+        ];
+        let params: Vec<&str> = EXPERT_PARAMS
+            .iter()
+            .map(|p| p.trim_start_matches(".mlp.experts"))
+            .collect();
+        for g in ignore {
+            let module = module_of(g, &params).to_owned();
+            if !modules.contains(&module) {
+                modules.push(module);
+            }
+        }
+        json!({"modules_to_not_convert": modules, "quant_method": "mxfp4"})
+    }
+}
