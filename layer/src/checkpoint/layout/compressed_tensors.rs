@@ -6,8 +6,13 @@ use dtcast_dtype::DType;
 use dtcast_quant::{Granularity, Scheme};
 use serde_json::{json, Value};
 
-use super::{is_linear_weight, module_of, Layout, Part};
+use super::api::{Layout, Part, QuantizedWeight};
+use super::shared::{
+    check_scales, err, is_linear_weight, module_of, rows_cols, stored_dense, two_d,
+};
 use crate::checkpoint::header::Entry;
+use crate::checkpoint::json::quote;
+use crate::error::LayerError;
 
 /// The `--quantize` schemes and the reference scheme each stands for (compressed-tensors').
 pub const SCHEMES: [(&str, &str); 6] = [
@@ -143,5 +148,143 @@ impl Layout for CompressedTensors {
             "transform_config": {},
             "version": "0.20.0"
         })
+    }
+
+    fn quant_method(&self) -> &'static str {
+        "compressed-tensors"
+    }
+
+    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str> {
+        e.name.strip_suffix(".weight_scale")
+    }
+
+    fn read(
+        &self,
+        entries: &[Entry],
+        prefix: &str,
+        scales: usize,
+        config: Option<&Value>,
+    ) -> Result<Option<QuantizedWeight>, LayerError> {
+        if stored_dense(entries, prefix) {
+            return Ok(None);
+        }
+        read_weight(entries, prefix, scales, config).map(Some)
+    }
+}
+
+/// `P.weight` (float8) or `P.weight_packed` (float4, two per byte) beside
+/// `P.weight_scale` (and `P.weight_global_scale` for NVFP4).
+fn read_weight(
+    entries: &[Entry],
+    prefix: &str,
+    scales: usize,
+    config: Option<&Value>,
+) -> Result<QuantizedWeight, LayerError> {
+    let find = |name: &str| entries.iter().position(|e| e.name == name);
+    let scale = &entries[scales];
+    let name = format!("{prefix}.weight");
+    let packed = format!("{prefix}.weight_packed");
+    let global = find(&format!("{prefix}.weight_global_scale"));
+    if let Some(p) = find(&packed) {
+        let (scheme_name, global) = match (scale.dtype, global) {
+            (DType::UInt8, None) => ("ct_mxfp4", None),
+            (DType::Float8E4M3Fn, Some(g)) => ("ct_nvfp4", Some(g)),
+            (dtype, g) => {
+                return Err(err(format!(
+                    "`{}` is {dtype}{}: neither MXFP4 (uint8 E8M0 scales) nor NVFP4 (float8_e4m3fn \
+                     scales with a weight_global_scale)",
+                    quote(&scale.name),
+                    if g.is_some() { " with a global scale" } else { " without a global scale" }
+                )))
+            }
+        };
+        let scheme = Scheme::named(scheme_name, DType::BFloat16).map_err(|e| err(e.to_string()))?;
+        let mut w = two_d(entries, name, p, scales, global, scheme_name, scheme)?;
+        if entries[p].dtype != DType::UInt8 {
+            return Err(err(format!(
+                "`{}` is {}, not packed uint8",
+                quote(&packed),
+                entries[p].dtype
+            )));
+        }
+        w.shape[1] *= 2;
+        w.dense_shape[1] *= 2;
+        check_scales(entries, &w)?;
+        return Ok(w);
+    }
+    let w = find(&name).ok_or_else(|| {
+        err(format!(
+            "`{}` has neither `{}` nor `{}` beside it",
+            quote(&scale.name),
+            quote(&name),
+            quote(&packed)
+        ))
+    })?;
+    let scheme_name = match scale.dtype {
+        DType::UInt8 => "ct_mxfp8",
+        DType::Float32 | DType::BFloat16 | DType::Float16 => {
+            let (rows, cols) = rows_cols(&entries[w].shape);
+            let numel = scale.numel();
+            let by_shape: Vec<&'static str> = [
+                ("ct_fp8_tensor", 1),
+                ("ct_fp8_channel", rows),
+                ("ct_fp8_block", rows.div_ceil(128) * cols.div_ceil(128)),
+            ]
+            .into_iter()
+            .filter(|&(_, n)| n == numel)
+            .map(|(s, _)| s)
+            .collect();
+            match ct_strategy(config).as_deref() {
+                Some(s) => {
+                    let named = format!("ct_fp8_{s}");
+                    by_shape
+                        .iter()
+                        .copied()
+                        .find(|b| *b == named)
+                        .ok_or_else(|| {
+                            err(format!(
+                                "config.json names the `{s}` strategy, but `{}` holds {numel} scales \
+                                 for a [{rows}, {cols}] weight",
+                                quote(&scale.name)
+                            ))
+                        })?
+                }
+                // Without a config the scale count decides; where several strategies give the
+                // same count (one row, or one element) their arithmetic is the same.
+                None => *by_shape.first().ok_or_else(|| {
+                    err(format!(
+                        "`{}` holds {numel} scales, which fits no FP8 strategy for a [{rows}, {cols}] \
+                         weight (tensor: 1, channel: {rows}, 128x128 blocks: {})",
+                        quote(&scale.name),
+                        rows.div_ceil(128) * cols.div_ceil(128)
+                    ))
+                })?,
+            }
+        }
+        other => {
+            return Err(err(format!(
+                "`{}` is {other}; compressed-tensors stores float8 scales as float32, bfloat16 or \
+                 float16, and MX scales as uint8",
+                quote(&scale.name)
+            )))
+        }
+    };
+    let scheme = Scheme::named(scheme_name, scale.dtype).map_err(|e| err(e.to_string()))?;
+    let q = two_d(entries, name, w, scales, None, scheme_name, scheme)?;
+    check_scales(entries, &q)?;
+    Ok(q)
+}
+
+/// compressed-tensors' FP8 strategy from its config (`tensor`, `channel`, `block`), if named.
+fn ct_strategy(config: Option<&Value>) -> Option<String> {
+    let groups = config?.get("quantization_config")?.get("config_groups")?;
+    let strategies: Vec<&str> = groups
+        .as_object()?
+        .values()
+        .filter_map(|g| g.get("weights")?.get("strategy")?.as_str())
+        .collect();
+    match strategies.as_slice() {
+        [one] => Some((*one).to_owned()),
+        _ => None,
     }
 }

@@ -7,8 +7,10 @@ use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 use serde_json::{json, Value};
 
-use super::{is_linear_weight, Layout, Part};
+use super::api::{Layout, Part, QuantizedWeight};
+use super::shared::{err, find, is_linear_weight, missing, stored_dense, two_d};
 use crate::checkpoint::header::Entry;
+use crate::error::LayerError;
 
 /// DeepSeek-V3's block: 128 × 128 elements share a scale.
 const BLOCK: usize = 128;
@@ -48,5 +50,39 @@ impl Layout for DeepSeek {
     fn config(&self, _requested: &str, _ignore: &[String]) -> Value {
         json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                "weight_block_size": [BLOCK, BLOCK]})
+    }
+
+    fn quant_method(&self) -> &'static str {
+        "fp8"
+    }
+
+    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str> {
+        e.name.strip_suffix(".weight_scale_inv")
+    }
+
+    fn read(
+        &self,
+        entries: &[Entry],
+        prefix: &str,
+        scales: usize,
+        _config: Option<&Value>,
+    ) -> Result<Option<QuantizedWeight>, LayerError> {
+        if stored_dense(entries, prefix) {
+            return Ok(None);
+        }
+        let name = format!("{prefix}.weight");
+        let w = find(entries, &name).ok_or_else(|| missing(&entries[scales], &name))?;
+        let scheme = Scheme::named("deepseek_v3_fp8_block", DType::Float32)
+            .map_err(|e| err(e.to_string()))?;
+        two_d(
+            entries,
+            name,
+            w,
+            scales,
+            None,
+            "deepseek_v3_fp8_block",
+            scheme,
+        )
+        .map(Some)
     }
 }

@@ -9,8 +9,11 @@ use dtcast_dtype::DType;
 use dtcast_quant::{quantize, QuantError, Scheme};
 use serde_json::{json, Value};
 
-use super::{module_of, Layout, Part};
+use super::api::{Layout, Part, QuantizedWeight};
+use super::shared::{err, find, missing, module_of};
 use crate::checkpoint::header::Entry;
+use crate::checkpoint::json::quote;
+use crate::error::LayerError;
 
 /// Elements per E8M0 scale.
 const GROUP: usize = 32;
@@ -108,4 +111,68 @@ impl Layout for GptOss {
         }
         json!({"modules_to_not_convert": modules, "quant_method": "mxfp4"})
     }
+
+    fn quant_method(&self) -> &'static str {
+        "mxfp4"
+    }
+
+    /// `P_scales` in uint8 (E8M0 bytes); a floating `*_scales` tensor is some model's own
+    /// parameter.
+    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str> {
+        e.name
+            .strip_suffix("_scales")
+            .filter(|_| e.dtype == DType::UInt8)
+    }
+
+    fn read(
+        &self,
+        entries: &[Entry],
+        prefix: &str,
+        scales: usize,
+        _config: Option<&Value>,
+    ) -> Result<Option<QuantizedWeight>, LayerError> {
+        let blocks = format!("{prefix}_blocks");
+        let b = find(entries, &blocks).ok_or_else(|| missing(&entries[scales], &blocks))?;
+        read_weight(entries, prefix, b, scales).map(Some)
+    }
+}
+
+/// `P_blocks` uint8 [experts, rows, groups, 16] and `P_scales` uint8 [experts, rows,
+/// groups]; the dense `P` is [experts, groups * 32, rows].
+fn read_weight(
+    entries: &[Entry],
+    prefix: &str,
+    blocks: usize,
+    scales: usize,
+) -> Result<QuantizedWeight, LayerError> {
+    let (b, s) = (&entries[blocks], &entries[scales]);
+    let ok = b.dtype == DType::UInt8
+        && s.dtype == DType::UInt8
+        && b.shape.len() == 4
+        && b.shape[3] == 16
+        && s.shape.as_slice() == &b.shape[..3];
+    if !ok {
+        return Err(err(format!(
+            "`{}` ({} {:?}) and `{}` ({} {:?}) are not gpt-oss MXFP4: uint8 [experts, rows, groups, 16] \
+             blocks and uint8 [experts, rows, groups] scales",
+            quote(&b.name),
+            b.dtype,
+            b.shape,
+            quote(&s.name),
+            s.dtype,
+            s.shape
+        )));
+    }
+    let (e, r, g) = (b.shape[0], b.shape[1], b.shape[2]);
+    let scheme = Scheme::named("gpt_oss_mxfp4", DType::BFloat16).map_err(|e| err(e.to_string()))?;
+    Ok(QuantizedWeight {
+        name: prefix.to_owned(),
+        elements: blocks,
+        scales,
+        global: None,
+        scheme_name: "gpt_oss_mxfp4",
+        scheme,
+        shape: vec![e, r, g * 32],
+        dense_shape: vec![e, g * 32, r],
+    })
 }

@@ -1,56 +1,20 @@
-//! The layouts `convert --quantize` writes: how one quantized weight is stored (tensor names,
-//! dtypes, shapes, any transposition) and what `config.json` says about it, one module per
-//! layout behind [`Layout`]. The quantizing, the plan and the streaming are written once
-//! (`quantize.rs`); the layouts' readers are in `quantized.rs`.
+//! The layouts of quantized checkpoints, one module each behind [`Layout`] (`api.rs`): how a
+//! quantized weight is recognised and read (its scale tensor, the tensors beside it, the scheme
+//! they say), how one is written (names, dtypes, shapes, any transposition), and what
+//! `config.json` says about it. Detection (`quantized.rs`) and quantizing (`quantize.rs`) are
+//! written once, over every layout.
 
 use std::fmt;
 use std::str::FromStr;
 
-use dtcast_dtype::DType;
-use dtcast_quant::{QuantError, Scheme};
-use serde_json::Value;
-
-use super::header::Entry;
-
+mod api;
 pub(crate) mod compressed_tensors;
 mod deepseek;
 mod gpt_oss;
+mod shared;
 
-/// A tensor a quantized weight is written as: name, dtype, shape.
-pub(crate) type Part = (String, DType, Vec<usize>);
-
-/// One checkpoint layout for quantized weights.
-pub(crate) trait Layout: Sync {
-    /// The reference scheme (`dtcast_quant::Scheme::named`) this layout stores for a
-    /// `--quantize` name (or a reference's own name), or why it stores no such thing.
-    fn scheme_name(&self, requested: &str) -> Result<String, String>;
-    /// Whether the layout quantizes `e` unless `--ignore` says otherwise (the format's own tools'
-    /// defaults).
-    fn targets(&self, e: &Entry) -> bool;
-    /// What [`targets`](Layout::targets) takes, in words.
-    fn targets_described(&self) -> &'static str;
-    /// The matrix `dtcast_quant::quantize` is given for `e`: rows and columns.
-    fn rows_cols(&self, e: &Entry) -> (usize, usize) {
-        (e.shape[0], e.shape[1])
-    }
-    /// The tensors `e` becomes, in the order [`quantize`](Layout::quantize) returns their bytes.
-    fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part>;
-    /// The bytes of each of [`parts`](Layout::parts), from `e`'s stored `bytes`: by default the
-    /// elements, the scales and the global scale where the scheme has one.
-    fn quantize(
-        &self,
-        e: &Entry,
-        bytes: &[u8],
-        scheme: &Scheme,
-    ) -> Result<Vec<Vec<u8>>, QuantError> {
-        let q = dtcast_quant::quantize(bytes, e.dtype, &e.shape, scheme)?;
-        let mut out = vec![q.elements, q.scales];
-        out.extend(q.global_scale.map(|g| g.to_le_bytes().to_vec()));
-        Ok(out)
-    }
-    /// `config.json`'s `quantization_config` for the requested scheme and `--ignore` globs.
-    fn config(&self, requested: &str, ignore: &[String]) -> Value;
-}
+pub(crate) use api::Layout;
+pub use api::QuantizedWeight;
 
 /// The layouts `convert --quantize` can write (`--format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,25 +82,4 @@ impl FromStr for QuantizedFormat {
                 format!("--format {s}: the formats are {}", names.join(", "))
             })
     }
-}
-
-/// The module a weight name or glob names: the glob less its parameter name (`a.*.weight` →
-/// `a.*`), as configs list modules left unquantized.
-pub(crate) fn module_of<'a>(glob: &'a str, params: &[&str]) -> &'a str {
-    params
-        .iter()
-        .find_map(|p| glob.strip_suffix(p))
-        .unwrap_or(glob)
-}
-
-/// Whether compressed-tensors' default targets include `e`: a 2-D floating `*.weight` that is
-/// not an embedding or the output head.
-pub(crate) fn is_linear_weight(e: &Entry) -> bool {
-    let name = e.name.as_str();
-    e.dtype.is_floating_point()
-        && e.shape.len() == 2
-        && name.ends_with(".weight")
-        && !name.contains("embed")
-        && !name.starts_with("lm_head")
-        && !name.contains(".lm_head")
 }

@@ -1,0 +1,102 @@
+//! What a layout is ([`Layout`]) and what reading one finds ([`QuantizedWeight`]).
+
+use dtcast_dtype::DType;
+use dtcast_quant::{QuantError, Scheme};
+use serde_json::Value;
+
+use crate::checkpoint::header::Entry;
+use crate::error::LayerError;
+
+/// A tensor a quantized weight is written as: name, dtype, shape.
+pub(crate) type Part = (String, DType, Vec<usize>);
+
+/// One checkpoint layout for quantized weights.
+pub(crate) trait Layout: Sync {
+    /// The reference scheme (`dtcast_quant::Scheme::named`) this layout stores for a
+    /// `--quantize` name (or a reference's own name), or why it stores no such thing.
+    fn scheme_name(&self, requested: &str) -> Result<String, String>;
+    /// Whether the layout quantizes `e` unless `--ignore` says otherwise (the format's own tools'
+    /// defaults).
+    fn targets(&self, e: &Entry) -> bool;
+    /// What [`targets`](Layout::targets) takes, in words.
+    fn targets_described(&self) -> &'static str;
+    /// The matrix `dtcast_quant::quantize` is given for `e`: rows and columns.
+    fn rows_cols(&self, e: &Entry) -> (usize, usize) {
+        (e.shape[0], e.shape[1])
+    }
+    /// The tensors `e` becomes, in the order [`quantize`](Layout::quantize) returns their bytes.
+    fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part>;
+    /// The bytes of each of [`parts`](Layout::parts), from `e`'s stored `bytes`: by default the
+    /// elements, the scales and the global scale where the scheme has one.
+    fn quantize(
+        &self,
+        e: &Entry,
+        bytes: &[u8],
+        scheme: &Scheme,
+    ) -> Result<Vec<Vec<u8>>, QuantError> {
+        let q = dtcast_quant::quantize(bytes, e.dtype, &e.shape, scheme)?;
+        let mut out = vec![q.elements, q.scales];
+        out.extend(q.global_scale.map(|g| g.to_le_bytes().to_vec()));
+        Ok(out)
+    }
+    /// `config.json`'s `quantization_config` for the requested scheme and `--ignore` globs.
+    fn config(&self, requested: &str, ignore: &[String]) -> Value;
+
+    // ---- reading
+
+    /// The `quant_method` of `config.json`'s `quantization_config` for this layout.
+    fn quant_method(&self) -> &'static str;
+    /// Where `e` is one of this layout's scale tensors, the prefix its weight's tensors share.
+    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str>;
+    /// The quantized weight whose scales are `entries[scales]` (named from `prefix`), read and
+    /// checked; `None` where the weight beside them is stored dense (compressed-tensors' "frozen"
+    /// state, dense weights that carry their scales along: the weight reads as it is).
+    fn read(
+        &self,
+        entries: &[Entry],
+        prefix: &str,
+        scales: usize,
+        config: Option<&Value>,
+    ) -> Result<Option<QuantizedWeight>, LayerError>;
+}
+
+/// One quantized weight: the tensors it is stored in and how to read them.
+#[derive(Clone, Debug)]
+pub struct QuantizedWeight {
+    /// The dense tensor's name (`….weight`; gpt-oss: the parameter name without `_blocks`).
+    pub name: String,
+    /// The entry holding the elements.
+    pub elements: usize,
+    /// The entry holding the scales.
+    pub scales: usize,
+    /// The entry holding the global scale, if the scheme has one.
+    pub global: Option<usize>,
+    /// The reference scheme (`ct_fp8_block`, `gpt_oss_mxfp4`, ...).
+    pub scheme_name: &'static str,
+    /// How the elements and scales are read.
+    pub scheme: Scheme,
+    /// The logical shape `dtcast_quant::dequantize` takes.
+    pub shape: Vec<usize>,
+    /// The dense tensor's shape (gpt-oss: transposed).
+    pub dense_shape: Vec<usize>,
+}
+
+impl QuantizedWeight {
+    /// The name each entry of a file gets in a conversion: the dense name for a quantized weight's
+    /// elements, none for its scales, its own for everything else.
+    pub fn output_names(entries: &[Entry], weights: &[QuantizedWeight]) -> Vec<Option<String>> {
+        let mut names: Vec<Option<String>> = entries.iter().map(|e| Some(e.name.clone())).collect();
+        for w in weights {
+            for p in w.parts() {
+                names[p] = None;
+            }
+            names[w.elements] = Some(w.name.clone());
+        }
+        names
+    }
+
+    /// Every entry this weight is stored in.
+    pub fn parts(&self) -> impl Iterator<Item = usize> + '_ {
+        [self.elements, self.scales].into_iter().chain(self.global)
+    }
+}
