@@ -3,8 +3,10 @@
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
+use dtcast_cast::{cast, CastMode};
+
 use crate::arith::{bytes, f32s, in_dtype, mul, pow2, torch_cast};
-use crate::scheme::{Convention, ScaleRule, Scheme};
+use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::QuantError;
 
 /// A quantized tensor as stored: its elements, their logical shape, its scales.
@@ -46,6 +48,33 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
         return Err(QuantError::OutputDType { dtype: out });
     }
     let (rows, cols) = rows_cols(q.shape)?;
+    let mut dense = vec![0u8; rows * cols * out.byte_size().unwrap_or(4)];
+    dequantize_into(q, scheme, out, &mut dense)?;
+    Ok(dense)
+}
+
+/// [`dequantize`] into a buffer of the caller's (`dst`: exactly the dense tensor's bytes), so that
+/// a conversion can reuse its buffers; on error `dst` holds nothing meaningful.
+///
+/// ```
+/// use dtcast_dtype::DType;
+/// use dtcast_quant::{dequantize_into, Quantized, Scheme};
+/// let q = Quantized { elements: &[0x38, 0x40], shape: &[1, 2], scales: &0.5f32.to_le_bytes(), global_scale: None };
+/// let mut dense = [0u8; 8];
+/// dequantize_into(&q, &Scheme::named("deepseek_v3_fp8_block", DType::Float32)?, DType::Float32, &mut dense)?;
+/// assert_eq!(dense, [0.5f32.to_le_bytes(), 1.0f32.to_le_bytes()].concat()[..]);
+/// # Ok::<(), dtcast_quant::QuantError>(())
+/// ```
+pub fn dequantize_into(
+    q: &Quantized,
+    scheme: &Scheme,
+    out: DType,
+    dst: &mut [u8],
+) -> Result<(), QuantError> {
+    if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
+        return Err(QuantError::OutputDType { dtype: out });
+    }
+    let (rows, cols) = rows_cols(q.shape)?;
     let n = rows * cols;
     let needed = scheme
         .element
@@ -80,15 +109,22 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
             *v = f32::from_bits(0x7FC0_0000);
         }
     }
+    // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
+    // wider scales (a few per tensor, row or block): each scale's factor.
+    let every_byte: Vec<u8> = (0..=255).collect();
+    let by_byte = scheme.scale.byte_size() == Some(1);
+    let scale_src: &[u8] = if by_byte { &every_byte } else { q.scales };
     let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
         (_, Convention::GptOss) => {
             let values: Vec<f32> = (0..n).map(|i| table[code(q.elements, scheme, i)]).collect();
-            return Ok(gpt_oss(&values, q, scheme, rows, cols, out));
+            let dense = gpt_oss(&values, q, scheme, rows, cols, out);
+            check_len("output", dense.len(), dst.len())?;
+            dst.copy_from_slice(&dense);
+            return Ok(());
         }
         // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
         (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
-            let factors: Vec<f32> = q
-                .scales
+            let factors: Vec<f32> = scale_src
                 .iter()
                 .map(|&e| {
                     if e == 255 {
@@ -103,13 +139,16 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
         }
         // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
         (ScaleRule::PowerOfTwo(_), _) => {
-            let factors: Vec<f32> = q.scales.iter().map(|&e| pow2(i32::from(e) - 127)).collect();
+            let factors: Vec<f32> = scale_src
+                .iter()
+                .map(|&e| pow2(i32::from(e) - 127))
+                .collect();
             in_dtype(&factors, DType::BFloat16)
         }
         // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
         // scale.
         (ScaleRule::AbsMax, convention) => {
-            f32s(&torch_cast(q.scales, scheme.scale, DType::Float32))
+            f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
                 .into_iter()
                 .map(|s| match (scheme.global_scale, convention) {
                     (false, _) => s,
@@ -119,64 +158,130 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
                 .collect()
         }
     };
-    // The product in float32, rounded once to the output dtype, row by row on the thread pool.
-    let dense = if scheme.element.is_packed() {
-        let value = |i: usize| table[usize::from(q.elements[i / 2] >> (4 * (i % 2)) & 0xF)];
-        products(out, rows, cols, scheme, &factors, value)
-    } else {
-        let value = |i: usize| table[usize::from(q.elements[i])];
-        products(out, rows, cols, scheme, &factors, value)
+    // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
+    // elsewhere as its code's own NaN, which the cast below gives.
+    let factors = Factors {
+        values: &factors,
+        scales: by_byte.then_some(q.scales),
     };
-    Ok(match out {
-        // float16: the products in float32 first, then torch's rounding.
-        DType::Float16 => torch_cast(&dense, DType::Float32, DType::Float16),
-        _ => dense,
-    })
-}
-
-/// `value(i) * factor` for every element, in bfloat16 (torch's rounding) or else float32 bytes.
-fn products(
-    out: DType,
-    rows: usize,
-    cols: usize,
-    scheme: &Scheme,
-    factors: &[f32],
-    value: impl Fn(usize) -> f32 + Sync,
-) -> Vec<u8> {
-    match out {
-        DType::BFloat16 => fill(rows, cols, scheme, factors, value, |x| {
-            f32_to_bf16(x).to_le_bytes()
-        }),
-        _ => fill(rows, cols, scheme, factors, value, |x: f32| x.to_le_bytes()),
+    let nan = (scheme.convention == Convention::TorchAo)
+        .then(|| table.iter().copied().find(|v| v.is_nan()))
+        .flatten();
+    // The product in float32, rounded once to the output dtype: pieces of whole rows on the
+    // thread pool, each through a small float32 buffer (the element cast, the products, the
+    // rounding: SIMD casts and a loop LLVM vectorises).
+    let out_size = out.byte_size().unwrap_or(4);
+    check_len("output", n * out_size, dst.len())?;
+    if n == 0 {
+        return Ok(());
     }
-}
-
-/// The rows, each on the thread pool: `encode(value(i) * factor)` into `W` bytes per element.
-fn fill<const W: usize>(
-    rows: usize,
-    cols: usize,
-    scheme: &Scheme,
-    factors: &[f32],
-    value: impl Fn(usize) -> f32 + Sync,
-    encode: impl Fn(f32) -> [u8; W] + Sync,
-) -> Vec<u8> {
-    let mut dense = vec![0u8; rows * cols * W];
-    if cols == 0 {
-        return dense;
-    }
-    dense
-        .par_chunks_mut(cols * W)
+    let piece_rows = (PIECE_ELEMENTS / cols).max(1);
+    let element_bytes = |elements: usize| scheme.element.storage_bytes(elements).unwrap_or(0);
+    dst.par_chunks_mut(piece_rows * cols * out_size)
         .enumerate()
-        .for_each(|(r, row)| {
-            for (start, end, k) in scheme.runs(r, cols) {
-                let f = factors[k];
-                for (c, out) in (start..end).zip(row[start * W..end * W].chunks_exact_mut(W)) {
-                    out.copy_from_slice(&encode(mul(value(r * cols + c), f)));
+        .try_for_each_init(
+            Vec::new,
+            |values: &mut Vec<f32>, (p, dst)| -> Result<(), QuantError> {
+                let first = p * piece_rows;
+                let count = dst.len() / out_size;
+                let src =
+                    &q.elements[element_bytes(first * cols)..element_bytes(first * cols + count)];
+                values.resize(count, 0.0);
+                let values = &mut values[..count];
+                let as_bytes = bytemuck::cast_slice_mut(values);
+                cast(
+                    src,
+                    scheme.element,
+                    as_bytes,
+                    DType::Float32,
+                    CastMode::Torch,
+                )
+                .map_err(internal)?;
+                if let Some(nan) = nan {
+                    for v in values.iter_mut() {
+                        *v = if v.is_nan() { nan } else { *v };
+                    }
+                }
+                for (j, row) in values.chunks_exact_mut(cols).enumerate() {
+                    scale_row(row, first + j, scheme, &factors);
+                }
+                // float16: the products in float32 first, then torch's rounding.
+                let values: &[u8] = bytemuck::cast_slice(values);
+                cast(values, DType::Float32, dst, out, CastMode::Torch).map_err(internal)?;
+                Ok(())
+            },
+        )
+}
+
+/// Each scale's factor: looked up by the scale's byte (`scales`: one-byte scales), or by its
+/// index.
+struct Factors<'a> {
+    values: &'a [f32],
+    scales: Option<&'a [u8]>,
+}
+
+impl Factors<'_> {
+    #[inline(always)]
+    fn at(&self, k: usize) -> f32 {
+        match self.scales {
+            Some(bytes) => self.values[usize::from(bytes[k])],
+            None => self.values[k],
+        }
+    }
+}
+
+/// Row `r`'s values times their scales' factors (`mul`'s rule: a NaN factor gives its own NaN,
+/// quieted, to the whole run). Groups walk the row's scales directly (no run list per row).
+fn scale_row(row: &mut [f32], r: usize, scheme: &Scheme, factors: &Factors) {
+    if let Granularity::Group(k) = scheme.granularity {
+        let per_row = row.len() / k;
+        let first = r * per_row;
+        // The group sizes the formats use, known to the compiler (each group's loop unrolled).
+        match k {
+            16 => scale_groups::<16>(row, first, factors),
+            32 => scale_groups::<32>(row, first, factors),
+            _ => {
+                for (g, run) in row.chunks_exact_mut(k).enumerate() {
+                    scale_run(run, factors.at(first + g));
                 }
             }
-        });
-    dense
+        }
+    } else {
+        for (start, end, k) in scheme.runs(r, row.len()) {
+            scale_run(&mut row[start..end], factors.at(k));
+        }
+    }
 }
+
+fn scale_groups<const K: usize>(row: &mut [f32], first: usize, factors: &Factors) {
+    let (groups, _) = row.as_chunks_mut::<K>();
+    for (g, group) in groups.iter_mut().enumerate() {
+        scale_run(group, factors.at(first + g));
+    }
+}
+
+#[inline(always)]
+fn scale_run(run: &mut [f32], f: f32) {
+    if f.is_nan() {
+        run.fill(mul(0.0, f));
+    } else {
+        // x86 multiplies a NaN element into itself, quieted: `mul`'s rule.
+        for v in run {
+            *v *= f;
+        }
+    }
+}
+
+/// A cast between buffers whose lengths were checked cannot fail; if it does, it says why.
+fn internal(e: dtcast_cast::CastError) -> QuantError {
+    QuantError::Shape {
+        reason: format!("internal error in a cast: {e}"),
+    }
+}
+
+/// Elements per piece of rows that dequantizing hands to a thread (a float32 buffer of this
+/// many stays in the core's cache).
+const PIECE_ELEMENTS: usize = 1 << 14;
 
 /// The code of element `i` (float4: packed two per byte, the first in the low nibble).
 #[inline(always)]
@@ -185,17 +290,6 @@ fn code(elements: &[u8], scheme: &Scheme, i: usize) -> usize {
         usize::from(elements[i / 2] >> (4 * (i % 2)) & 0xF)
     } else {
         usize::from(elements[i])
-    }
-}
-
-/// torch's float32 → bfloat16 (its vectorised copy): round to nearest even; a NaN is `0xFFFF`.
-#[inline(always)]
-fn f32_to_bf16(x: f32) -> u16 {
-    if x.is_nan() {
-        0xFFFF
-    } else {
-        let b = x.to_bits();
-        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
     }
 }
 

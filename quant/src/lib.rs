@@ -35,7 +35,7 @@ mod error;
 mod quantize;
 mod scheme;
 
-pub use dequant::{dequantize, Quantized};
+pub use dequant::{dequantize, dequantize_into, Quantized};
 pub use error::QuantError;
 pub use quantize::{quantize, QuantizedTensor};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};

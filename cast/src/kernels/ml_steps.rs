@@ -3,7 +3,7 @@
 //! int4 and uint4. Packed sides (float6, float4, int4, uint4) are read and written packed, as the
 //! buffers store them — no unpacked copy.
 
-use crate::lanes::{Lane, BF16, F16};
+use crate::lanes::{E4M3Fn, Lane, BF16, F16};
 use crate::lowp_lanes::{ml_float, I4, U4};
 
 use dtcast_dtype::DType;
@@ -300,6 +300,28 @@ ml_widen!(E2M3Format: E2M3Fn => E2M3FnToF32, E2M3FnToBf16, E2M3FnToF16);
 ml_widen!(E3M2Format: E3M2Fn => E3M2FnToF32, E3M2FnToBf16, E3M2FnToF16);
 ml_widen!(E2M1Format: E2M1Fn => E2M1FnToF32, E2M1FnToBf16, E2M1FnToF16);
 
+/// torch's float8_e4m3fn → f32 (c10's `fp8e4m3fn_to_fp32_value`): exact; a NaN code (either
+/// sign) reads as what torch's bit formula gives it — the normal path's bits with the all-ones
+/// exponent OR'ed in (`0x7FF00000` and its sign). Both modes agree (widening is exact).
+#[inline(always)]
+unsafe fn e4m3fn_value<V: Vector>(c: V) -> V {
+    narrow_constants!(crate::formats::E4M3FN);
+    // SAFETY: the caller's contract.
+    unsafe {
+        let value = ml_value::<V, SHIFT, BIAS, SIGN, TO_SIGN, MAX, false>(c);
+        let nan = c.and(V::splat(SIGN - 1)).eq(V::splat(N.nan_code));
+        value.or(V::select(nan, V::splat(0x7F80_0000), V::splat(0)))
+    }
+}
+
+step!(E4M3FnToF32<SATURATE>: E4M3Fn => f32, vectors = 4, |s, d, w| {
+    let [a, b, c, e] = get::<V, E4M3Fn>(s);
+    e4m3fn_value(a).store::<STREAM>(d);
+    e4m3fn_value(b).store::<STREAM>(d.add(4 * w));
+    e4m3fn_value(c).store::<STREAM>(d.add(8 * w));
+    e4m3fn_value(e).store::<STREAM>(d.add(12 * w));
+});
+
 /// f32 → a 4-bit integer code: Torch (ml_dtypes) truncates and keeps the low bits, 0 for NaN,
 /// ±inf and |x| ≥ 2^31 — which is what x86's truncation gives those lanes (`i32::MIN`, low bits
 /// 0); Saturate clamps to [`LO`, `HI`] with NaN → 0.
@@ -332,9 +354,14 @@ step!(F32ToU4<SATURATE>: f32 => U4, vectors = 4, |s, d, w| {
 
 /// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
 /// Torch and Saturate rounding.
-pub(crate) const ML_FAST: [(DType, DType, Pick); 32] = {
+pub(crate) const ML_FAST: [(DType, DType, Pick); 33] = {
     use DType::*;
     [
+        (
+            Float8E4M3Fn,
+            Float32,
+            pick::<E4M3FnToF32<false>, E4M3FnToF32<true>>,
+        ),
         (
             Float32,
             Float8E4M3,
