@@ -3,6 +3,8 @@
 use dtcast_cast::{cast_to_vec, CastMode};
 use dtcast_dtype::DType;
 
+use crate::QuantError;
+
 /// torch's `.to()` (dtcast's Torch mode); the lengths are checked by the callers.
 pub(crate) fn torch_cast(src: &[u8], from: DType, to: DType) -> Vec<u8> {
     cast_to_vec(src, from, to, CastMode::Torch).unwrap_or_default()
@@ -16,11 +18,6 @@ pub(crate) fn in_dtype(values: &[f32], dtype: DType) -> Vec<f32> {
     }
     let rounded = torch_cast(&bytes(values), DType::Float32, dtype);
     f32s(&torch_cast(&rounded, dtype, DType::Float32))
-}
-
-/// One value rounded to `dtype` (as [`in_dtype`]).
-pub(crate) fn round_to(v: f32, dtype: DType) -> f32 {
-    in_dtype(&[v], dtype)[0]
 }
 
 pub(crate) fn f32s(b: &[u8]) -> Vec<f32> {
@@ -80,5 +77,12 @@ pub(crate) fn cvtt(x: f32) -> i32 {
         x as i32
     } else {
         i32::MIN
+    }
+}
+
+/// A cast between buffers whose lengths were checked cannot fail; if it does, it says why.
+pub(crate) fn internal(e: dtcast_cast::CastError) -> QuantError {
+    QuantError::Shape {
+        reason: format!("internal error in a cast: {e}"),
     }
 }

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use dtcast_cast::{cast, CastMode};
 
-use crate::arith::{bytes, f32s, in_dtype, mul, pow2, torch_cast};
+use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::QuantError;
 
@@ -269,13 +269,6 @@ fn scale_run(run: &mut [f32], f: f32) {
         for v in run {
             *v *= f;
         }
-    }
-}
-
-/// A cast between buffers whose lengths were checked cannot fail; if it does, it says why.
-fn internal(e: dtcast_cast::CastError) -> QuantError {
-    QuantError::Shape {
-        reason: format!("internal error in a cast: {e}"),
     }
 }
 

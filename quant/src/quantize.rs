@@ -1,11 +1,12 @@
 //! Dense floats to scaled elements, as each reference quantizes.
 
+use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{bytes, clamp, cvtt, div, f32s, in_dtype, mul, pow2, round_to, torch_cast};
+use crate::arith::{bytes, clamp, cvtt, div, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::dequant::{check_len, rows_cols, Quantized};
-use crate::scheme::{Convention, MxRounding, ScaleRule, Scheme};
+use crate::scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 use crate::QuantError;
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
@@ -79,28 +80,18 @@ pub fn quantize(
             reason: format!("columns {cols} are odd; float4 elements are stored two per byte"),
         });
     }
-    let mut x = f32s(&torch_cast(src, dtype, DType::Float32));
-    if dtype == DType::BFloat16 && scheme.convention == Convention::CompressedTensors {
-        // compressed-tensors computes on bfloat16 tensors (torch: in float32, rounded back, a
-        // NaN coming back as 0x7FC0); torchao converts them to float32 first, bits kept.
-        for v in x.iter_mut().filter(|v| v.is_nan()) {
-            *v = f32::from_bits(0x7FC0_0000);
-        }
-    }
+    let n = rows * cols;
+    // compressed-tensors computes on bfloat16 tensors (torch: in float32, rounded back, a NaN
+    // coming back as 0x7FC0); torchao converts them to float32 first, bits kept.
+    let input = Input {
+        src,
+        dtype,
+        canonical_nan: dtype == DType::BFloat16
+            && scheme.convention == Convention::CompressedTensors,
+    };
     // The largest magnitude per scale, and of the whole tensor: a NaN in the group is the
     // result, as it is.
-    let mut amax = vec![0f32; count];
-    for (r, row) in x.chunks_exact(cols.max(1)).enumerate() {
-        for (start, end, k) in scheme.runs(r, cols) {
-            let a = &mut amax[k];
-            for &v in &row[start..end] {
-                if a.is_nan() {
-                    break;
-                }
-                *a = if v.is_nan() { v } else { a.max(v.abs()) };
-            }
-        }
-    }
+    let amax = amax_pass(&input, rows, cols, scheme, count)?;
     let tensor_amax = amax.iter().fold(0f32, |m, &a| {
         if m.is_nan() {
             m
@@ -140,51 +131,101 @@ pub fn quantize(
     };
     // Each element: scaled by its group's factor in the plan's arithmetic, clamped, encoded —
     // elementwise, so whole rows at a time on the thread pool (an even count of elements per
-    // piece, so float4 pairs never straddle two).
-    let piece = (PIECE_ELEMENTS / cols.max(1)).max(1) * cols;
-    let encode = |(k, xs): (usize, &[f32])| -> Vec<u8> {
-        let mut scaled = Vec::with_capacity(xs.len());
-        for (j, row) in xs.chunks_exact(cols).enumerate() {
-            for (start, end, g) in scheme.runs(k * (piece / cols) + j, cols) {
-                let f = plan.factors[g];
-                scaled.extend(row[start..end].iter().map(|&v| match plan.apply {
-                    Apply::Divide => div(v, f),
-                    Apply::Multiply => mul(v, f),
-                }));
-            }
-        }
-        let clamped: Vec<f32> = in_arithmetic(&scaled, plan.arithmetic)
-            .into_iter()
-            .map(|v| {
-                if plan.clamp {
-                    clamp(v, -element_max, element_max)
-                } else {
-                    v
-                }
-            })
-            .collect();
-        if scheme.element == DType::Float8E4M3Fn {
-            torch_cast(&bytes(&clamped), DType::Float32, DType::Float8E4M3Fn)
-        } else {
-            let code = match scheme.convention {
-                Convention::CompressedTensors => ct_fp4_code,
-                _ => ao_fp4_code,
-            };
-            clamped
-                .chunks(2)
-                .map(|p| code(p[0]) | code(p[1]) << 4)
-                .collect()
-        }
-    };
-    let elements: Vec<u8> = if x.is_empty() {
-        Vec::new()
-    } else {
-        x.par_chunks(piece)
+    // piece, so float4 pairs never straddle two), through reused buffers and dtcast_cast's SIMD
+    // casts.
+    let piece_rows = (PIECE_ELEMENTS / cols.max(1)).max(1);
+    let storage = |elements: usize| scheme.element.storage_bytes(elements).unwrap_or(0);
+    let mut elements = vec![0u8; storage(n)];
+    if n > 0 {
+        elements
+            .par_chunks_mut(storage(piece_rows * cols))
             .enumerate()
-            .map(encode)
-            .collect::<Vec<Vec<u8>>>()
-            .concat()
-    };
+            .try_for_each_init(
+                || (Vec::new(), Vec::new()),
+                |(buf, narrow): &mut (Vec<f32>, Vec<u8>), (p, out)| -> Result<(), QuantError> {
+                    let first = p * piece_rows * cols;
+                    let count = out.len() * 8 / scheme.element.bits();
+                    input.load(first, count, buf)?;
+                    for (j, row) in buf.chunks_exact_mut(cols).enumerate() {
+                        for (start, end, g) in scheme.runs(p * piece_rows + j, cols) {
+                            scale_run(&mut row[start..end], plan.factors[g], &plan.apply);
+                        }
+                    }
+                    if plan.arithmetic != DType::Float32 {
+                        // Rounded to the arithmetic's dtype and read back (`in_arithmetic`).
+                        narrow.resize(count * plan.arithmetic.byte_size().unwrap_or(4), 0);
+                        let wide: &mut [u8] = bytemuck::cast_slice_mut(buf.as_mut_slice());
+                        cast(
+                            wide,
+                            DType::Float32,
+                            narrow,
+                            plan.arithmetic,
+                            CastMode::Torch,
+                        )
+                        .map_err(internal)?;
+                        cast(
+                            narrow,
+                            plan.arithmetic,
+                            wide,
+                            DType::Float32,
+                            CastMode::Torch,
+                        )
+                        .map_err(internal)?;
+                        for v in buf.iter_mut() {
+                            *v = if v.is_nan() {
+                                f32::from_bits(0x7FC0_0000)
+                            } else {
+                                *v
+                            };
+                        }
+                    }
+                    if plan.clamp {
+                        for v in buf.iter_mut() {
+                            *v = if v.is_nan() {
+                                *v
+                            } else {
+                                v.max(-element_max).min(element_max)
+                            };
+                        }
+                    }
+                    if scheme.element == DType::Float8E4M3Fn {
+                        let wide: &[u8] = bytemuck::cast_slice(buf.as_slice());
+                        cast(
+                            wide,
+                            DType::Float32,
+                            out,
+                            DType::Float8E4M3Fn,
+                            CastMode::Torch,
+                        )
+                        .map_err(internal)?;
+                    } else {
+                        // float4 by the SIMD cast (nearest-even on the clamped magnitudes, as both
+                        // references round), then the references' own codes where they differ
+                        // from it: NaN, and compressed-tensors' -0 (its `x * sign(x)` is +0).
+                        let wide: &[u8] = bytemuck::cast_slice(buf.as_slice());
+                        cast(
+                            wide,
+                            DType::Float32,
+                            out,
+                            DType::Float4E2M1Fn,
+                            CastMode::Torch,
+                        )
+                        .map_err(internal)?;
+                        let code = match scheme.convention {
+                            Convention::CompressedTensors => ct_fp4_code,
+                            _ => ao_fp4_code,
+                        };
+                        for (i, &v) in buf.iter().enumerate() {
+                            if v.is_nan() || v.to_bits() == 0x8000_0000 {
+                                let shift = 4 * (i % 2);
+                                out[i / 2] = out[i / 2] & !(0xF << shift) | code(v) << shift;
+                            }
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+    }
     Ok(QuantizedTensor {
         elements,
         scales: plan.scales,
@@ -217,8 +258,119 @@ fn store(values: &[f32], w: DType) -> Vec<u8> {
     }
 }
 
-/// Elements per piece of the element pass (whole rows, at least one).
-const PIECE_ELEMENTS: usize = 1 << 16;
+/// Elements per piece of the element pass (whole rows, at least one): its buffers stay in the
+/// core's cache.
+const PIECE_ELEMENTS: usize = 1 << 14;
+
+/// A run of values scaled by its factor: `div` / `mul`'s rules. A NaN factor is handled one
+/// value at a time (rare); otherwise the hardware's division or product is the rule (x86 returns
+/// a NaN element quieted), in a loop LLVM vectorises.
+#[inline(always)]
+fn scale_run(run: &mut [f32], f: f32, apply: &Apply) {
+    match (apply, f.is_nan()) {
+        (Apply::Divide, true) => run.iter_mut().for_each(|v| *v = div(*v, f)),
+        (Apply::Multiply, true) => run.iter_mut().for_each(|v| *v = mul(*v, f)),
+        (Apply::Divide, false) => run.iter_mut().for_each(|v| *v /= f),
+        (Apply::Multiply, false) => run.iter_mut().for_each(|v| *v *= f),
+    }
+}
+
+/// The largest magnitude of `vals` after `a` (the running value), as the sequential rule gives
+/// it: a NaN already there stays, else the first NaN of `vals` is the result, else the maximum.
+/// The magnitudes' bits compare as integers (a loop LLVM vectorises); a NaN is looked for only
+/// when one is there.
+fn run_amax(vals: &[f32], a: f32) -> f32 {
+    if a.is_nan() {
+        return a;
+    }
+    let m = vals
+        .iter()
+        .fold(0i32, |m, v| m.max((v.to_bits() & 0x7FFF_FFFF) as i32));
+    if m > 0x7F80_0000 {
+        return vals.iter().copied().find(|v| v.is_nan()).unwrap_or(a);
+    }
+    a.max(f32::from_bits(m as u32))
+}
+
+/// The tensor being quantized: its stored elements, read in pieces as float32.
+struct Input<'a> {
+    src: &'a [u8],
+    dtype: DType,
+    /// NaN read as the positive default NaN (compressed-tensors' bfloat16 arithmetic).
+    canonical_nan: bool,
+}
+
+impl Input<'_> {
+    /// Elements `first..first + count` as float32 in `buf` (a SIMD cast).
+    fn load(&self, first: usize, count: usize, buf: &mut Vec<f32>) -> Result<(), QuantError> {
+        let size = self.dtype.byte_size().unwrap_or(4);
+        buf.resize(count, 0.0);
+        let src = &self.src[first * size..(first + count) * size];
+        let wide: &mut [u8] = bytemuck::cast_slice_mut(buf.as_mut_slice());
+        cast(src, self.dtype, wide, DType::Float32, CastMode::Torch).map_err(internal)?;
+        if self.canonical_nan {
+            for v in buf.iter_mut() {
+                *v = if v.is_nan() {
+                    f32::from_bits(0x7FC0_0000)
+                } else {
+                    *v
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Each scale's largest magnitude (`run_amax` over its runs, in order), on the thread pool: the
+/// rows that share scales (a band: one row, or a block's rows) fill their own slots, each band
+/// read through a reused float32 buffer.
+fn amax_pass(
+    input: &Input,
+    rows: usize,
+    cols: usize,
+    scheme: &Scheme,
+    count: usize,
+) -> Result<Vec<f32>, QuantError> {
+    let mut amax = vec![0f32; count];
+    if rows == 0 || cols == 0 {
+        return Ok(amax);
+    }
+    let n = rows * cols;
+    let (band, slots) = match scheme.granularity {
+        Granularity::Tensor => {
+            // One slot: partial maxima of pieces in order, then folded by the same rule.
+            let pieces = n.div_ceil(PIECE_ELEMENTS);
+            let parts = (0..pieces)
+                .into_par_iter()
+                .map_init(Vec::new, |buf, p| {
+                    let first = p * PIECE_ELEMENTS;
+                    input.load(first, PIECE_ELEMENTS.min(n - first), buf)?;
+                    Ok(run_amax(buf, 0.0))
+                })
+                .collect::<Result<Vec<f32>, QuantError>>()?;
+            amax[0] = parts.iter().fold(0f32, |a, &p| run_amax(&[p], a));
+            return Ok(amax);
+        }
+        Granularity::Channel => (1, 1),
+        Granularity::Group(k) => (1, cols / k),
+        Granularity::Block(br, bc) => (br, cols.div_ceil(bc)),
+    };
+    amax.par_chunks_mut(slots)
+        .enumerate()
+        .try_for_each_init(Vec::new, |buf, (b, slot)| {
+            let first_row = b * band;
+            let band_rows = band.min(rows - first_row);
+            input.load(first_row * cols, band_rows * cols, buf)?;
+            for (j, row) in buf.chunks_exact(cols).enumerate() {
+                for (start, end, k) in scheme.runs(first_row + j, cols) {
+                    let s = &mut slot[k - b * slots];
+                    *s = run_amax(&row[start..end], *s);
+                }
+            }
+            Ok(())
+        })?;
+    Ok(amax)
+}
 
 /// How elements are scaled.
 enum Apply {
@@ -270,6 +422,9 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     } else {
         2.0
     };
+    // `2^(e-127)` in the weight's dtype for every byte `e`, rounded once.
+    let powers: Vec<f32> = (0..=255).map(|e| pow2(e - 127)).collect();
+    let rounded = in_dtype(&powers, w);
     let mut stored = Vec::with_capacity(amax.len());
     let mut factors = Vec::with_capacity(amax.len());
     for &a in amax {
@@ -277,7 +432,7 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         let e = clamp(127.0 + p2.log2().floor() - offset, 0.0, 255.0).round_ties_even();
         // `.to(uint8)`: NaN converts as x86 does (0).
         let e = cvtt(e) as u8;
-        let scale = round_to(pow2(i32::from(e) - 127), w);
+        let scale = rounded[usize::from(e)];
         factors.push(scale);
         stored.push((127i32.wrapping_add(cvtt(scale.log2().floor()))) as u8);
     }
@@ -493,4 +648,48 @@ fn ao_fp4_code(v: f32) -> u8 {
         (bits.wrapping_add(add).wrapping_add(odd) >> 22) as u8
     };
     code | sign
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element pass encodes float4 with dtcast_cast's SIMD cast and keeps the references'
+    /// own code functions for NaN and -0 only: on every other clamped value (every 4096th float32
+    /// of magnitude at most 6, and each tie of the float4 grid with its neighbours) the cast must
+    /// give both references' codes.
+    #[test]
+    fn the_float4_cast_gives_both_references_codes_on_clamped_values() {
+        let mut values: Vec<f32> = (0..1u32 << 20)
+            .map(|i| f32::from_bits(i << 12 | 0x800))
+            .filter(|v| v.abs() <= 6.0)
+            .collect();
+        for k in -24..=24 {
+            let tie = k as f32 * 0.25;
+            values.extend([tie, tie.next_up(), tie.next_down()]);
+        }
+        values.retain(|v| !v.is_nan() && v.to_bits() != 0x8000_0000 && v.abs() <= 6.0);
+        if values.len() % 2 == 1 {
+            values.pop();
+        }
+        let mut codes = vec![0u8; values.len() / 2];
+        cast(
+            bytemuck::cast_slice(&values),
+            DType::Float32,
+            &mut codes,
+            DType::Float4E2M1Fn,
+            CastMode::Torch,
+        )
+        .unwrap();
+        for (i, &v) in values.iter().enumerate() {
+            let got = codes[i / 2] >> (4 * (i % 2)) & 0xF;
+            assert_eq!(
+                got,
+                ct_fp4_code(v),
+                "compressed-tensors, {v:e} ({:#x})",
+                v.to_bits()
+            );
+            assert_eq!(got, ao_fp4_code(v), "torchao, {v:e} ({:#x})", v.to_bits());
+        }
+    }
 }

@@ -41,7 +41,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), dequantize: SIMD casts around a vectorised product into a reused buffer; quantize: scalar (rows on the thread pool, its amax pass on one thread), median of {} interleaved rounds; GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), dequantize: SIMD casts around a vectorised product into a reused buffer; quantize: SIMD casts and vectorised loops, several passes per piece of rows, median of {} interleaved rounds; GB/s count bytes read + written",
             args.repeat
         )?;
         writeln!(
