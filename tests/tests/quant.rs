@@ -761,22 +761,18 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     assert!(!out.exists());
 }
 
-#[test]
-fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() {
-    // DeepSeek-V3's layout split in two shards (each weight beside its scales), with its
-    // config.json: the output shards hold the reference's dense tensors, and the new index names
-    // them (no scale tensors) in the shards that hold them.
-    use dtcast::layer::checkpoint::{convert_index, load_map, save, ConvertOptions};
-    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
-    let dir = tempfile::tempdir().unwrap();
-    let all = load_map(src.join("model.safetensors")).unwrap();
+/// `file`'s tensors in two shards in `dir` (layer 0 and the embeddings, then the rest) with a
+/// `model.safetensors.index.json` naming them; the index's path.
+fn split_in_two_shards(file: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use dtcast::layer::checkpoint::{load_map, save};
+    let all = load_map(file).unwrap();
     let mut names: Vec<&String> = all.keys().collect();
     names.sort();
     let (first, second): (Vec<&String>, Vec<&String>) = names
         .into_iter()
         .partition(|n| n.contains("layers.0.") || n.contains("embed"));
     let mut weight_map = serde_json::Map::new();
-    for (file, part) in [
+    for (name, part) in [
         ("model-00001-of-00002.safetensors", &first),
         ("model-00002-of-00002.safetensors", &second),
     ] {
@@ -784,17 +780,44 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
             .iter()
             .map(|n| ((*n).clone(), all[*n].clone()))
             .collect();
-        save(dir.path().join(file), &tensors, &[]).unwrap();
+        save(dir.join(name), &tensors, &[]).unwrap();
         for n in part {
-            weight_map.insert((*n).clone(), file.into());
+            weight_map.insert((*n).clone(), name.into());
         }
     }
-    let index = dir.path().join("model.safetensors.index.json");
+    let index = dir.join("model.safetensors.index.json");
     std::fs::write(
         &index,
         serde_json::json!({"metadata": {"total_size": 0}, "weight_map": weight_map}).to_string(),
     )
     .unwrap();
+    index
+}
+
+/// Every tensor the index at `out` names is in the shard it names, equal to `want`'s, and the
+/// index names nothing else.
+fn assert_sharded_equals(out: &std::path::Path, want: &Tensors) {
+    let new_index: serde_json::Value = read_json(&out.join("model.safetensors.index.json"));
+    let map = new_index["weight_map"].as_object().unwrap();
+    for (name, dtype, shape, bytes) in want {
+        let shard = map[name].as_str().unwrap();
+        let got = read_sorted(&out.join(shard));
+        let t = got.iter().find(|t| &t.0 == name).unwrap();
+        assert_eq!((&t.1, &t.2), (dtype, shape), "{name}");
+        assert!(&t.3 == bytes, "{name} differs");
+    }
+    assert_eq!(map.len(), want.len());
+}
+
+#[test]
+fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() {
+    // DeepSeek-V3's layout split in two shards (each weight beside its scales), with its
+    // config.json: the output shards hold the reference's dense tensors, and the new index names
+    // them (no scale tensors) in the shards that hold them.
+    use dtcast::layer::checkpoint::{convert_index, ConvertOptions};
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
+    let dir = tempfile::tempdir().unwrap();
+    let index = split_in_two_shards(&src.join("model.safetensors"), dir.path());
     std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
     let out = dir.path().join("dense");
     let summary = convert_index(
@@ -805,19 +828,7 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
     )
     .unwrap();
     assert_eq!(summary.dequantized, 8);
-    let want = read_sorted(&src.join("reference_bf16.safetensors"));
-    let new_index: serde_json::Value = read_json(&out.join("model.safetensors.index.json"));
-    let map = new_index["weight_map"].as_object().unwrap();
-    let mut seen = 0;
-    for (name, dtype, shape, bytes) in &want {
-        let shard = map[name].as_str().unwrap();
-        let got = read_sorted(&out.join(shard));
-        let t = got.iter().find(|t| &t.0 == name).unwrap();
-        assert_eq!((&t.1, &t.2), (dtype, shape), "{name}");
-        assert!(&t.3 == bytes, "{name} differs");
-        seen += 1;
-    }
-    assert_eq!((seen, map.len()), (want.len(), want.len()));
+    assert_sharded_equals(&out, &read_sorted(&src.join("reference_bf16.safetensors")));
 }
 
 #[test]
@@ -1198,4 +1209,49 @@ fn a_format_refuses_what_it_cannot_store_before_writing() {
         assert!(o.stderr.contains(message), "{flags:?}: {}", o.stderr);
         assert!(!out.exists(), "{flags:?}: {} was written", out.display());
     }
+}
+
+#[test]
+fn a_sharded_dense_checkpoint_quantizes_shard_by_shard_with_a_new_index() {
+    // compressed-tensors' dense FP8-block model split in two shards, quantized: the output
+    // shards hold compressed-tensors' own tensors (weights and scales beside each other), and
+    // the new index names each in its shard. A --ignore glob that only the second shard
+    // matches leaves those weights dense, as in one file.
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block");
+    let dir = tempfile::tempdir().unwrap();
+    let index = split_in_two_shards(&src.join("reference_bf16.safetensors"), dir.path());
+    let out = dir.path().join("fp8");
+    let o = convert_cli(
+        index.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--quantize", "fp8-block"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("quantized 8 weights"), "{}", o.stdout);
+    assert_sharded_equals(&out, &read_sorted(&src.join("model.safetensors")));
+    let out = dir.path().join("fp8-ignore");
+    let o = convert_cli(
+        index.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &[
+            "--quantize",
+            "fp8-block",
+            "--ignore",
+            "model.layers.1.mlp.*",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let quantized = read_sorted(&src.join("model.safetensors"));
+    let dense = read_sorted(&src.join("reference_bf16.safetensors"));
+    let mut want: Tensors = quantized
+        .into_iter()
+        .filter(|t| !t.0.starts_with("model.layers.1.mlp."))
+        .chain(
+            dense
+                .into_iter()
+                .filter(|t| t.0.starts_with("model.layers.1.mlp.")),
+        )
+        .collect();
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_sharded_equals(&out, &want);
 }

@@ -296,11 +296,7 @@ pub(crate) fn write_converted(
     let quantized = quantized::detect_part(entries, config)?;
     if let Some(q) = &options.quantize {
         if let Some(w) = quantized.first() {
-            return Err(LayerError::Quantized(format!(
-                "`{}` is already quantized ({}); dequantize the checkpoint first",
-                quote(&w.name),
-                w.scheme_name
-            )));
+            return Err(w.already_quantized());
         }
         return super::quantize::write_quantized(ckpt, q, out, progress);
     }

@@ -8,7 +8,7 @@ use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 
 use super::convert::{Quantize, Summary};
-use super::header;
+use super::header::{self, Entry};
 use super::json::quote;
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -21,25 +21,60 @@ pub(crate) fn write_quantized(
     out: &mut AtomicFile,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
-    let entries = ckpt.entries();
-    let layout = q.format.layout();
-    let reference = layout
-        .scheme_name(&q.scheme)
-        .map_err(LayerError::Quantized)?;
+    let names = ckpt.entries().iter().map(|e| e.name.as_str());
+    let ignore = ignore_patterns(q, names)?;
+    let plan = plan(ckpt.entries(), q, &ignore)?;
+    check_targets(q, [&plan])?;
+    write_planned(ckpt, q, &plan, out, progress)
+}
+
+/// `q`'s `--ignore` globs, each of which must match a tensor of the checkpoint (`names`: every
+/// tensor of every shard).
+pub(crate) fn ignore_patterns<'a>(
+    q: &Quantize,
+    names: impl Iterator<Item = &'a str> + Clone,
+) -> Result<Vec<glob::Pattern>, LayerError> {
     let mut ignore = Vec::with_capacity(q.ignore.len());
     for g in &q.ignore {
         let p = glob::Pattern::new(g).map_err(|e| {
             LayerError::Output(format!("--ignore `{g}` is not a valid glob pattern: {e}"))
         })?;
-        if !entries.iter().any(|e| p.matches(&e.name)) {
+        if !names.clone().any(|n| p.matches(n)) {
             return Err(LayerError::Output(format!(
                 "--ignore `{g}` matches no tensor of the checkpoint"
             )));
         }
         ignore.push(p);
     }
-    // Each tensor: its scheme if it is quantized. Everything is checked before anything is
-    // written.
+    Ok(ignore)
+}
+
+/// An error unless some tensor of the checkpoint (`plans`: one per file) is quantized.
+pub(crate) fn check_targets<'a>(
+    q: &Quantize,
+    plans: impl IntoIterator<Item = &'a Vec<Option<Scheme>>>,
+) -> Result<(), LayerError> {
+    if plans.into_iter().flatten().all(Option::is_none) {
+        return Err(LayerError::Quantized(format!(
+            "--format {}: no tensor of the checkpoint is one it quantizes ({})",
+            q.format,
+            q.format.layout().targets_described()
+        )));
+    }
+    Ok(())
+}
+
+/// Each entry of one file: its scheme if `q` quantizes it. Everything is checked here, before
+/// anything is written.
+pub(crate) fn plan(
+    entries: &[Entry],
+    q: &Quantize,
+    ignore: &[glob::Pattern],
+) -> Result<Vec<Option<Scheme>>, LayerError> {
+    let layout = q.format.layout();
+    let reference = layout
+        .scheme_name(&q.scheme)
+        .map_err(LayerError::Quantized)?;
     let mut plan: Vec<Option<Scheme>> = Vec::with_capacity(entries.len());
     for e in entries {
         if !layout.targets(e) || ignore.iter().any(|p| p.matches(&e.name)) {
@@ -74,16 +109,39 @@ pub(crate) fn write_quantized(
         }
         plan.push(Some(scheme));
     }
-    if plan.iter().all(Option::is_none) {
-        return Err(LayerError::Quantized(format!(
-            "--format {}: no tensor of the checkpoint is one it quantizes ({})",
-            q.format,
-            layout.targets_described()
-        )));
-    }
+    Ok(plan)
+}
+
+/// The names of the tensors a file holds once quantized by `plan`, in order.
+pub(crate) fn output_names(
+    entries: &[Entry],
+    q: &Quantize,
+    plan: &[Option<Scheme>],
+) -> Vec<String> {
+    let layout = q.format.layout();
+    entries
+        .iter()
+        .zip(plan)
+        .flat_map(|(e, scheme)| match scheme {
+            Some(s) => layout.parts(e, s).into_iter().map(|p| p.0).collect(),
+            None => vec![e.name.clone()],
+        })
+        .collect()
+}
+
+/// Writes `ckpt` quantized by `plan` (from [`plan`]) into `out`.
+pub(crate) fn write_planned(
+    ckpt: &Checkpoint,
+    q: &Quantize,
+    plan: &[Option<Scheme>],
+    out: &mut AtomicFile,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Summary, LayerError> {
+    let entries = ckpt.entries();
+    let layout = q.format.layout();
     let mut specs = Vec::new();
     let mut summary = Summary::default();
-    for (e, scheme) in entries.iter().zip(&plan) {
+    for (e, scheme) in entries.iter().zip(plan) {
         summary.bytes_before += e.range.len() as u64;
         match scheme {
             Some(s) => {
@@ -107,7 +165,7 @@ pub(crate) fn write_quantized(
     out.write_all(&head)?;
     // One tensor at a time: a weight is quantized whole.
     let mut done = 0u64;
-    for (e, scheme) in entries.iter().zip(&plan) {
+    for (e, scheme) in entries.iter().zip(plan) {
         let bytes = ckpt.read(e)?;
         match scheme {
             Some(s) => {

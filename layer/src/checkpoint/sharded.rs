@@ -221,6 +221,116 @@ pub(crate) fn commit_all(
     staged.commit(target)
 }
 
+/// [`convert_shards`] with `--quantize`: every shard planned (and checked) before any is
+/// written, each shard's weights quantized in its own file, and the index naming the new tensors.
+fn quantize_shards(
+    ck: &ShardedCheckpoint,
+    index: &Path,
+    q: &super::convert::Quantize,
+    target: &Target,
+    out_dir: &Path,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
+    use super::quantize::{check_targets, ignore_patterns, output_names, plan, write_planned};
+    let ignore = ignore_patterns(q, ck.names())?;
+    let mut plans = Vec::with_capacity(ck.shards.len());
+    let mut weight_map: Vec<(String, String)> = Vec::new();
+    for (name, shard) in &ck.shards {
+        let at = |e: LayerError| e.at(&out_dir.join(name));
+        if let Some(w) = super::quantized::detect_part(shard.entries(), None)
+            .map_err(at)?
+            .first()
+        {
+            return Err(at(w.already_quantized()));
+        }
+        let p = plan(shard.entries(), q, &ignore).map_err(at)?;
+        weight_map.extend(
+            output_names(shard.entries(), q, &p)
+                .into_iter()
+                .map(|n| (n, name.clone())),
+        );
+        plans.push(p);
+    }
+    check_targets(q, &plans)?;
+    weight_map.sort();
+    let (mut written, summary) =
+        write_shards(ck, target, out_dir, progress, |k, shard, file, done| {
+            write_planned(shard, q, &plans[k], file, done)
+        })?;
+    written.push(new_index(
+        ck,
+        index,
+        target,
+        out_dir,
+        summary.bytes_after,
+        Some(weight_map),
+    )?);
+    Ok((written, summary))
+}
+
+/// Each shard written by `write` (given its position, the shard, its unnamed output file and a
+/// progress callback in the shard's bytes) into a file beside `target`, then every input checked
+/// unchanged: the files with the names they are to have, and the summed summary.
+fn write_shards(
+    ck: &ShardedCheckpoint,
+    target: &Target,
+    out_dir: &Path,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    write: impl Fn(
+        usize,
+        &Checkpoint,
+        &mut AtomicFile,
+        &(dyn Fn(u64) + Sync),
+    ) -> Result<Summary, LayerError>,
+) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
+    let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
+    let mut summary = Summary::default();
+    let mut written = Vec::with_capacity(ck.shards.len() + 1);
+    let mut before = 0u64;
+    for (k, (name, shard)) in ck.shards.iter().enumerate() {
+        let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
+        let s = write(k, shard, &mut file, &|done| progress(before + done, total))
+            .map_err(|e| e.at(&out_dir.join(name)))?;
+        before += data_bytes(shard);
+        summary.add(&s);
+        written.push((std::ffi::OsString::from(name), file));
+    }
+    for (_, shard) in &ck.shards {
+        shard.check_unchanged()?;
+    }
+    Ok((written, summary))
+}
+
+/// The converted checkpoint's index, as an unnamed file beside `target`: the input's, with the
+/// new total size and, where tensors were renamed (`weight_map`), the new map.
+fn new_index(
+    ck: &ShardedCheckpoint,
+    index: &Path,
+    target: &Target,
+    out_dir: &Path,
+    total_size: u64,
+    weight_map: Option<Vec<(String, String)>>,
+) -> Result<(std::ffi::OsString, AtomicFile), LayerError> {
+    let mut json = ck.index.json.clone();
+    set_total_size(&mut json, total_size);
+    if let Some(weight_map) = weight_map {
+        let map: serde_json::Map<String, Value> = weight_map
+            .into_iter()
+            .map(|(tensor, shard)| (tensor, Value::String(shard)))
+            .collect();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("weight_map".to_owned(), Value::Object(map));
+        }
+    }
+    let text =
+        serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
+    let mut index_file = AtomicFile::create(target.dir(), FileMode::like(index))?;
+    index_file
+        .write_all(text.as_bytes())
+        .map_err(|e| LayerError::from(e).at(out_dir))?;
+    Ok((index.file_name().unwrap_or_default().to_owned(), index_file))
+}
+
 /// The converted shards and the new index of a sharded checkpoint, as unnamed files in
 /// `target`'s directory with the names they are to have.
 pub(crate) fn convert_shards(
@@ -232,12 +342,8 @@ pub(crate) fn convert_shards(
 ) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
     let ck = ShardedCheckpoint::open(index)?;
     let selection = options.selection(ck.names())?;
-    if options.quantize.is_some() {
-        return Err(LayerError::Quantized(
-            "quantizing a sharded checkpoint is not supported yet (the index would have to name \
-             the new tensors); quantize each shard's file"
-                .to_owned(),
-        ));
+    if let Some(q) = &options.quantize {
+        return quantize_shards(&ck, index, q, target, out_dir, progress);
     }
     // Quantized weights are dequantized shard by shard (a weight and its scales must share a
     // shard), and the index names the dense tensors.
@@ -258,46 +364,19 @@ pub(crate) fn convert_shards(
         )));
     }
     weight_map.sort();
-    let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
-    let mut summary = Summary::default();
-    let mut written = Vec::with_capacity(ck.shards.len());
-    let mut before = 0u64;
-    for (name, shard) in &ck.shards {
-        let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
-        let s = write_converted(
-            shard,
-            &selection,
-            options,
-            config.as_ref(),
-            &mut file,
-            &|done| progress(before + done, total),
-        )
-        .map_err(|e| e.at(&out_dir.join(name)))?;
-        before += data_bytes(shard);
-        summary.add(&s);
-        written.push((std::ffi::OsString::from(name), file));
-    }
-    for (_, shard) in &ck.shards {
-        shard.check_unchanged()?;
-    }
-    let mut json = ck.index.json.clone();
-    set_total_size(&mut json, summary.bytes_after);
-    if summary.dequantized > 0 {
-        let map: serde_json::Map<String, Value> = weight_map
-            .into_iter()
-            .map(|(tensor, shard)| (tensor, Value::String(shard)))
-            .collect();
-        if let Some(obj) = json.as_object_mut() {
-            obj.insert("weight_map".to_owned(), Value::Object(map));
-        }
-    }
-    let text =
-        serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
-    let mut index_file = AtomicFile::create(target.dir(), FileMode::like(index))?;
-    index_file
-        .write_all(text.as_bytes())
-        .map_err(|e| LayerError::from(e).at(out_dir))?;
-    written.push((index.file_name().unwrap_or_default().to_owned(), index_file));
+    let (mut written, summary) =
+        write_shards(&ck, target, out_dir, progress, |_, shard, file, done| {
+            write_converted(shard, &selection, options, config.as_ref(), file, done)
+        })?;
+    let renamed = (summary.dequantized > 0).then_some(weight_map);
+    written.push(new_index(
+        &ck,
+        index,
+        target,
+        out_dir,
+        summary.bytes_after,
+        renamed,
+    )?);
     Ok((written, summary))
 }
 

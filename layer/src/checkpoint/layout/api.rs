@@ -95,6 +95,15 @@ impl QuantizedWeight {
         names
     }
 
+    /// The error for quantizing a checkpoint that holds this weight.
+    pub(crate) fn already_quantized(&self) -> LayerError {
+        LayerError::Quantized(format!(
+            "`{}` is already quantized ({}); dequantize the checkpoint first",
+            crate::checkpoint::json::quote(&self.name),
+            self.scheme_name
+        ))
+    }
+
     /// Every entry this weight is stored in.
     pub fn parts(&self) -> impl Iterator<Item = usize> + '_ {
         [self.elements, self.scales].into_iter().chain(self.global)
