@@ -298,6 +298,40 @@ impl Scheme {
         }
     }
 
+    /// The rows a piece of a tensor must start at a multiple of so that it holds whole scales
+    /// (a 2-D block's rows; one otherwise): such a piece dequantizes on its own, with the scales
+    /// of [`scale_range`](Scheme::scale_range).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// let block = Scheme::named("ct_fp8_block", DType::BFloat16)?;
+    /// assert_eq!(block.row_alignment(), 128);
+    /// assert_eq!(block.scale_range(128, 256, 300), 3..6); // three 128-column blocks a row of blocks
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn row_alignment(&self) -> usize {
+        match self.granularity {
+            Granularity::Block(br, _) => br,
+            Granularity::Tensor | Granularity::Channel | Granularity::Group(_) => 1,
+        }
+    }
+
+    /// The indices of the scales that rows `start..end` of a `cols`-column tensor use (`start` a
+    /// multiple of [`row_alignment`](Scheme::row_alignment)); the one scale of a per-tensor
+    /// scheme.
+    pub fn scale_range(&self, start: usize, end: usize, cols: usize) -> std::ops::Range<usize> {
+        match self.granularity {
+            Granularity::Tensor => 0..1,
+            Granularity::Channel => start..end,
+            Granularity::Group(k) => start * (cols / k)..end * (cols / k),
+            Granularity::Block(br, bc) => {
+                let per_row = cols.div_ceil(bc);
+                start / br * per_row..end.div_ceil(br) * per_row
+            }
+        }
+    }
+
     /// The scale of element `(r, c)` of a tensor with `cols` columns: its index among the scales.
     pub(crate) fn scale_index(&self, r: usize, c: usize, cols: usize) -> usize {
         match self.granularity {

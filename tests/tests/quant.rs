@@ -1255,3 +1255,88 @@ fn a_sharded_dense_checkpoint_quantizes_shard_by_shard_with_a_new_index() {
     want.sort_by(|a, b| a.0.cmp(&b.0));
     assert_sharded_equals(&out, &want);
 }
+
+#[test]
+fn a_weight_larger_than_a_chunk_dequantizes_in_bands_as_it_does_whole() {
+    // Weights whose dense form is several conversion chunks (8 MiB) are dequantized band by band
+    // (whole rows; whole 128-row blocks; whole gpt-oss experts): the file equals the library's
+    // dequantization of the whole tensor, for a per-tensor scale, 2-D blocks, groups with a
+    // global scale, and gpt-oss's transposed experts.
+    use dtcast::layer::checkpoint::{save, Checkpoint};
+    use dtcast::quant::{dequantize, Quantized};
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut values = |n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+            })
+            .collect()
+    };
+    let linear = dtcast::Tensor::from_vec(values(1024 * 4096), &[1024, 4096]).unwrap();
+    let experts = dtcast::Tensor::from_vec(values(8 * 512 * 1024), &[8, 512, 1024]).unwrap();
+    let dense = dir.path().join("dense.safetensors");
+    save(
+        &dense,
+        &[
+            ("model.layers.0.mlp.up_proj.weight".to_owned(), linear),
+            (
+                "model.layers.0.mlp.experts.gate_up_proj".to_owned(),
+                experts,
+            ),
+        ],
+        &[],
+    )
+    .unwrap();
+    for (scheme, format, reference) in [
+        ("fp8-tensor", "compressed-tensors", "ct_fp8_tensor"),
+        ("fp8-block", "compressed-tensors", "ct_fp8_block"),
+        ("nvfp4", "compressed-tensors", "ct_nvfp4"),
+        ("mxfp4", "gpt-oss", "gpt_oss_mxfp4"),
+    ] {
+        let quantized = dir.path().join(format!("{scheme}.safetensors"));
+        let o = convert_cli(
+            dense.to_str().unwrap(),
+            quantized.to_str().unwrap(),
+            &["--quantize", scheme, "--format", format],
+        );
+        assert_eq!(o.code, 0, "{scheme}: {}", o.stderr);
+        let back = dir.path().join(format!("{scheme}-back.safetensors"));
+        let o = convert_cli(
+            quantized.to_str().unwrap(),
+            back.to_str().unwrap(),
+            &["--dtype", "float32"],
+        );
+        assert_eq!(o.code, 0, "{scheme}: {}", o.stderr);
+        let q = Checkpoint::open(&quantized).unwrap();
+        let weights = dtcast::layer::checkpoint::detect_quantized(q.entries(), None).unwrap();
+        let [w] = weights.as_slice() else {
+            panic!("{scheme}: {} quantized weights", weights.len());
+        };
+        let read = |i: usize| q.read(&q.entries()[i]).unwrap();
+        let global = w
+            .global
+            .map(|g| f32::from_le_bytes(read(g)[..4].try_into().unwrap()));
+        let (elements, scales) = (read(w.elements), read(w.scales));
+        let scheme_of = Scheme::named(reference, DType::Float32).unwrap();
+        let whole = dequantize(
+            &Quantized {
+                elements: &elements,
+                shape: &w.shape,
+                scales: &scales,
+                global_scale: global,
+            },
+            &scheme_of,
+            DType::Float32,
+        )
+        .unwrap();
+        let got = read_sorted(&back);
+        let t = got.iter().find(|t| t.0 == w.name).unwrap();
+        assert_eq!(t.2, w.dense_shape, "{scheme}");
+        assert!(t.3.len() > 8 << 20, "{scheme}: one chunk only");
+        assert!(t.3 == whole, "{scheme}: the banded dequantization differs");
+    }
+}

@@ -265,8 +265,9 @@ struct Chunk {
     count: usize,
     from: DType,
     to: DType,
-    /// A quantized weight dequantized whole (its index in the detected list): the read buffer
-    /// holds its elements, scales and global scale, one after the other.
+    /// A band of a quantized weight (its index in the detected list; `first` and `count` then
+    /// count rows): the read buffer holds the band's elements, scales and global scale, one after
+    /// the other ([`Band`]).
     dequant: Option<usize>,
 }
 
@@ -375,14 +376,25 @@ pub(crate) fn write_converted(
                     .map(|p| entries[p].range.len() as u64)
                     .sum::<u64>();
                 summary.bytes_after += storage(options.dtype, n) as u64;
-                chunks.push(Chunk {
-                    entry: i,
-                    first: 0,
-                    count: n,
-                    from: e.dtype,
-                    to: options.dtype,
-                    dequant: Some(k),
-                });
+                // Bands of whole rows (whole blocks of rows, whole experts for gpt-oss), each
+                // dequantized on its own into a buffer of about CHUNK_BYTES.
+                let (rows, cols) = Band::rows_cols(q);
+                let align = Band::alignment(q);
+                let row_bytes = storage(options.dtype, cols).max(1);
+                let per = (CHUNK_BYTES / row_bytes / align).max(1) * align;
+                let mut first = 0;
+                while first < rows {
+                    let count = per.min(rows - first);
+                    chunks.push(Chunk {
+                        entry: i,
+                        first,
+                        count,
+                        from: e.dtype,
+                        to: options.dtype,
+                        dequant: Some(k),
+                    });
+                    first += count;
+                }
                 continue;
             }
             Some(_) => continue,
@@ -439,9 +451,15 @@ pub(crate) fn write_converted(
                     return Ok(());
                 };
                 if let Some(k) = c.dequant {
-                    bytes.clear();
-                    for p in quantized[k].parts() {
-                        bytes.extend(ckpt.read(&entries[p])?);
+                    let q = &quantized[k];
+                    let band = Band::of(q, entries, c.first, c.count);
+                    bytes.resize(band.len(), 0);
+                    let (elements, rest) = bytes.split_at_mut(band.elements.len());
+                    ckpt.read_into(&entries[q.elements], band.elements.start, elements)?;
+                    let (scales, global) = rest.split_at_mut(band.scales.len());
+                    ckpt.read_into(&entries[q.scales], band.scales.start, scales)?;
+                    if let Some(g) = q.global {
+                        ckpt.read_into(&entries[g], 0, global)?;
                     }
                 } else {
                     bytes.resize(storage(c.from, c.count), 0);
@@ -458,10 +476,7 @@ pub(crate) fn write_converted(
             for (c, buf) in write_rx {
                 out.write_all(&buf.bytes)?;
                 done += match c.dequant {
-                    Some(k) => quantized[k]
-                        .parts()
-                        .map(|p| entries[p].range.len() as u64)
-                        .sum(),
+                    Some(k) => Band::of(&quantized[k], entries, c.first, c.count).len() as u64,
                     None => storage(c.from, c.count) as u64,
                 };
                 progress(done);
@@ -472,12 +487,10 @@ pub(crate) fn write_converted(
         let caster = move || -> Result<(), LayerError> {
             for (c, input) in read_rx {
                 let buf = if let Some(k) = c.dequant {
-                    // The dense tensor takes the place of a cast-pool buffer (the writer returns
-                    // it there), so that the pools keep their sizes.
-                    let Ok(_replaced) = cast_pool.recv() else {
+                    let Ok(mut bytes) = cast_pool.recv() else {
                         return Ok(());
                     };
-                    let bytes = dequantize_weight(&quantized[k], entries, &input.bytes, c.to)?;
+                    dequantize_band(&quantized[k], entries, &input.bytes, &c, &mut bytes)?;
                     let _ = caster_return.send(input.bytes);
                     Buf { bytes, pool: 1 }
                 } else if c.from == c.to {
@@ -514,25 +527,84 @@ pub(crate) fn write_converted(
     Ok(summary)
 }
 
-/// A quantized weight's dense tensor from its parts' bytes (elements, scales, global scale, one
-/// after the other).
-fn dequantize_weight(
+/// Where a band of rows of a quantized weight is stored: the byte ranges of its elements and
+/// scales within their entries, whether the global scale follows, and the band's logical shape.
+struct Band {
+    elements: std::ops::Range<usize>,
+    scales: std::ops::Range<usize>,
+    global: usize,
+    shape: Vec<usize>,
+}
+
+impl Band {
+    /// The weight's logical rows (leading dimensions flattened) and columns.
+    fn rows_cols(q: &QuantizedWeight) -> (usize, usize) {
+        match q.shape.split_last() {
+            Some((&cols, lead)) => (lead.iter().product(), cols),
+            None => (0, 0),
+        }
+    }
+
+    /// The rows a band starts at a multiple of: whole scale blocks, or for gpt-oss (whose output
+    /// is transposed per expert) whole experts.
+    fn alignment(q: &QuantizedWeight) -> usize {
+        if q.scheme.convention == dtcast_quant::Convention::GptOss && q.shape.len() == 3 {
+            q.shape[1].max(1)
+        } else {
+            q.scheme.row_alignment()
+        }
+    }
+
+    /// Rows `first..first + count` of `q`.
+    fn of(q: &QuantizedWeight, entries: &[Entry], first: usize, count: usize) -> Band {
+        let (_, cols) = Band::rows_cols(q);
+        let element_bytes = |rows: usize| storage(q.scheme.element, rows * cols);
+        let scale_size = entries[q.scales].dtype.byte_size().unwrap_or(1);
+        let scales = q.scheme.scale_range(first, first + count, cols);
+        let gpt_oss = q.scheme.convention == dtcast_quant::Convention::GptOss;
+        let shape = if gpt_oss && q.shape.len() == 3 {
+            let per_expert = q.shape[1];
+            vec![count / per_expert, per_expert, cols]
+        } else {
+            vec![count, cols]
+        };
+        Band {
+            elements: element_bytes(first)..element_bytes(first + count),
+            scales: scales.start * scale_size..scales.end * scale_size,
+            global: if q.global.is_some() { 4 } else { 0 },
+            shape,
+        }
+    }
+
+    /// The bytes the band reads.
+    fn len(&self) -> usize {
+        self.elements.len() + self.scales.len() + self.global
+    }
+}
+
+/// A band of a quantized weight dense in `out` (resized), from its parts' bytes (elements,
+/// scales, global scale, one after the other).
+fn dequantize_band(
     q: &QuantizedWeight,
     entries: &[Entry],
     parts: &[u8],
-    to: DType,
-) -> Result<Vec<u8>, LayerError> {
-    let (elements, rest) = parts.split_at(entries[q.elements].range.len());
-    let (scales, global) = rest.split_at(entries[q.scales].range.len());
+    c: &Chunk,
+    out: &mut Vec<u8>,
+) -> Result<(), LayerError> {
+    let band = Band::of(q, entries, c.first, c.count);
+    let (elements, rest) = parts.split_at(band.elements.len());
+    let (scales, global) = rest.split_at(band.scales.len());
     let global_scale = (global.len() == 4)
         .then(|| f32::from_le_bytes([global[0], global[1], global[2], global[3]]));
     let view = dtcast_quant::Quantized {
         elements,
-        shape: &q.shape,
+        shape: &band.shape,
         scales,
         global_scale,
     };
-    dtcast_quant::dequantize(&view, &q.scheme, to)
+    let (_, cols) = Band::rows_cols(q);
+    out.resize(storage(c.to, c.count * cols), 0);
+    dtcast_quant::dequantize_into(&view, &q.scheme, c.to, out)
         .map_err(|e| LayerError::Quantized(format!("`{}`: {e}", quote(&q.name))))
 }
 
