@@ -271,6 +271,17 @@ struct Chunk {
     dequant: Option<usize>,
 }
 
+impl Chunk {
+    /// This chunk's tensor, `total` elements (or rows), in chunks of `per`.
+    fn split(self, total: usize, per: usize) -> impl Iterator<Item = Chunk> {
+        (0..total).step_by(per.max(1)).map(move |first| Chunk {
+            first,
+            count: per.min(total - first),
+            ..self
+        })
+    }
+}
+
 /// A buffer and the pool it returns to.
 struct Buf {
     bytes: Vec<u8>,
@@ -382,19 +393,15 @@ pub(crate) fn write_converted(
                 let align = Band::alignment(q);
                 let row_bytes = storage(options.dtype, cols).max(1);
                 let per = (CHUNK_BYTES / row_bytes / align).max(1) * align;
-                let mut first = 0;
-                while first < rows {
-                    let count = per.min(rows - first);
-                    chunks.push(Chunk {
-                        entry: i,
-                        first,
-                        count,
-                        from: e.dtype,
-                        to: options.dtype,
-                        dequant: Some(k),
-                    });
-                    first += count;
-                }
+                let chunk = Chunk {
+                    entry: i,
+                    first: 0,
+                    count: 0,
+                    from: e.dtype,
+                    to: options.dtype,
+                    dequant: Some(k),
+                };
+                chunks.extend(chunk.split(rows, per));
                 continue;
             }
             Some(_) => continue,
@@ -411,19 +418,15 @@ pub(crate) fn write_converted(
         summary.bytes_after += storage(to, n) as u64; // whole bytes: checked above
                                                       // Chunks start at multiples of 8 elements: whole bytes for every packed dtype.
         let per = (CHUNK_BYTES * 8 / e.dtype.bits().max(to.bits())) & !7;
-        let mut first = 0;
-        while first < n {
-            let count = per.min(n - first);
-            chunks.push(Chunk {
-                entry: i,
-                first,
-                count,
-                from: e.dtype,
-                to,
-                dequant: None,
-            });
-            first += count;
-        }
+        let chunk = Chunk {
+            entry: i,
+            first: 0,
+            count: 0,
+            from: e.dtype,
+            to,
+            dequant: None,
+        };
+        chunks.extend(chunk.split(n, per));
     }
     let head = header::build(&specs, ckpt.metadata())?;
     out.write_all(&(head.len() as u64).to_le_bytes())?;
