@@ -158,12 +158,12 @@ pub fn dequantize_into(
                 .collect()
         }
     };
-    // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
-    // elsewhere as its code's own NaN, which the cast below gives.
     let factors = Factors {
         values: &factors,
         scales: by_byte.then_some(q.scales),
     };
+    // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
+    // elsewhere as its code's own NaN, which the cast below gives.
     let nan = (scheme.convention == Convention::TorchAo)
         .then(|| table.iter().copied().find(|v| v.is_nan()))
         .flatten();

@@ -171,13 +171,7 @@ pub fn quantize(
                             CastMode::Torch,
                         )
                         .map_err(internal)?;
-                        for v in buf.iter_mut() {
-                            *v = if v.is_nan() {
-                                f32::from_bits(0x7FC0_0000)
-                            } else {
-                                *v
-                            };
-                        }
+                        default_nan(buf);
                     }
                     if plan.clamp {
                         for v in buf.iter_mut() {
@@ -292,6 +286,17 @@ fn run_amax(vals: &[f32], a: f32) -> f32 {
     a.max(f32::from_bits(m as u32))
 }
 
+/// Every NaN of `values` as the positive default NaN, as torch's bfloat16 arithmetic leaves it.
+fn default_nan(values: &mut [f32]) {
+    for v in values {
+        *v = if v.is_nan() {
+            f32::from_bits(0x7FC0_0000)
+        } else {
+            *v
+        };
+    }
+}
+
 /// The tensor being quantized: its stored elements, read in pieces as float32.
 struct Input<'a> {
     src: &'a [u8],
@@ -309,13 +314,7 @@ impl Input<'_> {
         let wide: &mut [u8] = bytemuck::cast_slice_mut(buf.as_mut_slice());
         cast(src, self.dtype, wide, DType::Float32, CastMode::Torch).map_err(internal)?;
         if self.canonical_nan {
-            for v in buf.iter_mut() {
-                *v = if v.is_nan() {
-                    f32::from_bits(0x7FC0_0000)
-                } else {
-                    *v
-                };
-            }
+            default_nan(buf);
         }
         Ok(())
     }
