@@ -310,6 +310,40 @@ pub fn cast_slice<S: Element, D: Element>(
     cast(src_bytes, S::DTYPE, dst_bytes, D::DTYPE, mode)
 }
 
+/// [`cast`] with streaming (non-temporal) stores into any destination, where [`cast`] streams
+/// only into large ones: for a large output written a piece at a time that is not read back
+/// soon (a dequantized weight, band by band), the stores then skip the read-for-ownership that
+/// ordinary stores cost. The bytes are [`cast`]'s; modes that check values run as [`cast`] does.
+///
+/// ```
+/// use dtcast_cast::{cast, cast_streaming, CastMode};
+/// use dtcast_dtype::DType;
+/// let src: Vec<u8> = (0..1000).flat_map(|i| (i as f32 * 0.37).to_le_bytes()).collect();
+/// let (mut a, mut b) = (vec![0u8; 2000], vec![0u8; 2000]);
+/// cast(&src, DType::Float32, &mut a, DType::BFloat16, CastMode::Torch)?;
+/// cast_streaming(&src, DType::Float32, &mut b, DType::BFloat16, CastMode::Torch)?;
+/// assert_eq!(a, b);
+/// # Ok::<(), dtcast_cast::CastError>(())
+/// ```
+pub fn cast_streaming(
+    src: &[u8],
+    from: DType,
+    dst: &mut [u8],
+    to: DType,
+    mode: CastMode,
+) -> Result<(), CastError> {
+    let Some((_, _, plan)) = begin(src, from, dst, to, mode, isa(), false)? else {
+        return Ok(());
+    };
+    match plan.check {
+        None | Some((_, screen::Check::Nothing)) => {
+            convert_all(src, from, dst, to, plan.streaming);
+            Ok(())
+        }
+        Some(_) => cast(src, from, dst, to, mode),
+    }
+}
+
 /// [`cast`] into a buffer whose contents do not matter if the cast fails: on an error `dst` may
 /// hold converted elements before the offending one (and after it, from other threads), so Checked
 /// and Exact modes check and convert each block while it is in cache — one pass over the source

@@ -3,7 +3,7 @@
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use dtcast_cast::{cast, CastMode};
+use dtcast_cast::{cast, cast_streaming, CastMode};
 
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
@@ -205,9 +205,11 @@ pub fn dequantize_into(
                 for (j, row) in values.chunks_exact_mut(cols).enumerate() {
                     scale_row(row, first + j, scheme, &factors);
                 }
-                // float16: the products in float32 first, then torch's rounding.
+                // float16: the products in float32 first, then torch's rounding. The dense tensor
+                // is written piece by piece and not read back here: streaming stores.
                 let values: &[u8] = bytemuck::cast_slice(values);
-                cast(values, DType::Float32, dst, out, CastMode::Torch).map_err(internal)?;
+                cast_streaming(values, DType::Float32, dst, out, CastMode::Torch)
+                    .map_err(internal)?;
                 Ok(())
             },
         )
