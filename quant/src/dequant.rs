@@ -7,6 +7,7 @@ use dtcast_cast::{cast, cast_streaming, CastMode};
 
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
+use crate::simd::with_best_isa;
 use crate::QuantError;
 
 /// A quantized tensor as stored: its elements, their logical shape, its scales.
@@ -197,14 +198,20 @@ pub fn dequantize_into(
                     CastMode::Torch,
                 )
                 .map_err(internal)?;
-                if let Some(nan) = nan {
-                    for v in values.iter_mut() {
-                        *v = if v.is_nan() { nan } else { *v };
-                    }
-                }
-                for (j, row) in values.chunks_exact_mut(cols).enumerate() {
-                    scale_row(row, first + j, scheme, &factors);
-                }
+                // The products, vectorised for the chosen instruction set.
+                with_best_isa(
+                    #[inline(always)]
+                    || {
+                        if let Some(nan) = nan {
+                            for v in values.iter_mut() {
+                                *v = if v.is_nan() { nan } else { *v };
+                            }
+                        }
+                        for (j, row) in values.chunks_exact_mut(cols).enumerate() {
+                            scale_row(row, first + j, scheme, &factors);
+                        }
+                    },
+                );
                 // float16: the products in float32 first, then torch's rounding. The dense tensor
                 // is written piece by piece and not read back here: streaming stores.
                 let values: &[u8] = bytemuck::cast_slice(values);
@@ -234,6 +241,7 @@ impl Factors<'_> {
 
 /// Row `r`'s values times their scales' factors (`mul`'s rule: a NaN factor gives its own NaN,
 /// quieted, to the whole run). Groups walk the row's scales directly (no run list per row).
+#[inline(always)]
 fn scale_row(row: &mut [f32], r: usize, scheme: &Scheme, factors: &Factors) {
     if let Granularity::Group(k) = scheme.granularity {
         let per_row = row.len() / k;
@@ -255,6 +263,7 @@ fn scale_row(row: &mut [f32], r: usize, scheme: &Scheme, factors: &Factors) {
     }
 }
 
+#[inline(always)]
 fn scale_groups<const K: usize>(row: &mut [f32], first: usize, factors: &Factors) {
     let (groups, _) = row.as_chunks_mut::<K>();
     for (g, group) in groups.iter_mut().enumerate() {

@@ -65,7 +65,8 @@ impl fmt::Display for QuantError {
                 given,
             } => write!(
                 f,
-                "the {what} hold {given} bytes; the shape and scheme need {needed}"
+                "the {what} {} {given} bytes; the shape and scheme need {needed}",
+                if what.ends_with('s') { "hold" } else { "holds" }
             ),
             QuantError::GlobalScale { needed: true } => {
                 write!(

@@ -34,8 +34,9 @@ mod dequant;
 mod error;
 mod quantize;
 mod scheme;
+mod simd;
 
 pub use dequant::{dequantize, dequantize_into, Quantized};
 pub use error::QuantError;
-pub use quantize::{quantize, QuantizedTensor};
+pub use quantize::{quantize, quantize_into, quantize_rows, QuantizedTensor, TensorAmax};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use crate::arith::{bytes, clamp, cvtt, div, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::dequant::{check_len, rows_cols, Quantized};
 use crate::scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
+use crate::simd::with_best_isa;
 use crate::QuantError;
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
@@ -63,169 +64,394 @@ pub fn quantize(
     shape: &[usize],
     scheme: &Scheme,
 ) -> Result<QuantizedTensor, QuantError> {
-    if !matches!(dtype, DType::Float32 | DType::BFloat16) {
-        return Err(QuantError::InputDType { dtype });
-    }
-    scheme.check()?;
-    let (rows, cols) = rows_cols(shape)?;
-    let needed = (rows * cols)
-        .checked_mul(dtype.byte_size().unwrap_or(4))
-        .ok_or_else(|| QuantError::Shape {
-            reason: format!("the shape {shape:?} has more bytes than memory can hold"),
-        })?;
-    check_len("input", needed, src.len())?;
-    let count = scheme.scale_count(rows, cols)?;
-    if scheme.element.is_packed() && cols % 2 != 0 {
-        return Err(QuantError::Shape {
-            reason: format!("columns {cols} are odd; float4 elements are stored two per byte"),
-        });
-    }
-    let n = rows * cols;
-    // compressed-tensors computes on bfloat16 tensors (torch: in float32, rounded back, a NaN
-    // coming back as 0x7FC0); torchao converts them to float32 first, bits kept.
-    let input = Input {
-        src,
-        dtype,
-        canonical_nan: dtype == DType::BFloat16
-            && scheme.convention == Convention::CompressedTensors,
-    };
-    // The largest magnitude per scale, and of the whole tensor: a NaN in the group is the
-    // result, as it is.
-    let amax = amax_pass(&input, rows, cols, scheme, count)?;
-    let tensor_amax = amax.iter().fold(0f32, |m, &a| {
-        if m.is_nan() {
-            m
-        } else if a.is_nan() {
-            a
-        } else {
-            m.max(a)
-        }
-    });
-    let element_max = if scheme.element == DType::Float8E4M3Fn {
-        448.0
-    } else {
-        6.0
-    };
-    let plan = match (scheme.convention, scheme.rule) {
-        (Convention::CompressedTensors, ScaleRule::AbsMax) if scheme.global_scale => {
-            ct_nvfp4(&amax, tensor_amax, dtype)
-        }
-        (Convention::CompressedTensors, ScaleRule::AbsMax) => ct_fp8(&amax, dtype),
-        (Convention::CompressedTensors, ScaleRule::PowerOfTwo(_)) => ct_mx(&amax, dtype, scheme),
-        (Convention::TorchAo, ScaleRule::PowerOfTwo(MxRounding::RCeil)) => {
-            ao_mx_rceil(&amax, element_max)
-        }
-        (Convention::TorchAo, ScaleRule::PowerOfTwo(rounding)) => ao_mx(&amax, rounding, scheme),
-        (Convention::TorchAo, ScaleRule::AbsMax) => ao_nvfp4(&amax, tensor_amax, scheme),
-        (Convention::DeepSeek, ScaleRule::AbsMax) if !scheme.global_scale => {
-            ct_fp8(&amax, DType::Float32)
-        }
-        (Convention::GptOss, ScaleRule::PowerOfTwo(MxRounding::RCeil)) => {
-            ao_mx_rceil(&amax, element_max)
-        }
-        (convention, _) => {
-            return Err(QuantError::Scheme {
-                reason: format!("quantizing with the {convention:?} convention is not supported"),
-            })
-        }
-    };
-    // Each element: scaled by its group's factor in the plan's arithmetic, clamped, encoded —
-    // elementwise, so whole rows at a time on the thread pool (an even count of elements per
-    // piece, so float4 pairs never straddle two), through reused buffers and dtcast_cast's SIMD
-    // casts.
-    let piece_rows = (PIECE_ELEMENTS / cols.max(1)).max(1);
-    let storage = |elements: usize| scheme.element.storage_bytes(elements).unwrap_or(0);
-    let mut elements = vec![0u8; storage(n)];
-    if n > 0 {
-        elements
-            .par_chunks_mut(storage(piece_rows * cols))
-            .enumerate()
-            .try_for_each_init(
-                || (Vec::new(), Vec::new()),
-                |(buf, narrow): &mut (Vec<f32>, Vec<u8>), (p, out)| -> Result<(), QuantError> {
-                    let first = p * piece_rows * cols;
-                    let count = out.len() * 8 / scheme.element.bits();
-                    input.load(first, count, buf)?;
-                    for (j, row) in buf.chunks_exact_mut(cols).enumerate() {
-                        for (start, end, g) in scheme.runs(p * piece_rows + j, cols) {
-                            scale_run(&mut row[start..end], plan.factors[g], &plan.apply);
-                        }
-                    }
-                    if plan.arithmetic != DType::Float32 {
-                        // Rounded to the arithmetic's dtype and read back (`in_arithmetic`).
-                        narrow.resize(count * plan.arithmetic.byte_size().unwrap_or(4), 0);
-                        let wide: &mut [u8] = bytemuck::cast_slice_mut(buf.as_mut_slice());
-                        cast(
-                            wide,
-                            DType::Float32,
-                            narrow,
-                            plan.arithmetic,
-                            CastMode::Torch,
-                        )
-                        .map_err(internal)?;
-                        cast(
-                            narrow,
-                            plan.arithmetic,
-                            wide,
-                            DType::Float32,
-                            CastMode::Torch,
-                        )
-                        .map_err(internal)?;
-                        default_nan(buf);
-                    }
-                    if plan.clamp {
-                        for v in buf.iter_mut() {
-                            *v = if v.is_nan() {
-                                *v
-                            } else {
-                                v.max(-element_max).min(element_max)
-                            };
-                        }
-                    }
-                    if scheme.element == DType::Float8E4M3Fn {
-                        let wide: &[u8] = bytemuck::cast_slice(buf.as_slice());
-                        cast(
-                            wide,
-                            DType::Float32,
-                            out,
-                            DType::Float8E4M3Fn,
-                            CastMode::Torch,
-                        )
-                        .map_err(internal)?;
-                    } else {
-                        // float4 by the SIMD cast (nearest-even on the clamped magnitudes, as both
-                        // references round), then the references' own codes where they differ
-                        // from it: NaN, and compressed-tensors' -0 (its `x * sign(x)` is +0).
-                        let wide: &[u8] = bytemuck::cast_slice(buf.as_slice());
-                        cast(
-                            wide,
-                            DType::Float32,
-                            out,
-                            DType::Float4E2M1Fn,
-                            CastMode::Torch,
-                        )
-                        .map_err(internal)?;
-                        let code = match scheme.convention {
-                            Convention::CompressedTensors => ct_fp4_code,
-                            _ => ao_fp4_code,
-                        };
-                        for (i, &v) in buf.iter().enumerate() {
-                            if v.is_nan() || v.to_bits() == 0x8000_0000 {
-                                let shift = 4 * (i % 2);
-                                out[i / 2] = out[i / 2] & !(0xF << shift) | code(v) << shift;
-                            }
-                        }
-                    }
-                    Ok(())
-                },
-            )?;
-    }
+    let job = Job::new(dtype, shape, scheme)?;
+    check_len("input", job.input_bytes(job.rows)?, src.len())?;
+    let mut elements = vec![0u8; job.element_bytes(job.rows)];
+    let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
+    let amax = job.tensor_amax(src);
+    let global_scale = job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)?;
     Ok(QuantizedTensor {
         elements,
-        scales: plan.scales,
-        global_scale: plan.global,
+        scales,
+        global_scale,
     })
 }
+
+/// [`quantize`] into buffers of the caller's (`elements`, `scales`: exactly the quantized
+/// tensor's bytes), so that a conversion can reuse its buffers; returns the global scale where
+/// the scheme has one. On error the buffers hold nothing meaningful.
+///
+/// ```
+/// use dtcast_dtype::DType;
+/// use dtcast_quant::{quantize_into, Scheme};
+/// let x: Vec<u8> = [1.0f32, -2.0, 448.0, 0.25].iter().flat_map(|v| v.to_le_bytes()).collect();
+/// let scheme = Scheme::named("ct_fp8_tensor", DType::Float32)?;
+/// let (mut elements, mut scales) = ([0u8; 4], [0u8; 4]);
+/// assert_eq!(quantize_into(&x, DType::Float32, &[1, 4], &scheme, &mut elements, &mut scales)?, None);
+/// assert_eq!(elements, [0x38, 0xC0, 0x7E, 0x28]);
+/// # Ok::<(), dtcast_quant::QuantError>(())
+/// ```
+pub fn quantize_into(
+    src: &[u8],
+    dtype: DType,
+    shape: &[usize],
+    scheme: &Scheme,
+    elements: &mut [u8],
+    scales: &mut [u8],
+) -> Result<Option<f32>, QuantError> {
+    let job = Job::new(dtype, shape, scheme)?;
+    check_len("input", job.input_bytes(job.rows)?, src.len())?;
+    let amax = job.tensor_amax(src);
+    job.rows_into(src, 0..job.rows, amax, elements, scales)
+}
+
+/// The largest magnitude of a tensor's elements, by the rule the references' `amax` follows (a
+/// NaN is the result: the first one): what a per-tensor scale and a global scale are computed
+/// from. Built from the tensor's rows a piece at a time ([`TensorAmax::update`]), for
+/// [`quantize_rows`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TensorAmax(f32);
+
+impl TensorAmax {
+    /// Takes in the next elements of the tensor (`src`: elements of `dtype`, in order), read as
+    /// `scheme`'s reference reads them.
+    pub fn update(&mut self, src: &[u8], dtype: DType, scheme: &Scheme) -> Result<(), QuantError> {
+        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
+            return Err(QuantError::InputDType { dtype });
+        }
+        let size = dtype.byte_size().unwrap_or(4);
+        if !src.len().is_multiple_of(size) {
+            return Err(QuantError::Shape {
+                reason: format!("{} bytes are not whole {dtype} elements", src.len()),
+            });
+        }
+        let input = Input::new(src, dtype, scheme);
+        self.0 = fold_amax(self.0, tensor_amax_pass(&input, src.len() / size));
+        Ok(())
+    }
+
+    /// The largest magnitude so far (0 for none).
+    pub fn value(self) -> f32 {
+        self.0
+    }
+}
+
+/// Rows `rows` of a tensor of `shape` (`src`: those rows, elements of `dtype`) quantized into
+/// `elements` and `scales` (exactly those rows' elements, and the scales
+/// [`Scheme::scale_range`] names for them): a tensor quantizes a band of rows at a time, in any
+/// order, to the bytes [`quantize`] gives. The band starts at a multiple of
+/// [`Scheme::row_alignment`] and ends at one or at the tensor's end (a 2-D block's scale needs
+/// its block's rows together). `amax` is the whole tensor's ([`TensorAmax`]) where the scheme
+/// [uses one](Scheme::uses_tensor_amax) (else unused). Returns the global scale where the scheme
+/// has one.
+///
+/// ```
+/// use dtcast_dtype::DType;
+/// use dtcast_quant::{quantize, quantize_rows, Scheme, TensorAmax};
+/// // A [4, 32] float32 tensor, MXFP8 (a scale per row of 32), quantized two rows at a time.
+/// let x: Vec<u8> = (0..128).flat_map(|i| (i as f32 - 60.0).to_le_bytes()).collect();
+/// let scheme = Scheme::named("ct_mxfp8", DType::Float32)?;
+/// let whole = quantize(&x, DType::Float32, &[4, 32], &scheme)?;
+/// let (mut elements, mut scales) = (vec![0u8; 128], vec![0u8; 4]);
+/// for first in [0, 2] {
+///     let at = first * 32..(first + 2) * 32;
+///     quantize_rows(&x[at.start * 4..at.end * 4], DType::Float32, &[4, 32], first..first + 2,
+///         &scheme, TensorAmax::default(), &mut elements[at], &mut scales[first..first + 2])?;
+/// }
+/// assert_eq!((elements, scales), (whole.elements, whole.scales));
+/// # Ok::<(), dtcast_quant::QuantError>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn quantize_rows(
+    src: &[u8],
+    dtype: DType,
+    shape: &[usize],
+    rows: std::ops::Range<usize>,
+    scheme: &Scheme,
+    amax: TensorAmax,
+    elements: &mut [u8],
+    scales: &mut [u8],
+) -> Result<Option<f32>, QuantError> {
+    let job = Job::new(dtype, shape, scheme)?;
+    let alignment = scheme.row_alignment();
+    let (first, end) = (rows.start, rows.end);
+    if first > end
+        || end > job.rows
+        || first % alignment != 0
+        || (end % alignment != 0 && end != job.rows)
+    {
+        return Err(QuantError::Shape {
+            reason: format!(
+                "rows {first}..{end} of a tensor of {} rows: a band of rows starts at a multiple of {alignment} and ends at one or at the tensor's end",
+                job.rows
+            ),
+        });
+    }
+    check_len("input", job.input_bytes(end - first)?, src.len())?;
+    job.rows_into(src, rows, amax.0, elements, scales)
+}
+
+/// One tensor's quantization: its checked shape and scheme, and what its elements are clamped to.
+struct Job<'a> {
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    scheme: &'a Scheme,
+    element_max: f32,
+}
+
+impl<'a> Job<'a> {
+    /// The checks every entry point makes: an input dtype the references quantize, a valid
+    /// scheme, a shape it accepts.
+    fn new(dtype: DType, shape: &[usize], scheme: &'a Scheme) -> Result<Job<'a>, QuantError> {
+        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
+            return Err(QuantError::InputDType { dtype });
+        }
+        scheme.check()?;
+        let (rows, cols) = rows_cols(shape)?;
+        scheme.scale_count(rows, cols)?;
+        if scheme.element.is_packed() && cols % 2 != 0 {
+            return Err(QuantError::Shape {
+                reason: format!("columns {cols} are odd; float4 elements are stored two per byte"),
+            });
+        }
+        let element_max = if scheme.element == DType::Float8E4M3Fn {
+            448.0
+        } else {
+            6.0
+        };
+        let job = Job {
+            dtype,
+            rows,
+            cols,
+            scheme,
+            element_max,
+        };
+        // The convention's refusal, and its scales' size, before any work.
+        let stored = job.plan(&[1.0], 0.0)?.scales.len();
+        if Some(stored) != scheme.scale.byte_size() {
+            return Err(QuantError::Scheme {
+                reason: format!(
+                    "the scheme stores {} scales, but the {:?} convention stores a {dtype} weight's scales in {stored} bytes (compressed-tensors keeps FP8 scales in the weight's dtype: name the scheme for the weight's dtype)",
+                    scheme.scale, scheme.convention
+                ),
+            });
+        }
+        Ok(job)
+    }
+
+    /// The bytes of `rows` rows of input.
+    fn input_bytes(&self, rows: usize) -> Result<usize, QuantError> {
+        rows.checked_mul(self.cols)
+            .and_then(|n| n.checked_mul(self.dtype.byte_size().unwrap_or(4)))
+            .ok_or_else(|| QuantError::Shape {
+                reason: format!(
+                    "{rows} rows of {} columns have more bytes than memory can hold",
+                    self.cols
+                ),
+            })
+    }
+
+    /// The stored bytes of `rows` rows of elements (`Job::new` checked the shape).
+    fn element_bytes(&self, rows: usize) -> usize {
+        self.scheme
+            .element
+            .storage_bytes(rows * self.cols)
+            .unwrap_or(0)
+    }
+
+    /// The stored bytes of rows `start..end`'s scales.
+    fn scale_bytes(&self, start: usize, end: usize) -> usize {
+        self.scheme.scale_range(start, end, self.cols).len()
+            * self.scheme.scale.byte_size().unwrap_or(1)
+    }
+
+    /// The whole tensor's amax where a scale depends on it (a per-tensor scale, a global
+    /// scale): a first pass over the input. 0 where nothing needs it.
+    fn tensor_amax(&self, src: &[u8]) -> f32 {
+        if self.scheme.uses_tensor_amax() {
+            let input = Input::new(src, self.dtype, self.scheme);
+            tensor_amax_pass(&input, self.rows * self.cols)
+        } else {
+            0.0
+        }
+    }
+
+    /// The plan for a run of consecutive scales, from their amax (and the tensor's).
+    fn plan(&self, amax: &[f32], tensor_amax: f32) -> Result<Plan, QuantError> {
+        let (scheme, dtype, element_max) = (self.scheme, self.dtype, self.element_max);
+        Ok(match (scheme.convention, scheme.rule) {
+            (Convention::CompressedTensors, ScaleRule::AbsMax) if scheme.global_scale => {
+                ct_nvfp4(amax, tensor_amax, dtype)
+            }
+            (Convention::CompressedTensors, ScaleRule::AbsMax) => ct_fp8(amax, dtype),
+            (Convention::CompressedTensors, ScaleRule::PowerOfTwo(_)) => ct_mx(amax, dtype, scheme),
+            (Convention::TorchAo, ScaleRule::PowerOfTwo(MxRounding::RCeil)) => {
+                ao_mx_rceil(amax, element_max)
+            }
+            (Convention::TorchAo, ScaleRule::PowerOfTwo(rounding)) => ao_mx(amax, rounding, scheme),
+            (Convention::TorchAo, ScaleRule::AbsMax) => ao_nvfp4(amax, tensor_amax, scheme),
+            (Convention::DeepSeek, ScaleRule::AbsMax) if !scheme.global_scale => {
+                ct_fp8(amax, DType::Float32)
+            }
+            (Convention::GptOss, ScaleRule::PowerOfTwo(MxRounding::RCeil)) => {
+                ao_mx_rceil(amax, element_max)
+            }
+            (convention, _) => {
+                return Err(QuantError::Scheme {
+                    reason: format!(
+                        "quantizing with the {convention:?} convention is not supported"
+                    ),
+                })
+            }
+        })
+    }
+
+    /// Rows `rows` (`src`: their bytes, checked by the caller) into `elements` and their scales
+    /// into `scales`; returns the global scale.
+    fn rows_into(
+        &self,
+        src: &[u8],
+        rows: std::ops::Range<usize>,
+        tensor_amax: f32,
+        elements: &mut [u8],
+        scales: &mut [u8],
+    ) -> Result<Option<f32>, QuantError> {
+        let (cols, scheme) = (self.cols, self.scheme);
+        let (first_row, end) = (rows.start, rows.end);
+        let count = end - first_row;
+        check_len("elements", self.element_bytes(count), elements.len())?;
+        check_len("scales", self.scale_bytes(first_row, end), scales.len())?;
+        let global_scale = self.plan(&[], tensor_amax)?.global;
+        let input = Input::new(src, self.dtype, scheme);
+        let storage = |rows: usize| self.element_bytes(rows);
+        if scheme.granularity == Granularity::Tensor {
+            // One scale, the tensor's (whatever rows these are): elementwise after it, so pieces
+            // of rows on the thread pool.
+            let plan = self.plan(&[tensor_amax], tensor_amax)?;
+            let piece_rows = (PIECE_ELEMENTS / cols.max(1)).max(1);
+            if count > 0 && cols > 0 {
+                elements
+                    .par_chunks_mut(storage(piece_rows))
+                    .enumerate()
+                    .try_for_each_init(Vec::new, |buf, (p, out)| {
+                        self.encode(&input, p * piece_rows, first_row, &plan, 0, out, buf)
+                    })?;
+            }
+            scales.copy_from_slice(&plan.scales);
+            return Ok(global_scale);
+        }
+        if count == 0 || cols == 0 {
+            // No elements: each scale of the rows is the scale of an all-zero block.
+            let n = scheme.scale_range(first_row, end, cols).len();
+            scales.copy_from_slice(&self.plan(&vec![0.0; n], tensor_amax)?.scales);
+            return Ok(global_scale);
+        }
+        // Bands of rows whose scales no other rows share, on the thread pool: each band's amax,
+        // its plan, then its elements while the band's input is still in the core's cache — the
+        // input is read from memory once.
+        let band = match scheme.granularity {
+            Granularity::Block(br, _) => br,
+            Granularity::Tensor | Granularity::Channel | Granularity::Group(_) => {
+                (BAND_ELEMENTS / cols).max(1)
+            }
+        };
+        let scale_size = scheme.scale.byte_size().unwrap_or(1);
+        let first_scale = scheme.scale_range(first_row, end, cols).start;
+        let band_scales = scheme.scale_range(0, band.min(self.rows), cols).len();
+        elements
+            .par_chunks_mut(storage(band))
+            .zip(scales.par_chunks_mut(band_scales * scale_size))
+            .enumerate()
+            .try_for_each_init(Vec::new, |buf, (b, (out, stored))| {
+                let local = b * band;
+                let band_first_scale = first_scale + b * band_scales;
+                let mut amax = vec![0f32; stored.len() / scale_size];
+                let band_rows = local..(local + band).min(count);
+                let at = Rows {
+                    local,
+                    first_row,
+                    first_scale: band_first_scale,
+                };
+                with_best_isa(
+                    #[inline(always)]
+                    || input.band_amax(band_rows, &at, cols, scheme, &mut amax),
+                );
+                let plan = self.plan(&amax, tensor_amax)?;
+                stored.copy_from_slice(&plan.scales);
+                self.encode(&input, local, first_row, &plan, band_first_scale, out, buf)
+            })?;
+        Ok(global_scale)
+    }
+
+    /// Input rows from `local` (of the input, which starts at the tensor's row `first_row`), as
+    /// many as fill `out`, into `out`'s elements: each piece of rows scaled by its group's factor
+    /// in the plan's arithmetic and clamped (one loop, vectorised for the chosen instruction set)
+    /// into `buf`, then encoded by dtcast_cast's SIMD cast (an even count of elements per piece,
+    /// so float4 pairs never straddle two). The plan's first scale is scale `first_scale`.
+    #[allow(clippy::too_many_arguments)]
+    fn encode(
+        &self,
+        input: &Input,
+        local: usize,
+        first_row: usize,
+        plan: &Plan,
+        first_scale: usize,
+        out: &mut [u8],
+        buf: &mut Vec<f32>,
+    ) -> Result<(), QuantError> {
+        let (cols, scheme) = (self.cols, self.scheme);
+        let limit = if plan.clamp {
+            self.element_max
+        } else {
+            f32::INFINITY
+        };
+        let piece_rows = (PIECE_ELEMENTS / cols).max(1);
+        for (p, out) in out.chunks_mut(self.element_bytes(piece_rows)).enumerate() {
+            let count = out.len() * 8 / scheme.element.bits();
+            buf.resize(count, 0.0);
+            let rows = Rows {
+                local: local + p * piece_rows,
+                first_row,
+                first_scale,
+            };
+            let special = with_best_isa(
+                #[inline(always)]
+                || input.scaled(&rows, cols, scheme, plan, limit, buf),
+            );
+            let wide: &[u8] = bytemuck::cast_slice(buf.as_slice());
+            cast(wide, DType::Float32, out, scheme.element, CastMode::Torch).map_err(internal)?;
+            if scheme.element == DType::Float4E2M1Fn {
+                // float4 by the SIMD cast (nearest-even on the clamped magnitudes, as both
+                // references round), then the references' own codes where they differ from it:
+                // NaN, and compressed-tensors' -0 (its `x * sign(x)` is +0).
+                let code = match scheme.convention {
+                    Convention::CompressedTensors => ct_fp4_code,
+                    Convention::TorchAo | Convention::DeepSeek | Convention::GptOss => ao_fp4_code,
+                };
+                if special {
+                    for (i, &v) in buf.iter().enumerate().filter(|(_, v)| is_special(**v)) {
+                        let shift = 4 * (i % 2);
+                        out[i / 2] = out[i / 2] & !(0xF << shift) | code(v) << shift;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a piece of rows is: its first row in the input (`local`), the tensor's row the input
+/// starts at, and the index of the plan's first scale.
+struct Rows {
+    local: usize,
+    first_row: usize,
+    first_scale: usize,
+}
+
+/// Elements per band of rows that quantizing hands to a thread where every row has scales of
+/// its own (its input stays in the core's cache between the amax and the element pass).
+const BAND_ELEMENTS: usize = 1 << 17;
 
 /// `values` rounded to `dtype` by torch's arithmetic on bfloat16 tensors: as `.to()`, but a NaN
 /// result is the positive default NaN `0x7FC0` (not the `0xFFFF` of the copy kernel).
@@ -256,119 +482,333 @@ fn store(values: &[f32], w: DType) -> Vec<u8> {
 /// core's cache.
 const PIECE_ELEMENTS: usize = 1 << 14;
 
-/// A run of values scaled by its factor: `div` / `mul`'s rules. A NaN factor is handled one
-/// value at a time (rare); otherwise the hardware's division or product is the rule (x86 returns
-/// a NaN element quieted), in a loop LLVM vectorises.
-#[inline(always)]
-fn scale_run(run: &mut [f32], f: f32, apply: &Apply) {
-    match (apply, f.is_nan()) {
-        (Apply::Divide, true) => run.iter_mut().for_each(|v| *v = div(*v, f)),
-        (Apply::Multiply, true) => run.iter_mut().for_each(|v| *v = mul(*v, f)),
-        (Apply::Divide, false) => run.iter_mut().for_each(|v| *v /= f),
-        (Apply::Multiply, false) => run.iter_mut().for_each(|v| *v *= f),
-    }
-}
+/// The positive default NaN: what torch's bfloat16 arithmetic leaves for any NaN.
+const DEFAULT_NAN: f32 = f32::from_bits(0x7FC0_0000);
 
-/// The largest magnitude of `vals` after `a` (the running value), as the sequential rule gives
-/// it: a NaN already there stays, else the first NaN of `vals` is the result, else the maximum.
-/// The magnitudes' bits compare as integers (a loop LLVM vectorises); a NaN is looked for only
-/// when one is there.
-fn run_amax(vals: &[f32], a: f32) -> f32 {
-    if a.is_nan() {
-        return a;
-    }
-    let m = vals
-        .iter()
-        .fold(0i32, |m, v| m.max((v.to_bits() & 0x7FFF_FFFF) as i32));
-    if m > 0x7F80_0000 {
-        return vals.iter().copied().find(|v| v.is_nan()).unwrap_or(a);
-    }
-    a.max(f32::from_bits(m as u32))
-}
-
-/// Every NaN of `values` as the positive default NaN, as torch's bfloat16 arithmetic leaves it.
-fn default_nan(values: &mut [f32]) {
-    for v in values {
-        *v = if v.is_nan() {
-            f32::from_bits(0x7FC0_0000)
-        } else {
-            *v
-        };
-    }
-}
-
-/// The tensor being quantized: its stored elements, read in pieces as float32.
+/// The tensor being quantized: its stored elements (float32 or bfloat16), read as float32.
 struct Input<'a> {
     src: &'a [u8],
     dtype: DType,
+    /// Bytes per element (read once from the dtype table, not in the loops).
+    size: usize,
     /// NaN read as the positive default NaN (compressed-tensors' bfloat16 arithmetic).
     canonical_nan: bool,
 }
 
-impl Input<'_> {
-    /// Elements `first..first + count` as float32 in `buf` (a SIMD cast).
-    fn load(&self, first: usize, count: usize, buf: &mut Vec<f32>) -> Result<(), QuantError> {
-        let size = self.dtype.byte_size().unwrap_or(4);
-        buf.resize(count, 0.0);
-        let src = &self.src[first * size..(first + count) * size];
-        let wide: &mut [u8] = bytemuck::cast_slice_mut(buf.as_mut_slice());
-        cast(src, self.dtype, wide, DType::Float32, CastMode::Torch).map_err(internal)?;
-        if self.canonical_nan {
-            default_nan(buf);
+impl<'a> Input<'a> {
+    /// `src` as `scheme`'s reference reads it: compressed-tensors computes on bfloat16 tensors
+    /// (torch: in float32, rounded back, a NaN coming back as 0x7FC0); the others convert them to
+    /// float32 first, bits kept.
+    fn new(src: &'a [u8], dtype: DType, scheme: &Scheme) -> Input<'a> {
+        Input {
+            src,
+            dtype,
+            size: dtype.byte_size().unwrap_or(4),
+            canonical_nan: dtype == DType::BFloat16
+                && scheme.convention == Convention::CompressedTensors,
         }
-        Ok(())
+    }
+
+    /// The stored bytes of elements `first..first + count`.
+    #[inline(always)]
+    fn bytes(&self, first: usize, count: usize) -> &[u8] {
+        &self.src[first * self.size..(first + count) * self.size]
+    }
+
+    /// Element `i` of `bytes` as float32 (a bfloat16 is the top half of its float32, NaN bits
+    /// kept; the default NaN where the input's NaNs are canonical).
+    #[inline(always)]
+    fn value(&self, bytes: &[u8], i: usize) -> f32 {
+        let x = if self.dtype == DType::BFloat16 {
+            f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]])) << 16)
+        } else {
+            f32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ])
+        };
+        if self.canonical_nan && x.is_nan() {
+            DEFAULT_NAN
+        } else {
+            x
+        }
+    }
+
+    /// The largest magnitude of elements `first..first + count` after `a` (the running value),
+    /// as the sequential rule gives it: a NaN already there stays, else the first NaN of the run
+    /// is the result, else the maximum. The magnitudes' bits compare as integers straight from
+    /// storage (a loop LLVM vectorises); a NaN is looked for only when one is there.
+    #[inline(always)]
+    fn amax(&self, first: usize, count: usize, a: f32) -> f32 {
+        if a.is_nan() {
+            return a;
+        }
+        let bytes = self.bytes(first, count);
+        let m = if self.dtype == DType::BFloat16 {
+            let m = (bytes.as_chunks::<2>().0.iter())
+                .fold(0u16, |m, &b| m.max(u16::from_le_bytes(b) & 0x7FFF));
+            u32::from(m) << 16
+        } else {
+            (bytes.as_chunks::<4>().0.iter())
+                .fold(0u32, |m, &b| m.max(u32::from_le_bytes(b) & 0x7FFF_FFFF))
+        };
+        if m > 0x7F80_0000 {
+            return (0..count)
+                .map(|i| self.value(bytes, i))
+                .find(|v| v.is_nan())
+                .unwrap_or(a);
+        }
+        a.max(f32::from_bits(m))
+    }
+
+    /// The amax of every scale of the input's rows `band` (`at.first_scale` the first of them).
+    #[inline(always)]
+    fn band_amax(
+        &self,
+        band: std::ops::Range<usize>,
+        at: &Rows,
+        cols: usize,
+        scheme: &Scheme,
+        amax: &mut [f32],
+    ) {
+        for local in band {
+            let r = at.first_row + local;
+            match scheme.granularity {
+                // Group sizes the formats use, known to the compiler.
+                Granularity::Group(16) => {
+                    let first = r * (cols / 16) - at.first_scale;
+                    for (g, s) in amax[first..first + cols / 16].iter_mut().enumerate() {
+                        *s = self.amax(local * cols + g * 16, 16, *s);
+                    }
+                }
+                Granularity::Group(32) => {
+                    let first = r * (cols / 32) - at.first_scale;
+                    for (g, s) in amax[first..first + cols / 32].iter_mut().enumerate() {
+                        *s = self.amax(local * cols + g * 32, 32, *s);
+                    }
+                }
+                Granularity::Tensor
+                | Granularity::Channel
+                | Granularity::Group(_)
+                | Granularity::Block(..) => {
+                    for (start, end, k) in scheme.runs(r, cols) {
+                        let s = &mut amax[k - at.first_scale];
+                        *s = self.amax(local * cols + start, end - start, *s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The input's rows from `rows.local` (as many as fill `out`) scaled by their scales' factors
+    /// in the plan's arithmetic, clamped to `limit`: the float32 values the element encoder
+    /// rounds.
+    #[inline(always)]
+    fn scaled(
+        &self,
+        rows: &Rows,
+        cols: usize,
+        scheme: &Scheme,
+        plan: &Plan,
+        limit: f32,
+        out: &mut [f32],
+    ) -> bool {
+        let mut special = false;
+        for (j, row) in out.chunks_exact_mut(cols).enumerate() {
+            let local = rows.local + j;
+            let r = rows.first_row + local;
+            special |= match scheme.granularity {
+                // The group sizes the formats use, known to the compiler (each group's loop
+                // unrolled).
+                Granularity::Group(16) => self.groups::<16>(row, local, r, rows, plan, limit),
+                Granularity::Group(32) => self.groups::<32>(row, local, r, rows, plan, limit),
+                Granularity::Tensor
+                | Granularity::Channel
+                | Granularity::Group(_)
+                | Granularity::Block(..) => {
+                    let mut special = false;
+                    for (start, end, g) in scheme.runs(r, cols) {
+                        let f = plan.factors[g - rows.first_scale];
+                        let src = self.bytes(local * cols + start, end - start);
+                        special |= self.scale_run(src, f, plan, limit, &mut row[start..end]);
+                    }
+                    special
+                }
+            };
+        }
+        special
+    }
+
+    /// Row `r` (the input's row `local`) of groups of `K`.
+    #[inline(always)]
+    fn groups<const K: usize>(
+        &self,
+        row: &mut [f32],
+        local: usize,
+        r: usize,
+        rows: &Rows,
+        plan: &Plan,
+        limit: f32,
+    ) -> bool {
+        let cols = row.len();
+        let first = r * (cols / K) - rows.first_scale;
+        let (groups, _) = row.as_chunks_mut::<K>();
+        let mut special = false;
+        for (g, run) in groups.iter_mut().enumerate() {
+            let src = self.bytes(local * cols + g * K, K);
+            special |= self.scale_run(src, plan.factors[first + g], plan, limit, run);
+        }
+        special
+    }
+
+    /// `run`'s values (stored in `src`) scaled by `f` as the plan says, clamped to `limit`.
+    #[inline(always)]
+    fn scale_run(&self, src: &[u8], f: f32, plan: &Plan, limit: f32, run: &mut [f32]) -> bool {
+        let bf16_in = self.dtype == DType::BFloat16;
+        let round = plan.arithmetic == DType::BFloat16;
+        let c = self.canonical_nan;
+        // Dividing by a normal power of two is multiplying by its reciprocal, which is exact
+        // (2^-127 ..= 2^126): both are the correctly rounded value of the same real number, and
+        // a NaN element comes out of either quieted. A multiplication is much the cheaper.
+        let bits = f.to_bits();
+        let power_of_two = bits & 0x807F_FFFF == 0 && (1..=254).contains(&(bits >> 23));
+        let (divide, f) = match plan.apply {
+            Apply::Divide if power_of_two => (false, 1.0 / f),
+            Apply::Divide => (true, f),
+            Apply::Multiply => (false, f),
+        };
+        match (f.is_nan(), bf16_in, divide, round) {
+            // A NaN factor (rare): `div` / `mul`'s rules one value at a time.
+            (true, ..) => {
+                let mut special = false;
+                for (i, v) in run.iter_mut().enumerate() {
+                    let x = self.value(src, i);
+                    let y = match plan.apply {
+                        Apply::Divide => div(x, f),
+                        Apply::Multiply => mul(x, f),
+                    };
+                    *v = finish(y, round, limit);
+                    special |= is_special(*v);
+                }
+                special
+            }
+            (false, true, true, true) => scale_values::<true, true, true>(src, f, c, limit, run),
+            (false, true, true, false) => scale_values::<true, true, false>(src, f, c, limit, run),
+            (false, true, false, true) => scale_values::<true, false, true>(src, f, c, limit, run),
+            (false, true, false, false) => {
+                scale_values::<true, false, false>(src, f, c, limit, run)
+            }
+            (false, false, true, true) => scale_values::<false, true, true>(src, f, c, limit, run),
+            (false, false, true, false) => {
+                scale_values::<false, true, false>(src, f, c, limit, run)
+            }
+            (false, false, false, true) => {
+                scale_values::<false, false, true>(src, f, c, limit, run)
+            }
+            (false, false, false, false) => {
+                scale_values::<false, false, false>(src, f, c, limit, run)
+            }
+        }
     }
 }
 
-/// Each scale's largest magnitude (`run_amax` over its runs, in order), on the thread pool: the
-/// rows that share scales (a band: one row, or a block's rows) fill their own slots, each band
-/// read through a reused float32 buffer.
-fn amax_pass(
-    input: &Input,
-    rows: usize,
-    cols: usize,
-    scheme: &Scheme,
-    count: usize,
-) -> Result<Vec<f32>, QuantError> {
-    let mut amax = vec![0f32; count];
-    if rows == 0 || cols == 0 {
-        return Ok(amax);
-    }
-    let n = rows * cols;
-    let (band, slots) = match scheme.granularity {
-        Granularity::Tensor => {
-            // One slot: partial maxima of pieces in order, then folded by the same rule.
-            let pieces = n.div_ceil(PIECE_ELEMENTS);
-            let parts = (0..pieces)
-                .into_par_iter()
-                .map_init(Vec::new, |buf, p| {
-                    let first = p * PIECE_ELEMENTS;
-                    input.load(first, PIECE_ELEMENTS.min(n - first), buf)?;
-                    Ok(run_amax(buf, 0.0))
-                })
-                .collect::<Result<Vec<f32>, QuantError>>()?;
-            amax[0] = parts.iter().fold(0f32, |a, &p| run_amax(&[p], a));
-            return Ok(amax);
-        }
-        Granularity::Channel => (1, 1),
-        Granularity::Group(k) => (1, cols / k),
-        Granularity::Block(br, bc) => (br, cols.div_ceil(bc)),
+/// A run of stored values (`BF16` or float32; NaN canonical when `canonical`) divided by or
+/// multiplied by its factor `f` (not a NaN: then the hardware's division or product is the rule,
+/// x86 returning a NaN element quieted), rounded to bfloat16 when `ROUND`, clamped to `limit`:
+/// one loop LLVM vectorises. Says whether it wrote a NaN or -0 ([`is_special`]; the compiler
+/// drops that where nobody asks).
+#[inline(always)]
+fn scale_values<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
+    src: &[u8],
+    f: f32,
+    canonical: bool,
+    limit: f32,
+    out: &mut [f32],
+) -> bool {
+    let scale = |x: f32| {
+        let x = if canonical && x.is_nan() {
+            DEFAULT_NAN
+        } else {
+            x
+        };
+        finish(if DIVIDE { x / f } else { x * f }, ROUND, limit)
     };
-    amax.par_chunks_mut(slots)
-        .enumerate()
-        .try_for_each_init(Vec::new, |buf, (b, slot)| {
-            let first_row = b * band;
-            let band_rows = band.min(rows - first_row);
-            input.load(first_row * cols, band_rows * cols, buf)?;
-            for (j, row) in buf.chunks_exact(cols).enumerate() {
-                for (start, end, k) in scheme.runs(first_row + j, cols) {
-                    let s = &mut slot[k - b * slots];
-                    *s = run_amax(&row[start..end], *s);
-                }
-            }
-            Ok(())
-        })?;
-    Ok(amax)
+    let mut special = false;
+    if BF16 {
+        for (v, &b) in out.iter_mut().zip(src.as_chunks::<2>().0) {
+            *v = scale(f32::from_bits(u32::from(u16::from_le_bytes(b)) << 16));
+            special |= is_special(*v);
+        }
+    } else {
+        for (v, &b) in out.iter_mut().zip(src.as_chunks::<4>().0) {
+            *v = scale(f32::from_le_bytes(b));
+            special |= is_special(*v);
+        }
+    }
+    special
+}
+
+/// A NaN or -0: where the references' float4 codes differ from the float4 cast's.
+#[inline(always)]
+fn is_special(v: f32) -> bool {
+    v.is_nan() | (v.to_bits() == 0x8000_0000)
+}
+
+/// A scaled value rounded to bfloat16 when `round` (torch's arithmetic on bfloat16 tensors:
+/// to nearest even, a NaN the default NaN), then clamped to `±limit` (NaN stays).
+#[inline(always)]
+fn finish(y: f32, round: bool, limit: f32) -> f32 {
+    let y = if round { round_bf16(y) } else { y };
+    if y > limit {
+        limit
+    } else if y < -limit {
+        -limit
+    } else {
+        y
+    }
+}
+
+/// `y` rounded to bfloat16 (to nearest even; inf stays, the largest finite values become inf)
+/// and read back, a NaN as the default NaN: torch's bfloat16 arithmetic.
+#[inline(always)]
+fn round_bf16(y: f32) -> f32 {
+    let b = y.to_bits();
+    let rounded = f32::from_bits(b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000);
+    if y.is_nan() {
+        DEFAULT_NAN
+    } else {
+        rounded
+    }
+}
+
+/// The largest magnitude of the whole tensor, by the sequential rule ([`Input::amax`]): partial
+/// maxima of pieces on the thread pool, folded in order.
+fn tensor_amax_pass(input: &Input, n: usize) -> f32 {
+    let parts: Vec<f32> = (0..n.div_ceil(PIECE_ELEMENTS))
+        .into_par_iter()
+        .map(|p| {
+            let first = p * PIECE_ELEMENTS;
+            with_best_isa(
+                #[inline(always)]
+                || input.amax(first, PIECE_ELEMENTS.min(n - first), 0.0),
+            )
+        })
+        .collect();
+    parts.into_iter().fold(0.0, fold_amax)
+}
+
+/// The running amax `a` after a later part's `p`: a NaN already there stays, else `p`'s NaN,
+/// else the larger.
+fn fold_amax(a: f32, p: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if p.is_nan() {
+        p
+    } else {
+        a.max(p)
+    }
 }
 
 /// How elements are scaled.
@@ -417,23 +857,34 @@ fn ct_fp8(amax: &[f32], w: DType) -> Plan {
 /// x86 makes that 127.
 fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     let offset = if scheme.element == DType::Float8E4M3Fn {
-        8.0
+        8
     } else {
-        2.0
+        2
     };
-    // `2^(e-127)` in the weight's dtype for every byte `e`, rounded once.
+    // `2^(e-127)` in the weight's dtype for every byte `e`, rounded once, and the byte stored
+    // for it.
     let powers: Vec<f32> = (0..=255).map(|e| pow2(e - 127)).collect();
     let rounded = in_dtype(&powers, w);
+    let byte_of: Vec<u8> = (rounded.iter())
+        .map(|&scale| 127i32.wrapping_add(cvtt(floor_log2(scale))) as u8)
+        .collect();
     let mut stored = Vec::with_capacity(amax.len());
     let mut factors = Vec::with_capacity(amax.len());
     for &a in amax {
         let p2 = f32::from_bits(a.to_bits().wrapping_add(1 << 21) & 0xFF80_0000);
-        let e = clamp(127.0 + p2.log2().floor() - offset, 0.0, 255.0).round_ties_even();
-        // `.to(uint8)`: NaN converts as x86 does (0).
-        let e = cvtt(e) as u8;
-        let scale = rounded[usize::from(e)];
-        factors.push(scale);
-        stored.push((127i32.wrapping_add(cvtt(scale.log2().floor()))) as u8);
+        let b = p2.to_bits();
+        let exponent = (b >> 23) as i32;
+        let e = if b & 0x807F_FFFF == 0 && (1..=254).contains(&exponent) {
+            // A positive normal power of two (nearly every block): `127 + log2 - offset` is an
+            // integer, which the rounding leaves.
+            (exponent - offset).clamp(0, 255) as u8
+        } else {
+            let e = clamp(127.0 + floor_log2(p2) - offset as f32, 0.0, 255.0).round_ties_even();
+            // `.to(uint8)`: NaN converts as x86 does (0).
+            cvtt(e) as u8
+        };
+        factors.push(rounded[usize::from(e)]);
+        stored.push(byte_of[usize::from(e)]);
     }
     Plan {
         scales: stored,
@@ -442,6 +893,18 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
+    }
+}
+
+/// `x.log2().floor()`: a positive normal power of two (nearly every MX scale) by its exponent
+/// bits, exactly what libm's `log2` gives it; anything else by libm.
+fn floor_log2(x: f32) -> f32 {
+    let b = x.to_bits();
+    let exponent = (b >> 23) as i32;
+    if b & 0x807F_FFFF == 0 && (1..=254).contains(&exponent) {
+        (exponent - 127) as f32
+    } else {
+        x.log2().floor()
     }
 }
 
@@ -652,6 +1115,72 @@ fn ao_fp4_code(v: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Float32 values across the whole range: every 4099th bit pattern (both signs, subnormals,
+    /// inf, NaN payloads), and the bfloat16 rounding ties around a few values.
+    fn sweep() -> Vec<f32> {
+        let mut values: Vec<f32> = (0..=u32::MAX).step_by(4099).map(f32::from_bits).collect();
+        for base in [1.0f32, -3.0, 448.0, 6.0e-39, f32::MAX] {
+            let b = base.to_bits();
+            values.extend([b + 0x7FFF, b + 0x8000, b + 0x8001, b + 0x1_8000].map(f32::from_bits));
+        }
+        values
+    }
+
+    /// The element loop's bfloat16 rounding is torch's cast to bfloat16 and back (dtcast_cast's
+    /// Torch mode), a NaN the default NaN: on the sweep, bit for bit.
+    #[test]
+    fn round_bf16_is_the_cast_to_bfloat16_and_back() {
+        let values = sweep();
+        let mut narrow = vec![0u8; values.len() * 2];
+        cast(
+            bytemuck::cast_slice(&values),
+            DType::Float32,
+            &mut narrow,
+            DType::BFloat16,
+            CastMode::Torch,
+        )
+        .unwrap();
+        for (v, b) in values.iter().zip(narrow.chunks_exact(2)) {
+            let back = f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16);
+            let want = if back.is_nan() { DEFAULT_NAN } else { back };
+            assert_eq!(
+                round_bf16(*v).to_bits(),
+                want.to_bits(),
+                "{v:e} ({:#x})",
+                v.to_bits()
+            );
+        }
+    }
+
+    /// The element loop divides by a normal power of two as a product with its reciprocal:
+    /// the same bits as the division (on the sweep, for every normal power of two).
+    #[test]
+    fn dividing_by_a_power_of_two_is_multiplying_by_its_reciprocal() {
+        let values: Vec<f32> = sweep().into_iter().step_by(61).collect();
+        for e in 1..=254u32 {
+            let f = f32::from_bits(e << 23);
+            let r = 1.0 / f;
+            for &x in &values {
+                let (q, p) = (std::hint::black_box(x) / f, std::hint::black_box(x) * r);
+                assert_eq!(q.to_bits(), p.to_bits(), "{x:e} / 2^{}", e as i32 - 127);
+            }
+        }
+    }
+
+    /// `floor_log2` is libm's `log2().floor()` on every positive normal power of two (where it
+    /// does not call libm) and on the sweep.
+    #[test]
+    fn floor_log2_is_libms_on_powers_of_two_and_the_rest() {
+        let powers = (1..=254u32).map(|e| f32::from_bits(e << 23));
+        for x in powers.chain(sweep()) {
+            let (got, want) = (floor_log2(x), x.log2().floor());
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{x:e}: {got} vs {want}"
+            );
+        }
+    }
 
     /// The element pass encodes float4 with dtcast_cast's SIMD cast and keeps the references'
     /// own code functions for NaN and -0 only: on every other clamped value (every 4096th float32

@@ -101,6 +101,9 @@ pub(crate) const NAMES: &[&str] = &[
 ];
 
 impl Scheme {
+    /// Every name [`Scheme::named`] knows, compressed-tensors' first.
+    pub const NAMES: &'static [&'static str] = NAMES;
+
     /// A reference's scheme by name (`ct_fp8_block`, `ao_mxfp4_rceil`, `gpt_oss_mxfp4`, ...; `ct_`
     /// is compressed-tensors, `ao_` torchao). `weight` is the dense weight's dtype, which
     /// compressed-tensors also stores FP8 scales in.
@@ -279,23 +282,36 @@ impl Scheme {
     }
 
     /// Row `r`'s runs of columns that share a scale: (first column, end, the scale's index).
-    pub(crate) fn runs(&self, r: usize, cols: usize) -> Vec<(usize, usize, usize)> {
-        match self.granularity {
-            Granularity::Tensor => vec![(0, cols, 0)],
-            Granularity::Channel => vec![(0, cols, r)],
-            Granularity::Group(k) => (0..cols / k)
-                .map(|g| (g * k, (g + 1) * k, r * (cols / k) + g))
-                .collect(),
-            Granularity::Block(br, bc) => (0..cols.div_ceil(bc))
-                .map(|b| {
-                    (
-                        b * bc,
-                        ((b + 1) * bc).min(cols),
-                        (r / br) * cols.div_ceil(bc) + b,
-                    )
-                })
-                .collect(),
-        }
+    /// Every granularity is runs of one length (the last one shorter in a partial block) whose
+    /// scales follow each other.
+    pub(crate) fn runs(
+        &self,
+        r: usize,
+        cols: usize,
+    ) -> impl Iterator<Item = (usize, usize, usize)> + use<> {
+        let (len, first) = match self.granularity {
+            Granularity::Tensor => (cols, 0),
+            Granularity::Channel => (cols, r),
+            Granularity::Group(k) => (k, r * (cols / k.max(1))),
+            Granularity::Block(br, bc) => (bc, (r / br.max(1)) * cols.div_ceil(bc.max(1))),
+        };
+        let len = len.max(1);
+        (0..cols.div_ceil(len)).map(move |i| (i * len, ((i + 1) * len).min(cols), first + i))
+    }
+
+    /// Whether a scale depends on the whole tensor's largest magnitude (a per-tensor scale, a
+    /// global scale): then [`quantize_rows`](crate::quantize_rows) needs the tensor's
+    /// [`TensorAmax`](crate::TensorAmax) from a first pass over it.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// assert!(Scheme::named("ct_nvfp4", DType::BFloat16)?.uses_tensor_amax());
+    /// assert!(!Scheme::named("ct_fp8_block", DType::BFloat16)?.uses_tensor_amax());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn uses_tensor_amax(&self) -> bool {
+        self.global_scale || self.granularity == Granularity::Tensor
     }
 
     /// The rows a piece of a tensor must start at a multiple of so that it holds whole scales

@@ -190,6 +190,43 @@ fn bad_input_is_an_error_naming_what_is_wrong() {
 }
 
 #[test]
+fn quantizing_refuses_scales_it_would_store_wrongly_and_bands_that_split_a_block() {
+    use dtcast::quant::{quantize, quantize_rows, TensorAmax};
+    let bf16_input = vec![0u8; 2 * 256 * 128];
+    // compressed-tensors keeps FP8 scales in the weight's dtype: a scheme named for float32 would
+    // be read back as float32 scales, so quantizing a bfloat16 weight with it is refused.
+    let f32_scheme = Scheme::named("ct_fp8_block", DType::Float32).unwrap();
+    let e = quantize(&bf16_input, DType::BFloat16, &[256, 128], &f32_scheme).unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains("stores float32 scales") && e.contains("bfloat16 weight"),
+        "{e}"
+    );
+    // A band of rows must hold whole 128-row blocks (or end the tensor).
+    let block = Scheme::named("ct_fp8_block", DType::BFloat16).unwrap();
+    let (mut elements, mut scales) = (vec![0u8; 64 * 128], vec![0u8; 2]);
+    let mut band = |src: &[u8], rows: std::ops::Range<usize>| {
+        let amax = TensorAmax::default();
+        let (e, s) = (&mut elements, &mut scales);
+        let shape = [256, 128];
+        quantize_rows(src, DType::BFloat16, &shape, rows, &block, amax, e, s)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = band(&bf16_input[..2 * 64 * 128], 0..64);
+    assert!(
+        e.contains("starts at a multiple of 128 and ends at one"),
+        "{e}"
+    );
+    // Input that is not the rows it says.
+    let e = band(&bf16_input[..100], 0..128);
+    assert_eq!(
+        e,
+        "the input holds 100 bytes; the shape and scheme need 32768"
+    );
+}
+
+#[test]
 fn dequantization_follows_the_stated_arithmetic_on_hand_made_values() {
     // Independent of the fixtures: float4 codes 1..7 are 0.5, 1, 1.5, 2, 3, 4, 6; E8M0 byte 128 is
     // 2 and 255 is 2^128 for gpt-oss (inf after rounding to float32) but NaN for torchao.
@@ -558,7 +595,7 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
 }
 
 mod laws {
-    use dtcast::quant::{dequantize, quantize, Scheme};
+    use dtcast::quant::{dequantize, quantize, quantize_rows, Scheme, TensorAmax};
     use dtcast::DType;
     use proptest::prelude::*;
 
@@ -604,6 +641,54 @@ mod laws {
             let y = dequantize(&q.view(&shape), &s, DType::Float32).unwrap();
             let q2 = quantize(&y, DType::Float32, &shape, &s).unwrap();
             prop_assert_eq!(q2, q);
+        }
+
+        #[test]
+        fn quantizing_in_bands_of_rows_gives_the_whole_tensors_bytes(
+            x in prop::collection::vec(-1.0e4f32..1.0e4, 256 * 64),
+            scheme in prop::sample::select(Scheme::NAMES),
+            bf16 in any::<bool>(),
+            split in 0usize..=256,
+        ) {
+            // Rows 0..split and split..rows quantized apart (the split at a multiple of the
+            // scheme's row alignment; the amax of the whole tensor given to both) are the
+            // whole tensor's quantization. bfloat16 input: compressed-tensors' FP8 rounds in it.
+            let (dtype, input) = if bf16 {
+                (DType::BFloat16, x.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect())
+            } else {
+                (DType::Float32, bytes(&x))
+            };
+            let s = Scheme::named(scheme, dtype).unwrap();
+            let rows = if s.row_alignment() > 1 { 256 } else { 16 };
+            let shape = [rows, 64];
+            let input = &input[..rows * 64 * dtype.byte_size().unwrap()];
+            let split = split.min(rows) / s.row_alignment() * s.row_alignment();
+            let whole = quantize(input, dtype, &shape, &s).unwrap();
+            let mut amax = TensorAmax::default();
+            amax.update(input, dtype, &s).unwrap();
+            let (mut elements, mut scales) = (vec![0u8; whole.elements.len()], vec![0u8; whole.scales.len()]);
+            let element_bytes = |r: usize| s.element.storage_bytes(r * 64).unwrap();
+            let scale_bytes = |r: std::ops::Range<usize>| {
+                let at = s.scale_range(r.start, r.end, 64);
+                at.start * s.scale.byte_size().unwrap()..at.end * s.scale.byte_size().unwrap()
+            };
+            let row_bytes = 64 * dtype.byte_size().unwrap();
+            let mut global = None;
+            for band in [0..split, split..rows] {
+                global = quantize_rows(
+                    &input[band.start * row_bytes..band.end * row_bytes],
+                    dtype,
+                    &shape,
+                    band.clone(),
+                    &s,
+                    amax,
+                    &mut elements[element_bytes(band.start)..element_bytes(band.end)],
+                    &mut scales[scale_bytes(band.clone())],
+                ).unwrap();
+            }
+            prop_assert!(elements == whole.elements, "elements differ");
+            prop_assert_eq!(scales, whole.scales);
+            prop_assert_eq!(global, whole.global_scale);
         }
 
         #[test]
@@ -1257,13 +1342,13 @@ fn a_sharded_dense_checkpoint_quantizes_shard_by_shard_with_a_new_index() {
 }
 
 #[test]
-fn a_weight_larger_than_a_chunk_dequantizes_in_bands_as_it_does_whole() {
-    // Weights whose dense form is several conversion chunks (8 MiB) are dequantized band by band
-    // (whole rows; whole 128-row blocks; whole gpt-oss experts): the file equals the library's
-    // dequantization of the whole tensor, for a per-tensor scale, 2-D blocks, groups with a
-    // global scale, and gpt-oss's transposed experts.
+fn a_weight_larger_than_a_band_quantizes_and_dequantizes_in_bands_as_it_does_whole() {
+    // Weights of several bands (8 MiB of input or dense output) are quantized and dequantized
+    // band by band (whole rows; whole 128-row blocks; whole gpt-oss experts): each file equals
+    // the library's quantization / dequantization of the whole tensor, for a per-tensor scale,
+    // 2-D blocks, groups with a global scale, and gpt-oss's transposed experts.
     use dtcast::layer::checkpoint::{save, Checkpoint};
-    use dtcast::quant::{dequantize, Quantized};
+    use dtcast::quant::{dequantize, quantize, Quantized};
     let dir = tempfile::tempdir().unwrap();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut values = |n: usize| -> Vec<f32> {
@@ -1276,8 +1361,16 @@ fn a_weight_larger_than_a_chunk_dequantizes_in_bands_as_it_does_whole() {
             })
             .collect()
     };
-    let linear = dtcast::Tensor::from_vec(values(1024 * 4096), &[1024, 4096]).unwrap();
-    let experts = dtcast::Tensor::from_vec(values(8 * 512 * 1024), &[8, 512, 1024]).unwrap();
+    let (linear_values, expert_values) = (values(1024 * 4096), values(8 * 512 * 1024));
+    let linear = dtcast::Tensor::from_vec(linear_values.clone(), &[1024, 4096]).unwrap();
+    let experts = dtcast::Tensor::from_vec(expert_values.clone(), &[8, 512, 1024]).unwrap();
+    // gpt-oss quantizes each expert's [512, 1024] transposed: [8 * 1024, 512].
+    let mut transposed = vec![0f32; expert_values.len()];
+    for (i, v) in expert_values.iter().enumerate() {
+        let (e, k, r) = (i / (512 * 1024), i / 1024 % 512, i % 1024);
+        transposed[e * 512 * 1024 + r * 512 + k] = *v;
+    }
+    let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
     let dense = dir.path().join("dense.safetensors");
     save(
         &dense,
@@ -1322,6 +1415,18 @@ fn a_weight_larger_than_a_chunk_dequantizes_in_bands_as_it_does_whole() {
             .map(|g| f32::from_le_bytes(read(g)[..4].try_into().unwrap()));
         let (elements, scales) = (read(w.elements), read(w.scales));
         let scheme_of = Scheme::named(reference, DType::Float32).unwrap();
+        let (input, matrix) = match format {
+            "gpt-oss" => (f32_bytes(&transposed), [8 * 1024, 512]),
+            _ => (f32_bytes(&linear_values), [1024, 4096]),
+        };
+        assert!(input.len() > 8 << 20, "{scheme}: one band only");
+        let q_whole = quantize(&input, DType::Float32, &matrix, &scheme_of).unwrap();
+        assert!(
+            elements == q_whole.elements,
+            "{scheme}: the banded elements differ"
+        );
+        assert_eq!(scales, q_whole.scales, "{scheme}: the banded scales differ");
+        assert_eq!(global, q_whole.global_scale, "{scheme}");
         let whole = dequantize(
             &Quantized {
                 elements: &elements,

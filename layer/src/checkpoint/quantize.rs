@@ -7,7 +7,7 @@ use std::io::Write;
 use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 
-use super::convert::{Quantize, Summary};
+use super::convert::{Quantize, Summary, CHUNK_BYTES};
 use super::header::{self, Entry};
 use super::json::quote;
 use super::reader::Checkpoint;
@@ -163,23 +163,26 @@ pub(crate) fn write_planned(
     let head = header::build(&specs, ckpt.metadata())?;
     out.write_all(&(head.len() as u64).to_le_bytes())?;
     out.write_all(&head)?;
-    // One tensor at a time: a weight is quantized whole.
+    // One tensor at a time; a weight is read and quantized a band of rows at a time, any other
+    // tensor copied a chunk at a time: memory stays bounded whatever the sizes.
     let mut done = 0u64;
+    let mut buf = Vec::new();
     for (e, scheme) in entries.iter().zip(plan) {
-        let bytes = ckpt.read(e)?;
         match scheme {
-            Some(s) => {
-                let parts = layout
-                    .quantize(e, &bytes, s)
-                    .map_err(|err| LayerError::Quantized(format!("`{}`: {err}", quote(&e.name))))?;
-                for part in parts {
-                    out.write_all(&part)?;
+            Some(s) => layout.quantize(ckpt, e, s, out, &mut |bytes| {
+                done += bytes;
+                progress(done);
+            })?,
+            None => {
+                for offset in (0..e.range.len()).step_by(CHUNK_BYTES) {
+                    buf.resize(CHUNK_BYTES.min(e.range.len() - offset), 0);
+                    ckpt.read_into(e, offset, &mut buf)?;
+                    out.write_all(&buf)?;
+                    done += buf.len() as u64;
+                    progress(done);
                 }
             }
-            None => out.write_all(&bytes)?,
         }
-        done += e.range.len() as u64;
-        progress(done);
     }
     Ok(summary)
 }

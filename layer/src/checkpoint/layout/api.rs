@@ -1,10 +1,14 @@
 //! What a layout is ([`Layout`]) and what reading one finds ([`QuantizedWeight`]).
 
+use std::io::Write;
+
 use dtcast_dtype::DType;
-use dtcast_quant::{QuantError, Scheme};
+use dtcast_quant::Scheme;
 use serde_json::Value;
 
+use super::shared::{band_rows, quantize_bands};
 use crate::checkpoint::header::Entry;
+use crate::checkpoint::reader::Checkpoint;
 use crate::error::LayerError;
 
 /// A tensor a quantized weight is written as: name, dtype, shape.
@@ -26,18 +30,26 @@ pub(crate) trait Layout: Sync {
     }
     /// The tensors `e` becomes, in the order [`quantize`](Layout::quantize) returns their bytes.
     fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part>;
-    /// The bytes of each of [`parts`](Layout::parts), from `e`'s stored `bytes`: by default the
-    /// elements, the scales and the global scale where the scheme has one.
+    /// Writes the bytes of each of [`parts`](Layout::parts) to `out`, quantizing `e` (read from
+    /// `ckpt`) a band of whole rows at a time, so that memory stays bounded whatever the weight's
+    /// size ([`quantize_bands`]): by default the elements, the scales and the global scale where
+    /// the scheme has one. `progress` is given each band's input bytes.
     fn quantize(
         &self,
+        ckpt: &Checkpoint,
         e: &Entry,
-        bytes: &[u8],
         scheme: &Scheme,
-    ) -> Result<Vec<Vec<u8>>, QuantError> {
-        let q = dtcast_quant::quantize(bytes, e.dtype, &e.shape, scheme)?;
-        let mut out = vec![q.elements, q.scales];
-        out.extend(q.global_scale.map(|g| g.to_le_bytes().to_vec()));
-        Ok(out)
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), LayerError> {
+        let (rows, cols) = self.rows_cols(e);
+        let row_bytes = e.dtype.storage_bytes(cols).unwrap_or(0);
+        let band = band_rows(row_bytes, scheme.row_alignment());
+        let read = |first: usize, count: usize, buf: &mut Vec<u8>| {
+            buf.resize(count * row_bytes, 0);
+            ckpt.read_into(e, first * row_bytes, buf)
+        };
+        quantize_bands(e, scheme, [rows, cols], band, read, out, progress)
     }
     /// `config.json`'s `quantization_config` for the requested scheme and `--ignore` globs.
     fn config(&self, requested: &str, ignore: &[String]) -> Value;

@@ -5,14 +5,17 @@
 //! "quant_method": "mxfp4"}`, as OpenAI's published checkpoints have them. Transformers'
 //! `convert_moe_packed_tensors` reads it back transposed to `[experts, K, R]`.
 
+use std::io::Write;
+
 use dtcast_dtype::DType;
-use dtcast_quant::{quantize, QuantError, Scheme};
+use dtcast_quant::Scheme;
 use serde_json::{json, Value};
 
 use super::api::{Layout, Part, QuantizedWeight};
-use super::shared::{err, find, missing, module_of};
+use super::shared::{band_rows, err, find, missing, module_of, quantize_bands};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
+use crate::checkpoint::reader::Checkpoint;
 use crate::error::LayerError;
 
 /// Elements per E8M0 scale.
@@ -65,30 +68,41 @@ impl Layout for GptOss {
         ]
     }
 
+    /// Whole experts at a time (about a band's bytes of them, at least one), each expert's
+    /// `[K, R]` matrix transposed to `[R, K]` as it is read.
     fn quantize(
         &self,
+        ckpt: &Checkpoint,
         e: &Entry,
-        bytes: &[u8],
         scheme: &Scheme,
-    ) -> Result<Vec<Vec<u8>>, QuantError> {
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), LayerError> {
         let [experts, k, r] = [e.shape[0], e.shape[1], e.shape[2]];
         let size = e.dtype.byte_size().unwrap_or(1);
-        // [experts, K, R] → [experts, R, K]: each expert's matrix transposed, element by element.
-        let mut transposed = vec![0u8; bytes.len()];
-        let matrix = (k * r * size).max(1);
-        for (src, dst) in bytes
-            .chunks_exact(matrix)
-            .zip(transposed.chunks_exact_mut(matrix))
-        {
-            for (i, row) in src.chunks_exact(r * size).enumerate() {
-                for (j, v) in row.chunks_exact(size).enumerate() {
-                    let at = (j * k + i) * size;
-                    dst[at..at + size].copy_from_slice(v);
+        let matrix = k * r * size;
+        let mut stored = Vec::new();
+        let read = |first: usize, count: usize, buf: &mut Vec<u8>| {
+            // Rows `first..first + count` of `[experts * R, K]`: whole experts.
+            let (first, count) = (first / r.max(1), count / r.max(1));
+            stored.resize(count * matrix, 0);
+            ckpt.read_into(e, first * matrix, &mut stored)?;
+            buf.resize(stored.len(), 0);
+            for (src, dst) in stored
+                .chunks_exact(matrix.max(1))
+                .zip(buf.chunks_exact_mut(matrix.max(1)))
+            {
+                for (i, row) in src.chunks_exact(r * size).enumerate() {
+                    for (j, v) in row.chunks_exact(size).enumerate() {
+                        let at = (j * k + i) * size;
+                        dst[at..at + size].copy_from_slice(v);
+                    }
                 }
             }
-        }
-        let q = quantize(&transposed, e.dtype, &[experts * r, k], scheme)?;
-        Ok(vec![q.elements, q.scales])
+            Ok(())
+        };
+        let band = band_rows(matrix, 1) * r;
+        quantize_bands(e, scheme, [experts * r, k], band, read, out, progress)
     }
 
     /// What gpt-oss's published config lists as not converted, and the `--ignore` weights' modules.

@@ -1,7 +1,9 @@
 //! What several layouts' readers and writers share.
 
+use std::io::Write;
+
 use dtcast_dtype::DType;
-use dtcast_quant::Scheme;
+use dtcast_quant::{quantize_rows, QuantError, Scheme, TensorAmax};
 
 use super::api::QuantizedWeight;
 use crate::checkpoint::header::Entry;
@@ -27,6 +29,80 @@ pub(super) fn is_linear_weight(e: &Entry) -> bool {
         && !name.contains("embed")
         && !name.starts_with("lm_head")
         && !name.contains(".lm_head")
+}
+
+/// Input bytes a band of rows aims at when a weight is quantized.
+const BAND_BYTES: usize = 8 << 20;
+
+/// Rows per band of a weight whose rows are `row_bytes` long: about [`BAND_BYTES`] of input, a
+/// multiple of `alignment` (a 2-D block's rows), at least one such multiple.
+pub(super) fn band_rows(row_bytes: usize, alignment: usize) -> usize {
+    let alignment = alignment.max(1);
+    (BAND_BYTES / row_bytes.max(1) / alignment).max(1) * alignment
+}
+
+/// Writes a weight quantized a band of `band` rows at a time (`read(first, count, buf)`: rows
+/// `first..first + count` of the `[rows, cols]` matrix the scheme is given, as stored, into
+/// `buf`): the elements band by band as they are made, then the scales (kept until the end: a
+/// fraction of the elements), then the global scale. Where a scale depends on the whole tensor
+/// (a per-tensor or a global scale), a first pass reads every band for its amax. Memory: one
+/// band of input and of elements, and the scales.
+pub(super) fn quantize_bands(
+    e: &Entry,
+    scheme: &Scheme,
+    [rows, cols]: [usize; 2],
+    band: usize,
+    mut read: impl FnMut(usize, usize, &mut Vec<u8>) -> Result<(), LayerError>,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), LayerError> {
+    let named = |err: QuantError| err_named(e, err);
+    // Band starts; one empty band for a weight of no rows (its scales are still written).
+    let starts = (0..rows.max(1)).step_by(band.max(1));
+    let mut input = Vec::new();
+    let mut amax = TensorAmax::default();
+    if scheme.uses_tensor_amax() {
+        for first in starts.clone() {
+            read(first, band.min(rows - first), &mut input)?;
+            amax.update(&input, e.dtype, scheme).map_err(named)?;
+        }
+    }
+    let scale_size = scheme.scale.byte_size().unwrap_or(1);
+    let mut scales = vec![0u8; scheme.scale_range(0, rows, cols).len() * scale_size];
+    let mut elements = Vec::new();
+    let mut global = None;
+    for first in starts {
+        let end = (first + band).min(rows);
+        read(first, end - first, &mut input)?;
+        let stored = scheme.element.storage_bytes((end - first) * cols);
+        elements.resize(stored.unwrap_or(0), 0);
+        let at = scheme.scale_range(first, end, cols);
+        let band_scales = &mut scales[at.start * scale_size..at.end * scale_size];
+        let shape = [rows, cols];
+        global = quantize_rows(
+            &input,
+            e.dtype,
+            &shape,
+            first..end,
+            scheme,
+            amax,
+            &mut elements,
+            band_scales,
+        )
+        .map_err(named)?;
+        out.write_all(&elements)?;
+        progress(input.len() as u64);
+    }
+    out.write_all(&scales)?;
+    if let Some(g) = global {
+        out.write_all(&g.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+/// A quantization error, naming the weight.
+pub(super) fn err_named(e: &Entry, err: QuantError) -> LayerError {
+    LayerError::Quantized(format!("`{}`: {err}", quote(&e.name)))
 }
 
 pub(super) fn err(message: String) -> LayerError {

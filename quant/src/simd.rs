@@ -1,0 +1,41 @@
+//! The loops of quantizing and dequantizing are plain Rust that LLVM vectorises; this compiles
+//! them for the instruction set `dtcast_cast` chose for its casts ([`dtcast_cast::isa`]), so that
+//! they run as wide as the casts around them (baseline x86-64 is SSE2: four lanes).
+
+/// `work()` compiled for the best instruction set this CPU runs, as `dtcast_cast` chose it: the
+/// closure is inlined into a function with that set's target features, and the loops of the
+/// `#[inline(always)]` functions it calls are vectorised for it.
+#[inline(always)]
+pub(crate) fn with_best_isa<R>(work: impl FnOnce() -> R) -> R {
+    // `Isa` is non-exhaustive: a set added later runs the baseline build until it is named here.
+    #[cfg(target_arch = "x86_64")]
+    {
+        let isa = dtcast_cast::isa();
+        if isa == dtcast_cast::Isa::Avx512 {
+            // SAFETY: `isa()` names a set only when this CPU runs it.
+            return unsafe { x86::avx512(work) };
+        }
+        if isa == dtcast_cast::Isa::Avx2 {
+            // SAFETY: as above.
+            return unsafe { x86::avx2(work) };
+        }
+    }
+    work()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn avx512<R>(work: impl FnOnce() -> R) -> R {
+        work()
+    }
+
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn avx2<R>(work: impl FnOnce() -> R) -> R {
+        work()
+    }
+}
