@@ -1,11 +1,12 @@
 //! The `Layer` trait: traversal written once, behaviour plugged in.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use dtcast_device::{CastMode, Device, IntoTarget, Tensor, ToOptions};
 use dtcast_dtype::DType;
 
 use crate::error::LayerError;
+use crate::state::{IncompatibleKeys, LoadOptions, StateDict, TensorSource};
 use crate::visit::{Path, TensorKind, Visitor, VisitorMut};
 
 /// One tensor of a layer tree, with its dotted name.
@@ -190,6 +191,93 @@ pub trait Layer {
         }
         replace_in_order(self, replacements);
         Ok(())
+    }
+
+    /// torch's `state_dict()`: every tensor by dotted name, in the model's order (the tensors
+    /// share their storage with the model's).
+    fn state_dict(&self) -> StateDict {
+        self.tensors()
+            .into_iter()
+            .map(|t| (t.name, t.tensor))
+            .collect()
+    }
+
+    /// torch's `load_state_dict`: each tensor of `source` is copied into the model's tensor of the
+    /// same name — converted to that tensor's dtype (unless
+    /// [`keep_file_dtypes`](LoadOptions::keep_file_dtypes)) on its device; shapes must match.
+    /// Strict by default: a missing or unexpected key is an error naming them all
+    /// ([`LayerError::Names`]); non-strict loads what matches and reports the rest. All or
+    /// nothing: on error the model is unchanged.
+    ///
+    /// ```
+    /// use dtcast_layer::{Layer, Linear, LoadOptions, StateDict};
+    /// use dtcast_device::Tensor;
+    /// use dtcast_dtype::DType;
+    /// let mut lin = Linear::new(Tensor::from_vec(vec![0.0f32; 2], &[1, 2])?, None);
+    /// let mut state = StateDict::new();
+    /// state.insert("weight".into(), Tensor::from_vec(vec![1.5f64, -2.0], &[1, 2])?);
+    /// state.insert("extra".into(), Tensor::from_vec(vec![1u8], &[1])?);
+    /// assert!(lin.load_state_dict(&state, LoadOptions::default()).is_err()); // `extra`
+    /// let skipped = lin.load_state_dict(&state, LoadOptions::default().strict(false))?;
+    /// assert_eq!(skipped.unexpected, ["extra"]);
+    /// let w = &lin.state_dict()["weight"];
+    /// assert_eq!((w.dtype(), w.to_vec::<f32>()?), (DType::Float32, vec![1.5, -2.0]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn load_state_dict(
+        &mut self,
+        source: &dyn TensorSource,
+        options: LoadOptions,
+    ) -> Result<IncompatibleKeys, LayerError> {
+        let own: Vec<(String, Tensor)> = self.state_dict().into_iter().collect();
+        let (replacements, skipped) = crate::state::plan_load(&own, source, options)?;
+        replace_in_order(self, replacements);
+        Ok(skipped)
+    }
+
+    /// Saves the model's [`state_dict`](Layer::state_dict) as a safetensors file at `path`
+    /// (atomically: the file appears complete or not at all), with `metadata` in its header
+    /// (`&Default::default()` for none).
+    ///
+    /// ```
+    /// use dtcast_layer::{Layer, Linear};
+    /// use dtcast_device::Tensor;
+    /// let path = std::env::temp_dir().join(format!("dtcast-doc-layer-save-{}.safetensors", std::process::id()));
+    /// let lin = Linear::new(Tensor::from_vec(vec![0.25f32; 6], &[2, 3])?, None);
+    /// lin.save(&path, &[("format".to_owned(), "pt".to_owned())].into())?;
+    /// let mut other = Linear::new(Tensor::from_vec(vec![0.0f32; 6], &[2, 3])?, None);
+    /// other.load(&path)?;
+    /// assert_eq!(other.state_dict()["weight"].to_vec::<f32>()?, [0.25; 6]);
+    /// # std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn save(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), LayerError>
+    where
+        Self: Sized,
+    {
+        let tensors: Vec<(String, Tensor)> = self.state_dict().into_iter().collect();
+        let metadata: Vec<(String, String)> = metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        crate::checkpoint::save(path, &tensors, &metadata)
+    }
+
+    /// Loads the safetensors file at `path` into the model:
+    /// [`load_state_dict`](Layer::load_state_dict) with the default options (each tensor into the
+    /// model's dtype and device, strict keys). All or nothing.
+    fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<(), LayerError>
+    where
+        Self: Sized,
+    {
+        let path = path.as_ref();
+        let source = crate::checkpoint::load_map(path)?;
+        self.load_state_dict(&source, LoadOptions::default())
+            .map(|_| ())
     }
 }
 

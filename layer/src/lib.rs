@@ -38,10 +38,12 @@ mod error;
 mod layer;
 mod modules;
 pub mod output;
+mod state;
 mod visit;
 
 pub use dtcast_layer_derive::Layer;
 pub use error::LayerError;
 pub use layer::{Layer, NamedTensor};
 pub use modules::{Embedding, LayerNorm, Linear, Sequential};
+pub use state::{IncompatibleKeys, LoadOptions, StateDict, TensorSource};
 pub use visit::{Path, TensorField, TensorKind, Visitor, VisitorMut};

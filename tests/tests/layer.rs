@@ -332,3 +332,119 @@ fn a_layer_saves_and_loads_back_through_safetensors_by_name() {
         assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap());
     }
 }
+
+/// A client of the facade's prelude alone: a derived model saved, a checkpoint of another dtype
+/// loaded into it (the model keeps its dtypes, as torch's `load_state_dict` copies into them),
+/// missing and unexpected keys reported, `astype`, every error `?`-ed into `dtcast::Error`.
+mod prelude_client {
+    use dtcast::prelude::*;
+
+    #[derive(Layer)]
+    struct Model {
+        #[layer]
+        proj: Linear,
+        #[buffer]
+        #[keep_dtype]
+        step: Tensor,
+    }
+
+    fn model(w: f32) -> Result<Model, Error> {
+        Ok(Model {
+            proj: Linear::new(
+                Tensor::from_vec(vec![w; 6], &[2, 3])?,
+                Some(Tensor::from_vec(vec![0.5f32, -0.5], &[2])?),
+            ),
+            step: Tensor::from_vec(vec![3i64], &[1])?,
+        })
+    }
+
+    #[test]
+    fn save_load_into_the_models_dtypes_and_report_keys() -> Result<(), Error> {
+        let dir = tempfile::tempdir().unwrap();
+        let f32_path = dir.path().join("f32.safetensors");
+        // A bfloat16 checkpoint of the same model, loaded into a float32 model: values cast
+        // into float32 (torch's copy_), the dtypes stay float32 (int64 stays int64).
+        let mut bf16_model = model(1.0 + 1.0 / 128.0)?;
+        bf16_model.astype(DType::BFloat16)?;
+        let bf16_path = dir.path().join("bf16.safetensors");
+        bf16_model.save(&bf16_path, &[("format".to_owned(), "pt".to_owned())].into())?;
+        let mut m = model(0.0)?;
+        m.load(&bf16_path)?;
+        let state = m.state_dict();
+        let order: Vec<&str> = state.keys().map(String::as_str).collect();
+        assert_eq!(order, ["step", "proj.weight", "proj.bias"]);
+        assert_eq!(state["proj.weight"].dtype(), DType::Float32);
+        assert_eq!(
+            state["proj.weight"].to_vec::<f32>()?,
+            [1.0 + 1.0 / 128.0; 6]
+        );
+        assert_eq!(state["step"].to_vec::<i64>()?, [3]);
+        // keep_file_dtypes: the checkpoint's dtypes come along.
+        let mut kept = model(0.0)?;
+        let source = dtcast::layer::checkpoint::load_map(&bf16_path)?;
+        kept.load_state_dict(&source, LoadOptions::default().keep_file_dtypes(true))?;
+        assert_eq!(kept.state_dict()["proj.weight"].dtype(), DType::BFloat16);
+        // Strict (the default): missing and unexpected keys are an error naming them, and the
+        // model is unchanged.
+        m.save(&f32_path, &Default::default())?;
+        let mut partial = dtcast::layer::checkpoint::load_map(&f32_path)?;
+        partial.remove("proj.bias");
+        partial.insert("proj.extra".to_owned(), Tensor::from_vec(vec![1u8], &[1])?);
+        let mut fresh = model(9.0)?;
+        let e = fresh
+            .load_state_dict(&partial, LoadOptions::default())
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor names do not match; missing: proj.bias; unexpected: proj.extra"
+        );
+        assert_eq!(fresh.state_dict()["proj.weight"].to_vec::<f32>()?, [9.0; 6]);
+        // Non-strict: what matches is loaded, the rest reported as torch reports it.
+        let skipped = fresh.load_state_dict(&partial, LoadOptions::default().strict(false))?;
+        assert_eq!(skipped.missing, ["proj.bias"]);
+        assert_eq!(skipped.unexpected, ["proj.extra"]);
+        assert_eq!(
+            fresh.state_dict()["proj.weight"].to_vec::<f32>()?,
+            [1.0 + 1.0 / 128.0; 6]
+        );
+        assert_eq!(
+            fresh.state_dict()["proj.bias"].to_vec::<f32>()?,
+            [0.5, -0.5]
+        );
+        // A shape that differs is an error whatever the strictness.
+        partial.insert(
+            "proj.bias".to_owned(),
+            Tensor::from_vec(vec![0f32; 3], &[3])?,
+        );
+        let e = fresh.load_state_dict(&partial, LoadOptions::default().strict(false));
+        assert!(e.unwrap_err().to_string().contains("proj.bias"));
+        Ok(())
+    }
+
+    #[test]
+    fn every_crates_error_converts_into_dtcast_error_with_its_chain() {
+        use std::error::Error as _;
+        let missing = std::path::Path::new("/nonexistent/dtcast/model.safetensors");
+        let e: Error = model(0.0).unwrap().load(missing).unwrap_err().into();
+        assert!(matches!(e, Error::Layer(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("/nonexistent/dtcast/model.safetensors"),
+            "{e}"
+        );
+        // The I/O error under the layer error is still there.
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(|io| io.kind()),
+            Some(std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        let e: Error = "float9".parse::<DType>().unwrap_err().into();
+        assert!(matches!(e, Error::ParseDType(_)));
+        let e: Error = Torch::default()
+            .promote_types(DType::Float8E4M3Fn, DType::Float8E5M2)
+            .unwrap_err()
+            .into();
+        assert!(matches!(e, Error::Promote(_)), "{e}");
+    }
+}
