@@ -1,6 +1,7 @@
 //! Zero-copy reinterpretation of byte buffers.
 
-use std::borrow::Cow;
+use alloc::borrow::Cow;
+use alloc::vec::Vec;
 
 use bytemuck::checked::{self, CheckedCastError};
 use dtcast_dtype::{DType, Element};

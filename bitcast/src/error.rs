@@ -2,6 +2,10 @@
 
 use core::fmt;
 
+use alloc::borrow::ToOwned;
+use alloc::string::ToString;
+use alloc::vec::Vec;
+
 use dtcast_dtype::DType;
 
 /// Why a bitcast was refused. Each variant names the rule (`xla` or `view`) and the numbers that
@@ -178,4 +182,4 @@ impl fmt::Display for BitcastError {
     }
 }
 
-impl std::error::Error for BitcastError {}
+impl core::error::Error for BitcastError {}

@@ -23,8 +23,11 @@
 //! assert!(View.infer(&[], DType::Float32, DType::UInt8).is_err());
 //! # Ok::<(), dtcast_bitcast::BitcastError>(())
 //! ```
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+extern crate alloc;
 
 mod buffer;
 mod error;

@@ -1,5 +1,8 @@
 //! The shape rules.
 
+use alloc::vec;
+use alloc::vec::Vec;
+
 use dtcast_dtype::DType;
 
 use crate::error::BitcastError;

@@ -23,8 +23,11 @@
 //! assert_eq!(err.suggestion(), Some(DType::Float64));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+extern crate alloc;
 
 mod category;
 mod dtype;

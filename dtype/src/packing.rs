@@ -67,7 +67,7 @@ impl fmt::Display for StorageError {
     }
 }
 
-impl std::error::Error for StorageError {}
+impl core::error::Error for StorageError {}
 
 fn check(dtype: DType, elements: usize, bytes: usize) -> Result<(), StorageError> {
     if dtype.storage_bytes(elements)? == bytes {

@@ -3,6 +3,10 @@
 use core::fmt;
 use core::str::FromStr;
 
+use alloc::borrow::ToOwned;
+use alloc::string::String;
+use alloc::vec::Vec;
+
 use crate::dtype::DType;
 
 /// Prefixes stripped before a name is looked up (`torch.float32`, `paddle.int64`, `np.float16`).
@@ -87,7 +91,7 @@ impl fmt::Display for ParseDTypeError {
     }
 }
 
-impl std::error::Error for ParseDTypeError {}
+impl core::error::Error for ParseDTypeError {}
 
 impl DType {
     /// Looks a name up without prefixes: canonical name, alias, short form or safetensors name.

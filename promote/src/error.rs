@@ -97,4 +97,4 @@ impl fmt::Display for PromoteError {
     }
 }
 
-impl std::error::Error for PromoteError {}
+impl core::error::Error for PromoteError {}

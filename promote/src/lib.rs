@@ -23,6 +23,7 @@
 //! assert!(!torch.can_cast(DType::Float32, DType::Int32));
 //! # Ok::<(), dtcast_promote::PromoteError>(())
 //! ```
+#![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
