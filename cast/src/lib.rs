@@ -545,3 +545,8 @@ fn check_all(
         .min_by_key(first_index)
         .map_or(Ok(()), Err)
 }
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -37,3 +37,8 @@ pub use registry::{backend_for, cuda_available, cuda_device_count, describe_back
 pub use tensor::{IntoTarget, Target, Tensor, ToOptions};
 
 pub use dtcast_cast::CastMode;
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

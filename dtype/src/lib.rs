@@ -48,3 +48,8 @@ pub use parse::ParseDTypeError;
 pub use half;
 /// Re-exported so that users of [`Element`] name the same `Complex` type.
 pub use num_complex;
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -47,3 +47,8 @@ pub use layer::{Layer, NamedTensor};
 pub use modules::{Embedding, LayerNorm, Linear, Sequential};
 pub use state::{IncompatibleKeys, LoadOptions, StateDict, TensorSource};
 pub use visit::{Path, TensorField, TensorKind, Visitor, VisitorMut};
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -40,3 +40,8 @@ pub use state::ResultTypeState;
 pub use torch::Torch;
 
 pub use dtcast_dtype::DType;
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -40,3 +40,8 @@ pub use dequant::{dequantize, dequantize_into, Quantized};
 pub use error::QuantError;
 pub use quantize::{quantize, quantize_into, quantize_rows, QuantizedTensor, TensorAmax};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
+
+/// The README's examples, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
