@@ -30,9 +30,9 @@ pub struct NamedTensor {
 /// Everything else is provided.
 ///
 /// ```
-/// use dtcast_layer::{Layer, Linear};
-/// use dtcast_device::Tensor;
-/// use dtcast_dtype::DType;
+/// use dtcast::layer::{Layer, Linear};
+/// use dtcast::Tensor;
+/// use dtcast::DType;
 /// let mut lin = Linear::new(Tensor::from_vec(vec![0.5f32; 6], &[2, 3])?, Some(Tensor::from_vec(vec![0.0f32; 2], &[2])?));
 /// lin.astype(DType::BFloat16)?;
 /// let names: Vec<String> = lin.named_parameters().into_iter().map(|(n, _)| n).collect();
@@ -210,9 +210,9 @@ pub trait Layer {
     /// nothing: on error the model is unchanged.
     ///
     /// ```
-    /// use dtcast_layer::{Layer, Linear, LoadOptions, StateDict};
-    /// use dtcast_device::Tensor;
-    /// use dtcast_dtype::DType;
+    /// use dtcast::layer::{Layer, Linear, LoadOptions, StateDict};
+    /// use dtcast::Tensor;
+    /// use dtcast::DType;
     /// let mut lin = Linear::new(Tensor::from_vec(vec![0.0f32; 2], &[1, 2])?, None);
     /// let mut state = StateDict::new();
     /// state.insert("weight".into(), Tensor::from_vec(vec![1.5f64, -2.0], &[1, 2])?);
@@ -240,8 +240,8 @@ pub trait Layer {
     /// (`&Default::default()` for none).
     ///
     /// ```
-    /// use dtcast_layer::{Layer, Linear};
-    /// use dtcast_device::Tensor;
+    /// use dtcast::layer::{Layer, Linear};
+    /// use dtcast::Tensor;
     /// let path = std::env::temp_dir().join(format!("dtcast-doc-layer-save-{}.safetensors", std::process::id()));
     /// let lin = Linear::new(Tensor::from_vec(vec![0.25f32; 6], &[2, 3])?, None);
     /// lin.save(&path, &[("format".to_owned(), "pt".to_owned())].into())?;

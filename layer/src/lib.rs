@@ -7,9 +7,9 @@
 //! `astype_all`, `to`, `load_tensors`.
 //!
 //! ```
-//! use dtcast_layer::Layer;
-//! use dtcast_device::Tensor;
-//! use dtcast_dtype::DType;
+//! use dtcast::Layer;
+//! use dtcast::Tensor;
+//! use dtcast::DType;
 //!
 //! #[derive(Layer)]
 //! struct Block {

@@ -50,7 +50,7 @@ impl TensorSource for BTreeMap<String, Tensor> {
 /// How [`Layer::load_state_dict`](crate::Layer::load_state_dict) loads.
 ///
 /// ```
-/// use dtcast_layer::LoadOptions;
+/// use dtcast::layer::LoadOptions;
 /// let lenient = LoadOptions::default().strict(false).keep_file_dtypes(true);
 /// assert!(!lenient.is_strict());
 /// ```

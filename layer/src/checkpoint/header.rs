@@ -55,7 +55,7 @@ impl Header {
     /// reads the header from the file without loading the data).
     ///
     /// ```
-    /// use dtcast_layer::checkpoint::Header;
+    /// use dtcast::layer::checkpoint::Header;
     /// let json = br#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
     /// let mut file = (json.len() as u64).to_le_bytes().to_vec();
     /// file.extend(json);

@@ -9,9 +9,9 @@
 //!   shards; [`convert_index`] converts them all or nothing.
 //!
 //! ```
-//! use dtcast_layer::checkpoint::{convert_file, save, Checkpoint, ConvertOptions};
-//! use dtcast_device::Tensor;
-//! use dtcast_dtype::DType;
+//! use dtcast::layer::checkpoint::{convert_file, save, Checkpoint, ConvertOptions};
+//! use dtcast::Tensor;
+//! use dtcast::DType;
 //! let dir = std::env::temp_dir().join(format!("dtcast-doc-ckpt-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir)?;
 //! let w = Tensor::from_vec(vec![1.0f32, 0.5], &[2])?;

@@ -35,8 +35,8 @@ impl Version {
 /// A safetensors file, validated ([`Header`]'s rules) and read tensor by tensor.
 ///
 /// ```
-/// use dtcast_layer::checkpoint::{save, Checkpoint};
-/// use dtcast_device::Tensor;
+/// use dtcast::layer::checkpoint::{save, Checkpoint};
+/// use dtcast::Tensor;
 /// let path = std::env::temp_dir().join(format!("dtcast-doc-reader-{}.safetensors", std::process::id()));
 /// let t = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
 /// save(&path, &[("w".to_owned(), t)], &[])?;

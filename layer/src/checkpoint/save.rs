@@ -14,8 +14,8 @@ use crate::output::{write_file, FileMode};
 /// FIFO, directory) is refused, and a symbolic link is followed (see [`crate::output`]).
 ///
 /// ```
-/// use dtcast_layer::checkpoint::{load_map, save};
-/// use dtcast_device::Tensor;
+/// use dtcast::layer::checkpoint::{load_map, save};
+/// use dtcast::Tensor;
 /// let path = std::env::temp_dir().join(format!("dtcast-doc-save-{}.safetensors", std::process::id()));
 /// let t = Tensor::from_vec(vec![1i64, 2, 3], &[3])?;
 /// save(&path, &[("ids".to_owned(), t)], &[("format".to_owned(), "pt".to_owned())])?;

@@ -31,7 +31,7 @@ impl Index {
     /// Parses an index file's bytes.
     ///
     /// ```
-    /// use dtcast_layer::checkpoint::Index;
+    /// use dtcast::layer::checkpoint::Index;
     /// let i = Index::parse(br#"{"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}}"#)?;
     /// assert_eq!(i.shards, ["s1.safetensors"]);
     /// assert!(Index::parse(br#"{"weight_map": {"a": "../x.safetensors"}}"#).is_err());

@@ -51,7 +51,7 @@ const WRITEBACK_STEP: u64 = 16 << 20;
 ///
 /// ```
 /// use std::io::Write;
-/// use dtcast_layer::output::{AtomicFile, FileMode, Target};
+/// use dtcast::layer::output::{AtomicFile, FileMode, Target};
 /// let dir = std::env::temp_dir().join(format!("dtcast-doc-{}", std::process::id()));
 /// std::fs::create_dir_all(&dir)?;
 /// let target = Target::file(dir.join("out.bin"), true)?;

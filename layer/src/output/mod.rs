@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use std::io::Write;
-//! use dtcast_layer::output::{write_file, FileMode};
+//! use dtcast::layer::output::{write_file, FileMode};
 //! let dir = std::env::temp_dir().join(format!("dtcast-doc-mod-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir)?;
 //! let out = dir.join("hello.txt");

@@ -36,7 +36,7 @@ impl Target {
     /// - the directory that will hold the file must exist.
     ///
     /// ```
-    /// use dtcast_layer::output::Target;
+    /// use dtcast::layer::output::Target;
     /// let err = Target::file("/no/such/dir/out.safetensors", false).unwrap_err();
     /// assert_eq!(err.to_string(), "cannot write `/no/such/dir/out.safetensors`: directory `/no/such/dir/` does not exist");
     /// ```
