@@ -160,8 +160,10 @@ struct TorchExample {
     np_buf: Tensor,
     #[layer]
     layer: Sequential,
-    /// Not registered: never visited, never converted (torch's plain tensor attributes).
+    /// Not registered: never visited, never converted (torch's plain tensor attributes), said
+    /// with `#[skip]` (a tensor field without an attribute is a compile error).
     #[allow(dead_code)]
+    #[skip]
     plain: Tensor,
 }
 

@@ -2,7 +2,8 @@
 
 use proc_macro2::{Span, TokenStream};
 use proc_macro_crate::{crate_name, FoundCrate};
-use quote::quote;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Ident};
 
 /// The path of the `dtcast_layer` crate as the deriving crate sees it: `dtcast_layer` itself, or
@@ -51,8 +52,12 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
         let Some(ident) = &field.ident else { continue };
         let mut role: Option<Role> = None;
         let mut keep = false;
+        let mut skip = false;
         for attr in &field.attrs {
             let path = attr.path();
+            if path.is_ident("skip") {
+                skip = true;
+            }
             let next = if path.is_ident("param") {
                 Some(Role::Tensor { buffer: false })
             } else if path.is_ident("buffer") {
@@ -76,6 +81,20 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         }
         let name = ident.to_string();
+        if skip && (role.is_some() || keep) {
+            return Err(syn::Error::new_spanned(
+                ident,
+                "#[skip] leaves a field out of the layer; it does not go with #[param], #[buffer], #[layer] or #[keep_dtype]",
+            ));
+        }
+        if role.is_none() && !keep && !skip && mentions_tensor(&field.ty) {
+            return Err(syn::Error::new_spanned(
+                &field.ty,
+                format!(
+                    "field `{name}` holds a Tensor but has no #[param] or #[buffer]: it would be left out of state_dict, astype and checkpoints; mark it, or #[skip] it"
+                ),
+            ));
+        }
         match role {
             Some(Role::Tensor { buffer }) => {
                 let kind = if buffer {
@@ -83,10 +102,12 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
                 } else {
                     quote!(#krate::TensorKind::Parameter)
                 };
-                own.push(quote! {
+                // Spanned at the field's type: a type that is not a tensor is reported there.
+                let ty = &field.ty;
+                own.push(quote_spanned! {ty.span()=>
                     #krate::TensorField::visit_field(&self.#ident, #name, #kind, #keep, visitor);
                 });
-                own_mut.push(quote! {
+                own_mut.push(quote_spanned! {ty.span()=>
                     #krate::TensorField::visit_field_mut(&mut self.#ident, #name, #kind, #keep, visitor);
                 });
             }
@@ -97,12 +118,13 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
                         "#[keep_dtype] applies to #[param] or #[buffer] fields, not to #[layer]",
                     ));
                 }
-                children.push(quote! {
+                let ty = &field.ty;
+                children.push(quote_spanned! {ty.span()=>
                     visitor.enter(#name);
                     #krate::Layer::visit(&self.#ident, visitor);
                     visitor.exit();
                 });
-                children_mut.push(quote! {
+                children_mut.push(quote_spanned! {ty.span()=>
                     visitor.enter(#name);
                     #krate::Layer::visit_mut(&mut self.#ident, visitor);
                     visitor.exit();
@@ -131,4 +153,17 @@ pub(crate) fn layer(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     })
+}
+
+/// Whether a field's type names `Tensor` anywhere (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`):
+/// a tensor the derive would silently leave out without an attribute.
+fn mentions_tensor(ty: &syn::Type) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "Tensor",
+            proc_macro2::TokenTree::Group(g) => walk(g.stream()),
+            proc_macro2::TokenTree::Punct(_) | proc_macro2::TokenTree::Literal(_) => false,
+        })
+    }
+    walk(quote!(#ty))
 }

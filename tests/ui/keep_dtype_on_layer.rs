@@ -1,0 +1,11 @@
+// #[keep_dtype] on a child layer: it applies to tensors only.
+use dtcast::prelude::*;
+
+#[derive(Layer)]
+struct Model {
+    #[layer]
+    #[keep_dtype]
+    proj: Linear,
+}
+
+fn main() {}

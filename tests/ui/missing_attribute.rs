@@ -1,0 +1,11 @@
+// A tensor field with no attribute would silently be left out of state_dict and checkpoints.
+use dtcast::prelude::*;
+
+#[derive(Layer)]
+struct Block {
+    #[param]
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+// #[param] on a field that is not a tensor.
+use dtcast::prelude::*;
+
+#[derive(Layer)]
+struct Block {
+    #[param]
+    steps: u32,
+}
+
+fn main() {}
