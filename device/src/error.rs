@@ -56,6 +56,13 @@ pub enum TensorError {
         /// The bytes asked for.
         bytes: usize,
     },
+    /// A dtype the file format cannot store.
+    Unstorable {
+        /// The dtype.
+        dtype: DType,
+        /// The format (`safetensors`).
+        format: &'static str,
+    },
     /// A storage was given to a backend of another device.
     WrongDevice {
         /// The backend's device.
@@ -86,6 +93,9 @@ impl fmt::Display for TensorError {
             TensorError::CudaUnavailable(why) => write!(f, "CUDA is not available: {why}"),
             TensorError::Cuda(e) => write!(f, "CUDA error: {e}"),
             TensorError::OutOfMemory { bytes } => write!(f, "out of memory: could not allocate {bytes} bytes"),
+            TensorError::Unstorable { dtype, format } => {
+                write!(f, "{format} cannot store {dtype} tensors")
+            }
             TensorError::WrongDevice { backend, storage } => {
                 write!(f, "a {storage} storage was given to the {backend} backend")
             }

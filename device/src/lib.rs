@@ -26,6 +26,8 @@ mod device;
 mod error;
 mod promote_ops;
 mod registry;
+#[cfg(feature = "safetensors")]
+mod safetensors_view;
 mod tensor;
 
 pub use backend::{Backend, Storage};
@@ -34,6 +36,8 @@ pub use device::{Device, ParseDeviceError, MAX_ORDINAL};
 pub use error::TensorError;
 pub use promote_ops::{promote_operands, Arg};
 pub use registry::{backend_for, cuda_available, cuda_device_count, describe_backends};
+#[cfg(feature = "safetensors")]
+pub use safetensors_view::SafetensorsView;
 pub use tensor::{IntoTarget, Target, Tensor, ToOptions};
 
 pub use dtcast_cast::CastMode;
