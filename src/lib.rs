@@ -28,6 +28,8 @@
 // Lets `#[derive(Layer)]` name the facade `::dtcast` from inside it too (examples, doctests).
 extern crate self as dtcast;
 
+#[cfg(feature = "candle")]
+pub mod candle;
 pub mod cli;
 
 #[doc(inline)]

@@ -61,7 +61,7 @@
 //! SIMD kernels, each algorithm written once and built for every instruction set ([`Isa`]): AVX-512
 //! and AVX2 on x86-64, and portable Rust that LLVM vectorises for any CPU. The best set this
 //! machine runs is chosen once at run time ([`isa`]); every set gives the same bytes as the scalar
-//! rules for every input. Build with `RUSTFLAGS='--cfg dtcast_isa="portable"'` to leave the x86
+//! rules for every input. Build with `DTCAST_ISA=portable` in the environment to leave the x86
 //! sets out (what other CPUs run).
 #![deny(missing_docs)]
 

@@ -3,28 +3,41 @@
 use core::fmt;
 use core::str::FromStr;
 
-/// A device: the CPU, or a CUDA GPU by ordinal.
+/// A device: the CPU, or a CUDA GPU — with torch's optional index.
 ///
-/// Parsed with torch's grammar (`cpu`, `cpu:0`, `cuda`, `cuda:1`), plus Paddle's `gpu` / `gpu:N`
-/// for CUDA. `cuda` without an index means device 0 (torch resolves it to the current device;
-/// dtcast has no "current device" state, so it is 0). Ordinals above 127 are refused — torch stores
-/// them in an `int8` and silently wraps `cuda:300` to `cuda:44`.
+/// Parsed and printed with torch's grammar: `cpu`, `cpu:0`, `cuda`, `cuda:1`, each printed as
+/// written (torch keeps `cuda` without an index, meaning the current CUDA device, and keeps an
+/// index on the CPU), plus Paddle's `gpu` / `gpu:N` for CUDA. An index-less CUDA device resolves
+/// to the current device when used ([`resolve_device`](crate::resolve_device): 0 unless
+/// [`set_current_cuda_device`](crate::set_current_cuda_device) chose another); tensors report
+/// resolved devices (`cpu`, `cuda:N`), as torch's do. Ordinals above 127 are refused — torch
+/// stores them in an `int8` and silently wraps `cuda:300` to `cuda:44`.
 ///
 /// ```
 /// use dtcast_device::Device;
 /// assert_eq!("cuda:1".parse(), Ok(Device::Cuda(1)));
+/// assert_eq!("cuda".parse(), Ok(Device::CudaCurrent));
+/// assert_eq!("cuda".parse::<Device>().unwrap().to_string(), "cuda");
+/// assert_eq!("cpu:0".parse::<Device>().unwrap().to_string(), "cpu:0");
 /// assert_eq!("gpu:2".parse::<Device>().unwrap().to_string(), "cuda:2");
+/// assert_eq!("gpu".parse(), Ok(Device::CudaCurrent));
 /// assert_eq!("cpu".parse(), Ok(Device::Cpu));
+/// assert_ne!(Device::CudaCurrent, Device::Cuda(0)); // as torch.device("cuda") != "cuda:0"
 /// assert!("cuda:01".parse::<Device>().is_err());
 /// assert!("mps".parse::<Device>().unwrap_err().to_string().contains("not supported by dtcast"));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Device {
-    /// Host memory.
+    /// Host memory (`cpu`).
     #[default]
     Cpu,
-    /// A CUDA device by ordinal.
+    /// A CUDA device by ordinal (`cuda:N`).
     Cuda(u8),
+    /// `cuda` without an index: the current CUDA device, resolved when used.
+    CudaCurrent,
+    /// `cpu:N`: the host, with the index torch keeps when one is written (the same memory as
+    /// [`Device::Cpu`]; tensors there report `cpu`).
+    CpuIndexed(u8),
 }
 
 /// The largest ordinal torch can represent (its `DeviceIndex` is an `int8`).
@@ -143,31 +156,54 @@ impl FromStr for Device {
                 }
             },
         };
-        match kind {
-            "cpu" => Ok(Device::Cpu),
-            "cuda" | "gpu" => Ok(Device::Cuda(ordinal.unwrap_or(0))),
-            k if TORCH_TYPES.contains(&k) => Err(ParseDeviceError::Unsupported {
+        match (kind, ordinal) {
+            ("cpu", None) => Ok(Device::Cpu),
+            ("cpu", Some(n)) => Ok(Device::CpuIndexed(n)),
+            ("cuda" | "gpu", None) => Ok(Device::CudaCurrent),
+            ("cuda" | "gpu", Some(n)) => Ok(Device::Cuda(n)),
+            (k, _) if TORCH_TYPES.contains(&k) => Err(ParseDeviceError::Unsupported {
                 kind: k.to_owned(),
                 input: s.to_owned(),
             }),
-            k => Err(ParseDeviceError::UnknownType { kind: k.to_owned() }),
+            (k, _) => Err(ParseDeviceError::UnknownType { kind: k.to_owned() }),
         }
     }
 }
 
 impl fmt::Display for Device {
-    /// The canonical string: `cpu`, `cuda:N`.
+    /// torch's string: `cpu`, `cpu:N`, `cuda`, `cuda:N`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Device::Cpu => f.pad("cpu"),
-            Device::Cuda(n) => f.pad(&format!("cuda:{n}")),
+        match self.index() {
+            None => f.pad(self.type_name()),
+            Some(n) => f.pad(&format!("{}:{n}", self.type_name())),
         }
     }
 }
 
 impl Device {
-    /// `true` for CUDA devices.
+    /// `true` for CUDA devices (with or without an index).
     pub fn is_cuda(self) -> bool {
-        matches!(self, Device::Cuda(_))
+        self.type_name() == "cuda"
+    }
+
+    /// `true` for the host (`cpu`, `cpu:N`).
+    pub fn is_cpu(self) -> bool {
+        self.type_name() == "cpu"
+    }
+
+    /// The device type, as torch's `device.type`: `cpu` or `cuda`.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Device::Cpu | Device::CpuIndexed(_) => "cpu",
+            Device::Cuda(_) | Device::CudaCurrent => "cuda",
+        }
+    }
+
+    /// The index as written, as torch's `device.index`: `None` for `cpu` and `cuda`.
+    pub fn index(self) -> Option<u8> {
+        match self {
+            Device::Cpu | Device::CudaCurrent => None,
+            Device::Cuda(n) | Device::CpuIndexed(n) => Some(n),
+        }
     }
 }

@@ -63,6 +63,13 @@ pub enum TensorError {
         /// The format (`safetensors`).
         format: &'static str,
     },
+    /// Another library (candle, ndarray) refused, or handed over something dtcast cannot take.
+    Interop {
+        /// The library.
+        library: &'static str,
+        /// What went wrong, in that library's words where it gave some.
+        message: String,
+    },
     /// A storage was given to a backend of another device.
     WrongDevice {
         /// The backend's device.
@@ -96,6 +103,7 @@ impl fmt::Display for TensorError {
             TensorError::Unstorable { dtype, format } => {
                 write!(f, "{format} cannot store {dtype} tensors")
             }
+            TensorError::Interop { library, message } => write!(f, "{library}: {message}"),
             TensorError::WrongDevice { backend, storage } => {
                 write!(f, "a {storage} storage was given to the {backend} backend")
             }

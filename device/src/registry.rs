@@ -1,5 +1,6 @@
 //! Which backend serves which device.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::Backend;
@@ -17,12 +18,50 @@ use crate::Device;
 /// # Ok::<(), dtcast_device::TensorError>(())
 /// ```
 pub fn backend_for(device: Device) -> Result<Arc<dyn Backend>, TensorError> {
-    match device {
-        Device::Cpu => {
+    match resolve_device(device) {
+        Device::Cuda(ordinal) => cuda_backend(ordinal),
+        Device::Cpu | Device::CpuIndexed(_) | Device::CudaCurrent => {
             static CPU: OnceLock<Arc<dyn Backend>> = OnceLock::new();
             Ok(Arc::clone(CPU.get_or_init(|| Arc::new(Cpu))))
         }
-        Device::Cuda(ordinal) => cuda_backend(ordinal),
+    }
+}
+
+/// The current CUDA device's ordinal (what `cuda` without an index means); process-wide
+/// (torch's is per thread).
+static CURRENT_CUDA: AtomicU8 = AtomicU8::new(0);
+
+/// Chooses the CUDA device that `cuda` without an index resolves to (torch's
+/// `torch.cuda.set_device`), for the whole process. An ordinal the machine lacks is refused
+/// when the device is used, as in torch.
+///
+/// ```
+/// use dtcast_device::{current_cuda_device, resolve_device, set_current_cuda_device, Device};
+/// assert_eq!(resolve_device(Device::CudaCurrent), Device::Cuda(current_cuda_device()));
+/// ```
+pub fn set_current_cuda_device(ordinal: u8) {
+    CURRENT_CUDA.store(ordinal, Ordering::Relaxed);
+}
+
+/// The ordinal that `cuda` without an index resolves to: 0 unless [`set_current_cuda_device`]
+/// chose another.
+pub fn current_cuda_device() -> u8 {
+    CURRENT_CUDA.load(Ordering::Relaxed)
+}
+
+/// The device a tensor placed on `device` lives on: `cuda` becomes `cuda:N` for the current
+/// device, `cpu:N` becomes `cpu` (every index names the same host memory); others are kept.
+///
+/// ```
+/// use dtcast_device::{resolve_device, Device};
+/// assert_eq!(resolve_device(Device::CpuIndexed(0)), Device::Cpu);
+/// assert_eq!(resolve_device(Device::Cuda(3)), Device::Cuda(3));
+/// ```
+pub fn resolve_device(device: Device) -> Device {
+    match device {
+        Device::CudaCurrent => Device::Cuda(current_cuda_device()),
+        Device::Cpu | Device::CpuIndexed(_) => Device::Cpu,
+        Device::Cuda(n) => Device::Cuda(n),
     }
 }
 

@@ -255,6 +255,10 @@ impl Tensor {
                 requested: T::DTYPE,
             });
         }
+        // A CPU tensor's bytes are read in place (one copy, into the result).
+        if let Ok(bytes) = crate::cpu::host_bytes(self.storage.as_ref()) {
+            return Ok(dtcast_bitcast::reinterpret::<T>(bytes)?.into_owned());
+        }
         let bytes = self.to_bytes()?;
         Ok(dtcast_bitcast::reinterpret::<T>(&bytes)?.into_owned())
     }
@@ -276,7 +280,10 @@ impl Tensor {
     ) -> Result<Tensor, TensorError> {
         let target = target.into_target()?;
         let (from_dev, from_dt) = (self.device(), self.dtype);
-        let to_dev = target.device.unwrap_or(from_dev);
+        // `cuda` means the current device, `cpu:N` the host: compared as the tensor's device is.
+        let to_dev = target
+            .device
+            .map_or(from_dev, crate::registry::resolve_device);
         let to_dt = target.dtype.unwrap_or(from_dt);
         if to_dev == from_dev && to_dt == from_dt && !options.copy {
             return Ok(self.clone());
@@ -286,7 +293,7 @@ impl Tensor {
             src.cast(self.storage.as_ref(), from_dt, to_dt, options.mode)?
         } else {
             let dst = backend_for(to_dev)?;
-            if to_dt.bits() < from_dt.bits() && from_dev == Device::Cpu {
+            if to_dt.bits() < from_dt.bits() && from_dev.is_cpu() {
                 // The target backend casts the host bytes on their way over.
                 let host = crate::cpu::host_bytes(self.storage.as_ref())?;
                 dst.upload_cast(host, from_dt, to_dt, options.mode, options.non_blocking)?

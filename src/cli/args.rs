@@ -35,7 +35,8 @@ pub(crate) enum Command {
     Cast(CastArgs),
     /// Measure cast throughput per dtype pair beside a memcpy of the same bytes.
     Bench(BenchArgs),
-    /// Print the canonical form of a device string (`cuda` -> `cuda:0`, `gpu:1` -> `cuda:1`).
+    /// Print a device string as torch prints it (`cuda` stays `cuda`, `cpu:0` stays `cpu:0`;
+    /// Paddle's `gpu:1` -> `cuda:1`), or an error naming what is wrong.
     Device(DeviceArgs),
     /// List the backends usable on this machine, and why CUDA is not.
     Devices,

@@ -72,7 +72,7 @@ impl Figures {
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     if !args.scheme.is_empty() {
-        if args.device != dtcast_device::Device::Cpu || !args.pairs.is_empty() {
+        if !args.device.is_cpu() || !args.pairs.is_empty() {
             return Err(
                 "--scheme measures the scaled formats on the CPU; leave out --pairs and --device"
                     .into(),
@@ -80,7 +80,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         }
         return super::bench_quant::run(args, out);
     }
-    if let dtcast_device::Device::Cuda(ordinal) = args.device {
+    if let dtcast_device::Device::Cuda(ordinal) = dtcast_device::resolve_device(args.device) {
         if !args.backend.is_empty() || args.threads.is_some() || args.alloc || args.scratch {
             return Err(
                 "--backend, --threads, --alloc and --scratch choose CPU paths; leave them out with a CUDA --device"

@@ -456,10 +456,13 @@ fn bench_runs_every_mode_on_values_the_destination_holds() {
 }
 
 #[test]
-fn device_prints_the_canonical_device_or_an_error() {
-    assert_eq!(dtcast(&["device", "cuda"], "").stdout, "cuda:0\n");
+fn device_prints_torchs_device_string_or_an_error() {
+    // As torch.device(s) prints: the index kept as written (none on `cuda`, one on `cpu:0`).
+    assert_eq!(dtcast(&["device", "cuda"], "").stdout, "cuda\n");
     assert_eq!(dtcast(&["device", "gpu:3"], "").stdout, "cuda:3\n");
-    assert_eq!(dtcast(&["device", "cpu:0"], "").stdout, "cpu\n");
+    assert_eq!(dtcast(&["device", "gpu"], "").stdout, "cuda\n");
+    assert_eq!(dtcast(&["device", "cpu:0"], "").stdout, "cpu:0\n");
+    assert_eq!(dtcast(&["device", "cpu"], "").stdout, "cpu\n");
     let o = dtcast(&["device", "cuda:01"], "");
     assert_eq!(o.code, 1);
     assert!(

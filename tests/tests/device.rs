@@ -9,22 +9,15 @@ use dtcast_tests::rows;
 fn device_strings_follow_torch() {
     // Where dtcast differs from torch, on purpose (each listed in Device's docs):
     // - `gpu` / `gpu:N` are accepted as CUDA (Paddle's names); torch refuses them;
-    // - device types dtcast has no backend for (mps, meta, xpu, ...) are refused as unsupported;
-    // - `cuda` resolves to `cuda:0` and `cpu:N` to `cpu` (torch keeps the strings as written).
+    // - device types dtcast has no backend for (mps, meta, xpu, ...) are refused as unsupported.
+    // Every string torch accepts for cpu and cuda prints as torch prints it (`cuda`, `cpu:0`).
     let rows = rows("torch_device.json");
     assert!(rows.len() >= 20);
     for r in &rows {
         let (input, want) = (r[0].as_str().unwrap(), r[1].as_str().unwrap());
         let got = input.parse::<Device>();
         match (want.strip_prefix("error: "), &got) {
-            (None, Ok(d)) => {
-                let canonical = match want {
-                    "cuda" => "cuda:0",
-                    w if w.starts_with("cpu") => "cpu",
-                    w => w,
-                };
-                assert_eq!(d.to_string(), canonical, "{input}");
-            }
+            (None, Ok(d)) => assert_eq!(d.to_string(), want, "{input}"),
             (None, Err(ParseDeviceError::Unsupported { kind, .. })) => {
                 assert!(
                     ["mps", "meta", "xpu"].contains(&kind.as_str()),
@@ -54,6 +47,41 @@ fn device_strings_follow_torch() {
             (want, got) => panic!("{input}: torch {want:?}, dtcast {got:?}"),
         }
     }
+}
+
+#[test]
+fn index_less_and_indexed_devices_resolve_when_used() -> Result<(), TensorError> {
+    use dtcast::device::{current_cuda_device, resolve_device, set_current_cuda_device};
+    // torch.device("cuda") and torch.device("cuda:0") differ as values, as "cpu" and "cpu:0" do.
+    assert_ne!(Device::CudaCurrent, Device::Cuda(0));
+    assert_ne!(Device::CpuIndexed(0), Device::Cpu);
+    assert_eq!(
+        (Device::CudaCurrent.type_name(), Device::CudaCurrent.index()),
+        ("cuda", None)
+    );
+    assert_eq!(Device::CpuIndexed(2).index(), Some(2));
+    // Used, `cuda` is the current device (0 unless set) and `cpu:N` the host.
+    assert_eq!(current_cuda_device(), 0);
+    assert_eq!(resolve_device(Device::CudaCurrent), Device::Cuda(0));
+    set_current_cuda_device(3);
+    assert_eq!(resolve_device(Device::CudaCurrent), Device::Cuda(3));
+    set_current_cuda_device(0);
+    assert_eq!(resolve_device(Device::CpuIndexed(5)), Device::Cpu);
+    // A CPU tensor moved to `cpu:0` stays where it is, shares its storage and reports `cpu`.
+    let t = Tensor::from_vec(vec![1.0f32, 2.0], &[2])?;
+    let same = t.to("cpu:0")?;
+    assert!(same.shares_storage(&t));
+    assert_eq!(same.device().to_string(), "cpu");
+    if cuda_available() {
+        // `cuda` lands on the current device, and a tensor there reports `cuda:0`.
+        let g = t.to("cuda")?;
+        assert_eq!(g.device(), Device::Cuda(0));
+        assert!(g.to(Device::CudaCurrent)?.shares_storage(&g));
+    } else {
+        let e = t.to("cuda").unwrap_err();
+        assert!(matches!(e, TensorError::CudaUnavailable(_)), "{e:?}");
+    }
+    Ok(())
 }
 
 #[test]

@@ -239,6 +239,11 @@ pub(crate) trait Vector: Copy {
 /// # Safety
 /// The CPU must have `V`'s instruction set.
 #[inline(always)]
+// Only the x86 instantiations pack 6-bit codes this way (the portable one looks them up).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
 pub(crate) unsafe fn squeeze_u6<V: Vector>(x: V) -> V {
     // SAFETY: the caller's contract.
     unsafe {
@@ -254,6 +259,11 @@ pub(crate) unsafe fn squeeze_u6<V: Vector>(x: V) -> V {
 /// # Safety
 /// The CPU must have `V`'s instruction set.
 #[inline(always)]
+// Only the x86 instantiations pack 6-bit codes this way (the portable one looks them up).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
 pub(crate) unsafe fn spread_u6<V: Vector>(y: V) -> V {
     // SAFETY: the caller's contract.
     unsafe {

@@ -1,4 +1,4 @@
-//! What `x86/mod.rs` provides, for builds without it (other CPUs, or `--cfg dtcast_isa="portable"`):
+//! What `x86/mod.rs` provides, for builds without it (other CPUs, or `DTCAST_ISA=portable`):
 //! no AVX2 or AVX-512, no cache hints.
 
 use super::steps::Step;

@@ -682,7 +682,7 @@ impl Backend for Cuda {
         non_blocking: bool,
     ) -> Result<Arc<dyn Storage>, TensorError> {
         let s = self.storage(src)?;
-        if target.device() == Device::Cpu {
+        if target.device().is_cpu() {
             let mut host = crate::cpu::CpuStorage::try_zeroed(s.len)?;
             self.download(src, host.bytes_mut())?;
             return Ok(Arc::new(host));

@@ -622,7 +622,7 @@ fn cast_chunk(
     let shift = |e: CastError| e.offset_by(c.first);
     match options.device {
         // The output is a temporary file, discarded on error: one pass in Checked and Exact mode.
-        Device::Cpu => {
+        Device::Cpu | Device::CpuIndexed(_) => {
             cast_into_scratch(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into())
         }
         device => {

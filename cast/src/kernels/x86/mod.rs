@@ -1,7 +1,7 @@
 //! x86-64: the AVX2 and AVX-512 implementations of [`Vector`], their run-time detection, and the
 //! cache hints every kernel uses. The one place that names x86: `kernels/mod.rs` declares this
 //! module for x86-64 builds and `x86_absent.rs` in its place elsewhere (or with
-//! `--cfg dtcast_isa="portable"`).
+//! `DTCAST_ISA=portable`).
 
 /// The entry points of one x86 instruction set, written once: `run` / `run_screened` (the step
 /// loops compiled with `$features`), and `kernel` / `screened` (the `Kernel` and `ScreenedKernel`
