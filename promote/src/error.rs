@@ -43,6 +43,17 @@ pub enum PromoteError {
         /// The policy's name.
         policy: &'static str,
     },
+    /// Two dtypes with no common type above them in a policy's lattice (JAX: the 8-, 6- and
+    /// 4-bit floats and the 1-, 2- and 4-bit integers with anything but themselves, bool and
+    /// weak scalars).
+    NoCommonDType {
+        /// First operand type.
+        a: DType,
+        /// Second operand type.
+        b: DType,
+        /// The policy's name.
+        policy: &'static str,
+    },
     /// A torch dtype without a row in `c10::promoteTypes`' table (int1..int4,
     /// float4_e2m1fn_x2): torch fails an internal assertion (`ix_a != -1`).
     NoTableEntry {
@@ -81,6 +92,15 @@ impl fmt::Display for PromoteError {
             PromoteError::NotInPolicy { dtype, policy } => write!(
                 f,
                 "{dtype} is not a {policy} dtype, so the {policy} rules cannot promote it"
+            ),
+            PromoteError::NoCommonDType { a, b, policy: "JAX" } => write!(
+                f,
+                "Input dtypes ('{a}', '{b}') have no available implicit dtype promotion path \
+                 (JAX's lattice has no type above both; cast one explicitly)"
+            ),
+            PromoteError::NoCommonDType { a, b, policy } => write!(
+                f,
+                "the {policy} rules have no common dtype for {a} and {b}"
             ),
             PromoteError::NoTableEntry { a, b } => write!(
                 f,

@@ -3,7 +3,8 @@
 //! [`Policy`] is the seam: `promote_types`, `result_type` and `can_cast` behind a trait object, so
 //! a tensor library can swap lattices. [`Torch`] reproduces PyTorch 2.15 exactly — its
 //! `promoteTypes` table, the float8 and uint16/32/64 errors with torch's messages, and the
-//! dim / zero-dim / wrapped-scalar precedence of `result_type`.
+//! dim / zero-dim / wrapped-scalar precedence of `result_type`. [`Jax`] is jax 0.10's lattice,
+//! where Python scalars are weak.
 //!
 //! ```
 //! use dtcast_dtype::DType;
@@ -28,12 +29,14 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod jax;
 mod operand;
 mod policy;
 mod state;
 mod torch;
 
 pub use error::PromoteError;
+pub use jax::Jax;
 pub use operand::{Operand, ScalarKind};
 pub use policy::{at_least, Policy};
 pub use state::ResultTypeState;

@@ -28,6 +28,30 @@ pub trait Policy: Send + Sync + core::fmt::Debug {
     /// The dtype that Python float scalars and integer-to-float operations produce.
     fn default_dtype(&self) -> DType;
 
+    /// The policy's name, as its errors and `dtcast table` say it (`torch`, `JAX`). By default
+    /// the type's name.
+    fn name(&self) -> &'static str {
+        core::any::type_name::<Self>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("policy")
+    }
+
+    /// Whether the policy has `dtype` at all (others are errors in every method). By default
+    /// every dtype.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_promote::{Jax, Policy, Torch};
+    /// assert!(!Torch::default().has_dtype(DType::Float6E2M3Fn)); // an ml_dtypes dtype
+    /// assert!(Jax::default().has_dtype(DType::Float6E2M3Fn));
+    /// assert!(!Jax::default().has_dtype(DType::Complex32)); // torch's
+    /// ```
+    fn has_dtype(&self, dtype: DType) -> bool {
+        let _ = dtype;
+        true
+    }
+
     /// The dtype that Python complex scalars produce (torch's default complex dtype). By default
     /// the complex type of [`default_dtype`](Policy::default_dtype), or complex64 where it has none.
     ///

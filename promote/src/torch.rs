@@ -116,6 +116,16 @@ const TABLE_INDEX: [usize; DType::COUNT] = {
 };
 
 impl Policy for Torch {
+    fn name(&self) -> &'static str {
+        "torch"
+    }
+
+    /// torch 2.15's dtypes: not ml_dtypes' float8_e4m3, float8_e3m4, float8_e4m3b11fnuz,
+    /// float6 and float4_e2m1fn.
+    fn has_dtype(&self, dtype: DType) -> bool {
+        dtype.torch_support() != TorchSupport::Absent
+    }
+
     /// `c10::promoteTypes`: a dtype torch lacks (float8_e4m3, float6, float4...) is an error;
     /// equal types promote to themselves; float8 with anything else is an error; uint16/32/64
     /// and uint1/2/4 promote only with floating types (to the floating type, float4_e2m1fn_x2

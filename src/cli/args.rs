@@ -25,9 +25,9 @@ pub(crate) enum Command {
     /// scalars `True`/`False`, `3`, `2.5`/`1e3`/`inf`/`nan`, `(1+2j)`/`2j`. With no operands, reads
     /// one case per line from stdin (operands separated by spaces) and prints one result per line.
     Promote(PromoteArgs),
-    /// Print whether torch.can_cast(FROM, TO) holds: `true` or `false`.
+    /// Print whether can_cast(FROM, TO) holds under a policy (torch's by default): `true` or `false`.
     CanCast(CanCastArgs),
-    /// Print the promotion table (torch.promote_types of every pair) as markdown.
+    /// Print the promotion table (promote_types of every pair of the policy's dtypes) as markdown.
     Table(TableArgs),
     /// Print the shape a tensor has when its bytes are read as another dtype.
     Bitcast(BitcastArgs),
@@ -265,14 +265,37 @@ impl TypedValueParser for ModeParser {
     }
 }
 
+/// Whose promotion rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PolicyName {
+    /// PyTorch 2.15 (`torch.promote_types`, `torch.result_type`, `torch.can_cast`).
+    Torch,
+    /// jax 0.10 with `jax_enable_x64` (weak Python scalars; `can-cast`: the lattice's order).
+    Jax,
+    /// jax 0.10 with `jax_enable_x64` off (64-bit results made 32-bit).
+    JaxNoX64,
+}
+
+/// The policy flags of `promote`, `can-cast` and `table`.
+#[derive(Debug, Args)]
+pub(crate) struct PolicyArgs {
+    /// Whose promotion rules.
+    #[arg(long, value_enum, default_value = "torch")]
+    pub(crate) policy: PolicyName,
+    /// torch's default dtype (torch.set_default_dtype): float16, bfloat16, float32 (when not
+    /// given) or float64. JAX's follows x64.
+    #[arg(long, value_name = "DT", value_parser = parse_dtype)]
+    pub(crate) default_dtype: Option<DType>,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
-    /// The operands; none: read cases from stdin.
-    #[arg(value_parser = super::operand::parse_operand, allow_hyphen_values = true)]
+    /// The operands; none: read cases from stdin. Negative numbers are operands; put `--`
+    /// before operands such as `-inf` or `-2j` that are not plain numbers.
+    #[arg(value_parser = super::operand::parse_operand, allow_negative_numbers = true)]
     pub(crate) operands: Vec<Operand>,
-    /// The default dtype (torch.set_default_dtype): float16, bfloat16, float32 or float64.
-    #[arg(long, value_name = "DT", default_value = "float32", value_parser = parse_dtype)]
-    pub(crate) default_dtype: DType,
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -283,13 +306,14 @@ pub(crate) struct CanCastArgs {
     /// The dtype cast to.
     #[arg(value_parser = parse_dtype)]
     pub(crate) to: DType,
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct TableArgs {
-    /// The default dtype (does not change promote_types; accepted for symmetry with `promote`).
-    #[arg(long, value_name = "DT", default_value = "float32", value_parser = parse_dtype)]
-    pub(crate) default_dtype: DType,
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
 }
 
 #[derive(Debug, Args)]

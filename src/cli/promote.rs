@@ -2,9 +2,9 @@
 
 use std::io::{BufRead, Write};
 
-use dtcast_promote::{Operand, Policy, Torch};
+use dtcast_promote::{Jax, Operand, Policy, Torch};
 
-use super::args::{CanCastArgs, PromoteArgs};
+use super::args::{CanCastArgs, PolicyArgs, PolicyName, PromoteArgs};
 use super::operand::parse_operand;
 use super::CmdError;
 
@@ -13,9 +13,9 @@ pub(crate) fn run(
     stdin: &mut dyn BufRead,
     out: &mut dyn Write,
 ) -> Result<(), CmdError> {
-    let torch = Torch::new(args.default_dtype)?;
+    let policy = policy(&args.policy)?;
     if !args.operands.is_empty() {
-        writeln!(out, "{}", torch.result_type(&args.operands)?)?;
+        writeln!(out, "{}", policy.result_type(&args.operands)?)?;
         return Ok(());
     }
     // Batch mode: one case per line; a failing case prints `error: ...` on its line and the rest go on.
@@ -46,7 +46,7 @@ pub(crate) fn run(
                             .into(),
                     )
                 } else {
-                    torch.result_type(&operands).map_err(CmdError::from)
+                    policy.result_type(&operands).map_err(CmdError::from)
                 }
             });
         match case {
@@ -60,6 +60,33 @@ pub(crate) fn run(
 }
 
 pub(crate) fn can_cast(args: &CanCastArgs, out: &mut dyn Write) -> Result<(), CmdError> {
-    writeln!(out, "{}", Torch::default().can_cast(args.from, args.to))?;
+    let policy = policy(&args.policy)?;
+    for dtype in [args.from, args.to] {
+        if !policy.has_dtype(dtype) {
+            return Err(format!("{dtype} is not a {} dtype", policy.name()).into());
+        }
+    }
+    writeln!(out, "{}", policy.can_cast(args.from, args.to))?;
     Ok(())
+}
+
+/// The policy the flags name.
+pub(crate) fn policy(args: &PolicyArgs) -> Result<Box<dyn Policy>, CmdError> {
+    let jax = |jax: Jax| -> Result<Box<dyn Policy>, CmdError> {
+        match args.default_dtype {
+            None => Ok(Box::new(jax)),
+            Some(_) => Err(
+                "--default-dtype is torch's: JAX's default dtype follows x64 \
+                            (--policy jax: float64, jax-no-x64: float32)"
+                    .into(),
+            ),
+        }
+    };
+    match args.policy {
+        PolicyName::Torch => Ok(Box::new(Torch::new(
+            args.default_dtype.unwrap_or(dtcast_dtype::DType::Float32),
+        )?)),
+        PolicyName::Jax => jax(Jax::default()),
+        PolicyName::JaxNoX64 => jax(Jax::without_x64()),
+    }
 }

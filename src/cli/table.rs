@@ -2,18 +2,17 @@
 
 use std::io::Write;
 
-use dtcast_dtype::{DType, TorchSupport};
-use dtcast_promote::{Policy, Torch};
+use dtcast_dtype::DType;
 
 use super::args::TableArgs;
 use super::CmdError;
 
 pub(crate) fn run(args: &TableArgs, out: &mut dyn Write) -> Result<(), CmdError> {
-    let torch = Torch::new(args.default_dtype)?;
-    // torch's dtypes: ml_dtypes' (float8_e4m3, float6, float4...) are not in its lattice.
+    let policy = super::promote::policy(&args.policy)?;
+    // The policy's dtypes (torch's lattice lacks ml_dtypes' float8_e4m3, float6, float4...).
     let dtypes: Vec<DType> = DType::ALL
         .into_iter()
-        .filter(|d| d.torch_support() != TorchSupport::Absent)
+        .filter(|&d| policy.has_dtype(d))
         .collect();
     write!(out, "| promote_types |")?;
     for dt in &dtypes {
@@ -27,17 +26,23 @@ pub(crate) fn run(args: &TableArgs, out: &mut dyn Write) -> Result<(), CmdError>
     for &a in &dtypes {
         write!(out, "| **{a}** |")?;
         for &b in &dtypes {
-            match torch.promote_types(a, b) {
+            match policy.promote_types(a, b) {
                 Ok(dt) => write!(out, " {dt} |")?,
                 Err(_) => write!(out, " error |")?,
             }
         }
         writeln!(out)?;
     }
-    writeln!(
-        out,
-        "\n`error`: torch refuses the pair (float8 with another type; uint1/2/4 and uint16/32/64 with a \
-         non-floating type; int1/2/4 and float4_e2m1fn_x2, which its table lacks, with another type)."
-    )?;
+    let note = match policy.name() {
+        "torch" => {
+            "torch refuses the pair (float8 with another type; uint1/2/4 and uint16/32/64 with a \
+             non-floating type; int1/2/4 and float4_e2m1fn_x2, which its table lacks, with another type)"
+        }
+        _ => {
+            "the lattice has no type above both (the 8-, 6- and 4-bit floats and the 1-, 2- and \
+             4-bit integers with anything but themselves and bool)"
+        }
+    };
+    writeln!(out, "\n`error`: {note}.")?;
     Ok(())
 }

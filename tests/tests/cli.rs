@@ -24,6 +24,85 @@ fn promote_prints_the_result_dtype() {
 }
 
 #[test]
+fn policy_jax_promotes_with_weak_scalars() {
+    // Expected values: jax 0.10.2 (fixtures/policies/jax_result_type.json and jax_lattice.json).
+    let run = |args: &[&str]| dtcast(args, "");
+    assert_eq!(
+        run(&["promote", "int8[2]", "3", "--policy", "jax"]).stdout,
+        "int8\n"
+    );
+    assert_eq!(
+        run(&["promote", "uint8[2]", "300", "--policy", "jax"]).stdout,
+        "uint8\n"
+    );
+    assert_eq!(
+        run(&["promote", "int8[2]", "2.5", "--policy", "jax"]).stdout,
+        "float64\n"
+    );
+    assert_eq!(
+        run(&["promote", "int64[2]", "2.5", "--policy", "jax-no-x64"]).stdout,
+        "float32\n"
+    );
+    // torch's 0-dim precedence does not exist in JAX.
+    assert_eq!(
+        run(&["promote", "float16[2]", "float64[]", "--policy", "jax"]).stdout,
+        "float64\n"
+    );
+    assert_eq!(
+        run(&["promote", "float16[2]", "float64[]"]).stdout,
+        "float16\n"
+    );
+    let o = run(&[
+        "promote",
+        "--policy",
+        "jax",
+        "float16[2]",
+        "float8_e4m3fn[2]",
+    ]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("no available implicit dtype promotion path"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        run(&["can-cast", "int8", "float16", "--policy", "jax"]).stdout,
+        "true\n"
+    );
+    assert_eq!(
+        run(&["can-cast", "float16", "bfloat16", "--policy", "jax"]).stdout,
+        "false\n"
+    );
+    let o = run(&["can-cast", "complex32", "float16", "--policy", "jax"]);
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "error: complex32 is not a JAX dtype\n")
+    );
+    let o = run(&[
+        "promote",
+        "int8[2]",
+        "--policy",
+        "jax",
+        "--default-dtype",
+        "float16",
+    ]);
+    assert!(
+        o.code == 1 && o.stderr.contains("--default-dtype is torch's"),
+        "{}",
+        o.stderr
+    );
+    // The table has JAX's dtypes: float6 yes, complex32 no.
+    let table = run(&["table", "--policy", "jax"]).stdout;
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains(" float6_e2m3fn |") && !header.contains("complex32"),
+        "{header}"
+    );
+    assert!(table.contains("| **int64** |"), "{table}");
+}
+
+#[test]
 fn promote_errors_exit_1_with_torch_message() {
     let o = dtcast(&["promote", "uint16[2]", "int32[2]"], "");
     assert_eq!(o.code, 1);
