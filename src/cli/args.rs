@@ -314,6 +314,22 @@ pub(crate) struct CanCastArgs {
 pub(crate) struct TableArgs {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
+    /// `markdown`: promote_types of every pair; `dot`: the lattice's Hasse diagram for Graphviz
+    /// (an edge a -> b when b = promote_types(a, b) != a and no dtype lies strictly between);
+    /// `svg`: that diagram drawn, dtypes colored by category.
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub(crate) format: TableFormat,
+}
+
+/// How `dtcast table` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TableFormat {
+    /// A markdown table of promote_types over every pair.
+    Markdown,
+    /// The Hasse diagram of the promotion order, in Graphviz's DOT language.
+    Dot,
+    /// The same diagram laid out and drawn as SVG in-process (layout-rs; no Graphviz needed).
+    Svg,
 }
 
 #[derive(Debug, Args)]

@@ -851,3 +851,99 @@ fn hex_tokens_of_packed_dtypes_are_one_element_each() {
     let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "7 8");
     assert_eq!(o.stdout, "0000e040 000000c1\n"); // 7, -8
 }
+
+#[test]
+fn table_dot_is_the_hasse_diagram_of_each_policy() {
+    use dtcast::promote::Jax;
+    use dtcast::{DType, Policy, Torch};
+    use std::collections::BTreeSet;
+    let policies: [(&str, Box<dyn Policy>); 2] = [
+        ("torch", Box::new(Torch::default())),
+        ("jax", Box::new(Jax::default())),
+    ];
+    for (name, policy) in policies {
+        let o = dtcast(&["table", "--format", "dot", "--policy", name], "");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let edges: BTreeSet<(String, String)> = o
+            .stdout
+            .lines()
+            .filter_map(|l| l.trim().strip_suffix(';')?.split_once(" -> "))
+            .map(|(a, b)| {
+                (
+                    a.trim_matches('"').to_owned(),
+                    b.trim_matches('"').to_owned(),
+                )
+            })
+            .collect();
+        // The covering relation, computed here from promote_types: a < b when b is their join.
+        let dtypes: Vec<DType> = DType::ALL
+            .into_iter()
+            .filter(|&d| policy.has_dtype(d))
+            .collect();
+        let lt = |a: DType, b: DType| a != b && policy.promote_types(a, b) == Ok(b);
+        let mut want = BTreeSet::new();
+        for &a in &dtypes {
+            for &b in &dtypes {
+                let between = dtypes.iter().any(|&c| lt(a, c) && lt(c, b));
+                if lt(a, b) && !between {
+                    want.insert((a.to_string(), b.to_string()));
+                }
+            }
+        }
+        assert_eq!(edges, want, "{name}");
+        // Every dtype of the policy is a node once, in its category's row.
+        let rows: Vec<&str> = o
+            .stdout
+            .lines()
+            .filter(|l| l.trim().starts_with("{ rank=same;"))
+            .collect();
+        for d in &dtypes {
+            let quoted = format!("\"{d}\"");
+            let count: usize = rows.iter().map(|r| r.matches(&quoted).count()).sum();
+            assert_eq!(count, 1, "{name}: {d}");
+        }
+        let has = |a: &str, b: &str| edges.contains(&(a.to_owned(), b.to_owned()));
+        // Known covers (independent reasoning), and no transitive shortcut.
+        assert!(has("int8", "int16") && has("uint8", "int16") && has("float32", "float64"));
+        assert!(has("bfloat16", "float32") && has("float16", "float32"));
+        assert!(!has("int8", "int32") && !has("float16", "float64"));
+    }
+}
+
+#[test]
+fn the_committed_lattice_pictures_are_what_table_svg_draws() {
+    use dtcast::promote::Jax;
+    use dtcast::{DType, Policy, Torch};
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lattices");
+    let policies: [(&str, Box<dyn Policy>); 2] = [
+        ("torch", Box::new(Torch::default())),
+        ("jax", Box::new(Jax::default())),
+    ];
+    for (name, policy) in policies {
+        let o = dtcast(&["table", "--format", "svg", "--policy", name], "");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let path = docs.join(format!("{name}.svg"));
+        let committed = std::fs::read_to_string(&path).expect("the committed SVG");
+        assert!(
+            o.stdout == committed,
+            "{} is stale: regenerate it with `dtcast table --format svg --policy {name} > docs/lattices/{name}.svg`",
+            path.display()
+        );
+        // Well-formed XML whose text is every dtype of the policy, once.
+        let doc = roxmltree::Document::parse(&o.stdout).expect("the SVG parses as XML");
+        let labels: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text") && n.attribute("class") == Some("dtype"))
+            .filter_map(|n| n.text())
+            .collect();
+        let mut want: Vec<String> = DType::ALL
+            .into_iter()
+            .filter(|&d| policy.has_dtype(d))
+            .map(|d| d.to_string())
+            .collect();
+        let mut got: Vec<String> = labels.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{name}");
+    }
+}
