@@ -1,0 +1,77 @@
+"""NumPy 2 (NEP 50) + ml_dtypes promotion vectors for every dtype dtcast shares with them.
+
+Writes tests/fixtures/numpy_lattice.json (the test suite reads it; it never runs Python):
+  {"meta": {...}, "promote_types": [[a, b, result]], "can_cast": [[from, to, casting, bool]],
+   "result_type": [[[ops], result]], "kinds": {name: numpy kind char}}
+A result is a dtype name or "error: <message>". Operands use the fixtures' syntax: `int8[2]` an
+array, `int8[]` a 0-dim array, `True`, `3`, `2.5`, `(1+2j)` and the value-carrying `300`, `-1`,
+`70000`, `1e300` (Python ints above 3 in magnitude go through `np.add`, so that NEP 50's
+out-of-bounds errors show, as in policies/numpy_result_type.json).
+
+    python3 -m venv /tmp/npenv && /tmp/npenv/bin/pip install numpy==2.4.6 ml_dtypes==0.6.0
+    /tmp/npenv/bin/python scripts/numpy_promotion_fixtures.py
+"""
+import json
+
+import ml_dtypes
+import numpy as np
+
+NAMES = [
+    "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn",
+    "float4_e2m1fn", "int4", "uint4", "int2", "uint2",
+]
+SCALARS = ["True", "3", "2.5", "(1+2j)", "300", "-1", "70000", "1e300"]
+VALUES = {"True": True, "3": 3, "2.5": 2.5, "(1+2j)": 1 + 2j, "300": 300, "-1": -1,
+          "70000": 70000, "1e300": 1e300}
+
+
+def dt(n):
+    return np.dtype(getattr(ml_dtypes, n)) if hasattr(ml_dtypes, n) else np.dtype(n)
+
+
+def run(f):
+    try:
+        return str(np.dtype(f()))
+    except Exception as e:  # the message's first line, as the other fixtures record it
+        return "error: " + str(e).splitlines()[0][:160]
+
+
+def arg(o):
+    if o.endswith("[]"):
+        return np.zeros((), dt(o[:-2]))
+    if o.endswith("[2]"):
+        return np.zeros((2,), dt(o[:-3]))
+    return VALUES[o]
+
+
+def result(a, b):
+    ops = [arg(a), arg(b)]
+    big = any(isinstance(v, int) and not isinstance(v, bool) and abs(v) > 3 for v in ops)
+    if big:
+        return run(lambda: np.add(*ops).dtype)
+    return run(lambda: np.result_type(*ops))
+
+
+def main():
+    out = {
+        "meta": {"numpy": np.__version__, "ml_dtypes": ml_dtypes.__version__,
+                 "generator": "scripts/numpy_promotion_fixtures.py"},
+        "kinds": {n: dt(n).kind for n in NAMES},
+        "promote_types": [[a, b, run(lambda: np.promote_types(dt(a), dt(b)))]
+                          for a in NAMES for b in NAMES],
+        "can_cast": [[a, b, c, bool(np.can_cast(dt(a), dt(b), casting=c))]
+                     for a in NAMES for b in NAMES
+                     for c in ("no", "equiv", "safe", "same_kind", "unsafe")],
+    }
+    ops = [n + "[2]" for n in NAMES] + [n + "[]" for n in NAMES] + SCALARS
+    out["result_type"] = [[[a, b], result(a, b)] for a in ops for b in ops]
+    with open("tests/fixtures/numpy_lattice.json", "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
