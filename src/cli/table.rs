@@ -38,10 +38,10 @@ const CATEGORY_ROWS: [(Category, &str, &str); 5] = [
 fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(), CmdError> {
     const COLUMN: f64 = 150.0;
     const ROW: f64 = 120.0;
-    const HEIGHT: f64 = 28.0;
+    const HEIGHT: f64 = 40.0;
     const GAP: f64 = 16.0;
     const LEFT: f64 = 100.0;
-    const TOP: f64 = 60.0;
+    const TOP: f64 = 70.0;
     let edges = hasse_edges(policy, dtypes);
     // Depth: the longest chain of covers below each dtype (the order is finite and acyclic).
     let mut depth = vec![0usize; dtypes.len()];
@@ -51,7 +51,11 @@ fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(),
             depth[at(b)] = depth[at(b)].max(depth[at(a)] + 1);
         }
     }
-    let width = |d: DType| 8.0 * d.name().len() as f64 + 20.0;
+    let kept: Vec<String> = dtypes.iter().map(|&d| kept_scalars(policy, d)).collect();
+    let width = |d: DType| {
+        let i = at(d);
+        (8.0 * d.name().len() as f64).max(6.2 * kept[i].chars().count() as f64) + 20.0
+    };
     let mut boxes = vec![(0.0f64, 0.0f64); dtypes.len()]; // top-left corner of each dtype's box
     let mut svg_rows = String::new();
     let mut row_index = 0.0;
@@ -67,7 +71,7 @@ fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(),
         let y = TOP + row_index * ROW;
         svg_rows += &format!(
             "<text class=\"row\" x=\"10\" y=\"{:.1}\">{label}</text>\n",
-            y + HEIGHT * 0.7
+            y + HEIGHT * 0.6
         );
         let mut x_free = LEFT;
         for i in row {
@@ -77,11 +81,14 @@ fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(),
             svg_rows += &format!(
                 "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{HEIGHT}\" rx=\"5\" \
                  fill=\"{fill}\" stroke=\"black\"/>\n<text class=\"dtype\" x=\"{:.1}\" \
-                 y=\"{:.1}\">{}</text>\n",
+                 y=\"{:.1}\">{}</text>\n<text class=\"weak\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\n",
                 width(dtypes[i]),
                 x + width(dtypes[i]) / 2.0,
-                y + HEIGHT * 0.68,
-                dtypes[i]
+                y + 17.0,
+                dtypes[i],
+                x + width(dtypes[i]) / 2.0,
+                y + 33.0,
+                kept[i],
             );
         }
         right_edge = right_edge.max(x_free);
@@ -122,7 +129,8 @@ fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(),
     writeln!(
         out,
         "<style>path {{ fill: none; stroke: #555; marker-end: url(#arrow); }} \
-         .dtype {{ text-anchor: middle; }} .row {{ font-weight: bold; }}</style>"
+         .dtype {{ text-anchor: middle; }} .weak {{ text-anchor: middle; font-size: 10px; \
+         fill: #444; }} .row {{ font-weight: bold; }}</style>"
     )?;
     writeln!(
         out,
@@ -130,8 +138,37 @@ fn svg(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Result<(),
          nothing lies between</text>",
         policy.name()
     )?;
+    writeln!(
+        out,
+        "<text x=\"10\" y=\"45\" font-size=\"11\">under a name: the Python scalars (int, float, \
+         complex) that leave the dtype as it is in result_type(tensor, scalar)</text>"
+    )?;
     write!(out, "<g>\n{svg_edges}</g>\n<g>\n{svg_rows}</g>\n</svg>\n")?;
     Ok(())
+}
+
+/// Which Python scalar kinds leave a tensor of `dtype` unchanged under the policy
+/// (`result_type(tensor, scalar) == dtype`): where weak scalars sit in its order.
+fn kept_scalars(policy: &dyn Policy, dtype: DType) -> String {
+    use dtcast_promote::{Operand, ScalarKind};
+    let kinds = [
+        (ScalarKind::Int, "int"),
+        (ScalarKind::Float, "float"),
+        (ScalarKind::Complex, "complex"),
+    ];
+    let kept: Vec<&str> = kinds
+        .iter()
+        .filter(|(kind, _)| {
+            let ops = [Operand::Tensor(dtype), Operand::WrappedScalar(*kind)];
+            policy.result_type(&ops) == Ok(dtype)
+        })
+        .map(|(_, name)| *name)
+        .collect();
+    if kept.is_empty() {
+        "\u{2014}".to_owned()
+    } else {
+        kept.join(" ")
+    }
 }
 
 /// The covering relation of the promotion order: `a -> b` when `promote_types(a, b) == b != a`
