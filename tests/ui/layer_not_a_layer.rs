@@ -1,10 +1,13 @@
-// #[layer] on a field that is not a layer.
+// #[layer] on a field that is not a layer. (A local type: how rustc names a std type in the
+// message depends on which crates are in the build.)
 use dtcast::prelude::*;
+
+struct Tokenizer;
 
 #[derive(Layer)]
 struct Model {
     #[layer]
-    name: String,
+    tokenizer: Tokenizer,
 }
 
 fn main() {}
