@@ -2,7 +2,8 @@
 
 Writes tests/fixtures/numpy_lattice.json (the test suite reads it; it never runs Python):
   {"meta": {...}, "promote_types": [[a, b, result]], "can_cast": [[from, to, casting, bool]],
-   "result_type": [[[ops], result]], "kinds": {name: numpy kind char}}
+   "result_type": [[[ops], result]], "result_type_many": [[[ops], result]],
+   "kinds": {name: numpy kind char}}
 A result is a dtype name or "error: <message>". Operands use the fixtures' syntax: `int8[2]` an
 array, `int8[]` a 0-dim array, `True`, `3`, `2.5`, `(1+2j)` and the value-carrying `300`, `-1`,
 `70000`, `1e300` (Python ints above 3 in magnitude go through `np.add`, so that NEP 50's
@@ -12,6 +13,7 @@ out-of-bounds errors show, as in policies/numpy_result_type.json).
     /tmp/npenv/bin/python scripts/numpy_promotion_fixtures.py
 """
 import json
+import random
 
 import ml_dtypes
 import numpy as np
@@ -21,7 +23,7 @@ NAMES = [
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
     "float8_e4m3", "float8_e3m4", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn",
-    "float4_e2m1fn", "int4", "uint4", "int2", "uint2",
+    "float4_e2m1fn", "int4", "uint4", "int2", "uint2", "int1", "uint1", "complex32", "bcomplex32",
 ]
 SCALARS = ["True", "3", "2.5", "(1+2j)", "300", "-1", "70000", "1e300"]
 VALUES = {"True": True, "3": 3, "2.5": 2.5, "(1+2j)": 1 + 2j, "300": 300, "-1": -1,
@@ -68,6 +70,15 @@ def main():
     }
     ops = [n + "[2]" for n in NAMES] + [n + "[]" for n in NAMES] + SCALARS
     out["result_type"] = [[[a, b], result(a, b)] for a in ops for b in ops]
+    # Three to five operands through np.result_type (whose reduction is not a fold of pairs), from
+    # a fixed seed; Python ints here have small magnitude, so their values play no part.
+    rng = random.Random(1)
+    small = [o for o in ops if o not in ("300", "-1", "70000", "1e300")]
+    # Half of them from the builtin dtypes, bfloat16 and the two float8 types (NAMES[:17]), which
+    # mix with each other more often, so that more rows have an answer.
+    common = [o for o in small if o.split("[")[0] in NAMES[:17] or "[" not in o]
+    many = [rng.sample(pool, rng.randint(3, 5)) for pool in (small, common) for _ in range(2000)]
+    out["result_type_many"] = [[m, run(lambda: np.result_type(*map(arg, m)))] for m in many]
     with open("tests/fixtures/numpy_lattice.json", "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")

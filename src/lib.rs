@@ -5,7 +5,7 @@
 //! | module | crate | what |
 //! |---|---|---|
 //! | [`dtype`] | `dtcast-dtype` | the 35 dtypes, names, sizes in bits, float formats, [`Element`] |
-//! | [`promote`] | `dtcast-promote` | [`Policy`], [`Torch`]: `promote_types`, `result_type`, `can_cast` |
+//! | [`promote`] | `dtcast-promote` | [`Policy`], [`Torch`], `Jax`, `NumPy`: `promote_types`, `result_type`, `can_cast` |
 //! | [`bitcast`] | `dtcast-bitcast` | bitcast shape rules ([`Xla`], [`View`]) and zero-copy reinterpretation |
 //! | [`cast`] | `dtcast-cast` | value casts between every pair of dtypes |
 //! | [`quant`] | `dtcast-quant` | scaled formats (FP8 with scales, MXFP8, MXFP4, NVFP4): quantization and dequantization |

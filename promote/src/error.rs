@@ -54,6 +54,21 @@ pub enum PromoteError {
         /// The policy's name.
         policy: &'static str,
     },
+    /// A Python int that does not fit the dtype NumPy converts it to (NEP 50: `uint8 array +
+    /// 300`).
+    PythonIntOutOfBounds {
+        /// The int.
+        value: i128,
+        /// The operation's result dtype.
+        dtype: DType,
+    },
+    /// More operands than one `result_type` takes (NumPy's limit of 64, the most a ufunc has).
+    TooManyOperands {
+        /// How many were given.
+        count: usize,
+        /// The most accepted.
+        max: usize,
+    },
     /// A torch dtype without a row in `c10::promoteTypes`' table (int1..int4,
     /// float4_e2m1fn_x2): torch fails an internal assertion (`ix_a != -1`).
     NoTableEntry {
@@ -97,6 +112,24 @@ impl fmt::Display for PromoteError {
                 f,
                 "Input dtypes ('{a}', '{b}') have no available implicit dtype promotion path \
                  (JAX's lattice has no type above both; cast one explicitly)"
+            ),
+            PromoteError::NoCommonDType { a, b, policy: "NumPy" } => write!(
+                f,
+                "The DTypes {a} and {b} do not have a common DType (NumPy promotes two dtypes only \
+                 where one casts safely to the other or both cast safely to a NumPy type; cast one \
+                 explicitly)"
+            ),
+            PromoteError::PythonIntOutOfBounds { value, dtype } if dtype.is_integral(false) => {
+                write!(f, "Python integer {value} out of bounds for {dtype}")
+            }
+            PromoteError::PythonIntOutOfBounds { value, dtype } => write!(
+                f,
+                "Python integer {value} does not fit a C long, and ml_dtypes converts Python ints \
+                 to {dtype} through one"
+            ),
+            PromoteError::TooManyOperands { count, max } => write!(
+                f,
+                "result_type got {count} operands; it takes at most {max} (NumPy's limit for a ufunc)"
             ),
             PromoteError::NoCommonDType { a, b, policy } => write!(
                 f,

@@ -329,19 +329,20 @@ impl Policy for Jax {
     /// weak, a Python bool strong; with only weak operands, the join of their default dtypes.
     fn result_type(&self, operands: &[Operand]) -> Result<DType, PromoteError> {
         let first = operands.first().ok_or(PromoteError::NoOperands)?;
-        let all_weak = operands
-            .iter()
-            .all(|op| matches!(op, Operand::WrappedScalar(k) if *k != ScalarKind::Bool));
+        let all_weak = operands.iter().all(
+            |op| matches!(op.without_value(), Operand::WrappedScalar(k) if k != ScalarKind::Bool),
+        );
         let mut nodes = 0u64;
         for op in operands {
-            let node = match *op {
+            // Values play no part in JAX (`uint8 + 300` is uint8).
+            let node = match op.without_value() {
                 Operand::Tensor(dt) | Operand::ZeroDim(dt) => {
                     Jax::check(dt)?;
                     d(self.canonical(dt))
                 }
                 Operand::WrappedScalar(ScalarKind::Bool) => d(D::Bool),
                 Operand::WrappedScalar(kind) if all_weak => d(self.scalar_dtype(kind)),
-                Operand::WrappedScalar(ScalarKind::Int) => WeakInt,
+                Operand::WrappedScalar(ScalarKind::Int) | Operand::IntLiteral(_) => WeakInt,
                 Operand::WrappedScalar(ScalarKind::Float) => WeakFloat,
                 Operand::WrappedScalar(ScalarKind::Complex) => WeakComplex,
             };
@@ -350,6 +351,7 @@ impl Policy for Jax {
         let named = |op: &Operand| match *op {
             Operand::Tensor(dt) | Operand::ZeroDim(dt) => dt,
             Operand::WrappedScalar(kind) => self.scalar_dtype(kind),
+            Operand::IntLiteral(_) => self.scalar_dtype(ScalarKind::Int),
         };
         let last = operands.last().unwrap_or(first);
         self.join(nodes, named(first), named(last), *self)

@@ -4,7 +4,8 @@
 //! a tensor library can swap lattices. [`Torch`] reproduces PyTorch 2.15 exactly — its
 //! `promoteTypes` table, the float8 and uint16/32/64 errors with torch's messages, and the
 //! dim / zero-dim / wrapped-scalar precedence of `result_type`. [`Jax`] is jax 0.10's lattice,
-//! where Python scalars are weak.
+//! where Python scalars are weak; [`NumPy`] is numpy 2.4's promotion and casting (NEP 50) with
+//! ml_dtypes 0.6's dtypes. `can_cast` takes NumPy's five [`Casting`] levels in every policy.
 //!
 //! ```
 //! use dtcast_dtype::DType;
@@ -28,15 +29,19 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod casting;
 mod error;
 pub mod jax;
+pub mod numpy;
 mod operand;
 mod policy;
 mod state;
 mod torch;
 
+pub use casting::{Casting, ParseCastingError};
 pub use error::PromoteError;
 pub use jax::Jax;
+pub use numpy::NumPy;
 pub use operand::{Operand, ScalarKind};
 pub use policy::{at_least, Policy};
 pub use state::ResultTypeState;

@@ -59,12 +59,35 @@ pub enum Operand {
     Tensor(DType),
     /// A 0-dim tensor (shape `[]`).
     ZeroDim(DType),
-    /// A Python scalar wrapped into a tensor.
+    /// A Python scalar wrapped into a tensor, its value unknown or irrelevant. Every policy has
+    /// its rule for these: torch gives them the lowest priority, JAX and NumPy (NEP 50) make
+    /// int, float and complex scalars *weak* (they take the other operands' dtype within their
+    /// kind), and all three treat a Python bool as a bool.
     WrappedScalar(ScalarKind),
+    /// A Python int whose value is known. Only NumPy looks at it: its ufuncs convert the int
+    /// to the result dtype, so `uint8 array + 300` is an error there (NEP 50). Torch and JAX
+    /// read it as `WrappedScalar(ScalarKind::Int)` (`uint8 + 300` is uint8 and wraps).
+    IntLiteral(i128),
+}
+
+impl Operand {
+    /// The operand with its value dropped: an [`IntLiteral`](Operand::IntLiteral) becomes
+    /// `WrappedScalar(ScalarKind::Int)`; anything else is unchanged.
+    ///
+    /// ```
+    /// use dtcast_promote::{Operand, ScalarKind};
+    /// assert_eq!(Operand::IntLiteral(300).without_value(), Operand::WrappedScalar(ScalarKind::Int));
+    /// ```
+    pub fn without_value(self) -> Operand {
+        match self {
+            Operand::IntLiteral(_) => Operand::WrappedScalar(ScalarKind::Int),
+            other => other,
+        }
+    }
 }
 
 impl fmt::Display for Operand {
-    /// The fixture / CLI spelling: `int8[2]`, `int8[]`, `True`, `3`, `2.5`, `(1+2j)`.
+    /// The fixture / CLI spelling: `int8[2]`, `int8[]`, `True`, `3`, `2.5`, `(1+2j)`, `300`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Operand::Tensor(dt) => write!(f, "{dt}[2]"),
@@ -73,6 +96,7 @@ impl fmt::Display for Operand {
             Operand::WrappedScalar(ScalarKind::Int) => f.write_str("3"),
             Operand::WrappedScalar(ScalarKind::Float) => f.write_str("2.5"),
             Operand::WrappedScalar(ScalarKind::Complex) => f.write_str("(1+2j)"),
+            Operand::IntLiteral(value) => write!(f, "{value}"),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use dtcast_dtype::DType;
 
+use crate::casting::Casting;
 use crate::error::PromoteError;
 use crate::operand::Operand;
 
@@ -11,8 +12,9 @@ use crate::operand::Operand;
 /// lattice ([`Torch`](crate::Torch)) for another one. Implementers write the four required
 /// methods; the rest is provided.
 ///
-/// Implementers must make `promote_types` commutative and `result_type` independent of operand
-/// order (at least in whether it fails and in the dtype it returns).
+/// Implementers must make `promote_types` commutative. `result_type` should not depend on the
+/// operands' order; [`NumPy`](crate::NumPy)'s does where its reference does (NumPy's reduction of
+/// three or more dtypes with ml_dtypes' dtypes), and is documented so.
 pub trait Policy: Send + Sync + core::fmt::Debug {
     /// The common dtype of two dtypes (torch's `promote_types`).
     fn promote_types(&self, a: DType, b: DType) -> Result<DType, PromoteError>;
@@ -24,6 +26,30 @@ pub trait Policy: Send + Sync + core::fmt::Debug {
     /// Whether the result of an operation in `from` may be written to an output of dtype `to`
     /// (torch's `can_cast`): never to a lower category, but narrowing within a category is fine.
     fn can_cast(&self, from: DType, to: DType) -> bool;
+
+    /// `can_cast` at one of NumPy's casting levels (see [`Casting`] for what each means in a
+    /// policy other than NumPy). By default: `no` and `equiv` allow a dtype to itself, `safe`
+    /// allows `from → to` when `promote_types(from, to) == to`, `same_kind` is
+    /// [`can_cast`](Policy::can_cast), `unsafe` allows any two dtypes of the policy.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_promote::{Casting, Policy, Torch};
+    /// let torch = Torch::default();
+    /// assert!(torch.can_cast_with(DType::Int8, DType::Int64, Casting::Safe));
+    /// assert!(!torch.can_cast_with(DType::Int64, DType::Int8, Casting::Safe));
+    /// assert!(torch.can_cast_with(DType::Int64, DType::Int8, Casting::SameKind));
+    /// assert!(!torch.can_cast_with(DType::Float32, DType::Int8, Casting::SameKind));
+    /// assert!(torch.can_cast_with(DType::Float32, DType::Int8, Casting::Unsafe));
+    /// ```
+    fn can_cast_with(&self, from: DType, to: DType, casting: Casting) -> bool {
+        match casting {
+            Casting::No | Casting::Equiv => from == to && self.has_dtype(from),
+            Casting::Safe => self.promote_types(from, to) == Ok(to),
+            Casting::SameKind => self.can_cast(from, to),
+            Casting::Unsafe => self.has_dtype(from) && self.has_dtype(to),
+        }
+    }
 
     /// The dtype that Python float scalars and integer-to-float operations produce.
     fn default_dtype(&self) -> DType;

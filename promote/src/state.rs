@@ -57,17 +57,17 @@ impl ResultTypeState {
         policy: &P,
         operand: Operand,
     ) -> Result<(), PromoteError> {
+        let wrapped = |kind: ScalarKind| match kind {
+            ScalarKind::Float => policy.default_dtype(),
+            ScalarKind::Complex => policy.default_complex_dtype(),
+            ScalarKind::Bool | ScalarKind::Int => kind.wrapped_dtype(),
+        };
         let (slot, dtype) = match operand {
             Operand::Tensor(dt) => (&mut self.dim, dt),
             Operand::ZeroDim(dt) => (&mut self.zero_dim, dt),
-            Operand::WrappedScalar(kind) => {
-                let dt = match kind {
-                    ScalarKind::Float => policy.default_dtype(),
-                    ScalarKind::Complex => policy.default_complex_dtype(),
-                    ScalarKind::Bool | ScalarKind::Int => kind.wrapped_dtype(),
-                };
-                (&mut self.wrapped, dt)
-            }
+            Operand::WrappedScalar(kind) => (&mut self.wrapped, wrapped(kind)),
+            // torch ignores the value: `uint8 + 300` is uint8.
+            Operand::IntLiteral(_) => (&mut self.wrapped, wrapped(ScalarKind::Int)),
         };
         *slot = promote_skip_undefined(policy, *slot, Some(dtype))?;
         Ok(())

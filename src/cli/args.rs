@@ -7,7 +7,7 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dtcast_cast::CastMode;
 use dtcast_dtype::DType;
-use dtcast_promote::Operand;
+use dtcast_promote::{Casting, Operand};
 
 /// PyTorch's dtype semantics without libtorch.
 #[derive(Debug, Parser)]
@@ -274,6 +274,9 @@ pub(crate) enum PolicyName {
     Jax,
     /// jax 0.10 with `jax_enable_x64` off (64-bit results made 32-bit).
     JaxNoX64,
+    /// numpy 2.4 with ml_dtypes 0.6 (NEP 50: weak Python scalars, an integer literal must fit
+    /// the result as in `np.add`; `can-cast --casting`).
+    Numpy,
 }
 
 /// The policy flags of `promote`, `can-cast` and `table`.
@@ -283,7 +286,7 @@ pub(crate) struct PolicyArgs {
     #[arg(long, value_enum, default_value = "torch")]
     pub(crate) policy: PolicyName,
     /// torch's default dtype (torch.set_default_dtype): float16, bfloat16, float32 (when not
-    /// given) or float64. JAX's follows x64.
+    /// given) or float64. JAX's follows x64; NumPy's is float64.
     #[arg(long, value_name = "DT", value_parser = parse_dtype)]
     pub(crate) default_dtype: Option<DType>,
 }
@@ -291,7 +294,9 @@ pub(crate) struct PolicyArgs {
 #[derive(Debug, Args)]
 pub(crate) struct PromoteArgs {
     /// The operands; none: read cases from stdin. Negative numbers are operands; put `--`
-    /// before operands such as `-inf` or `-2j` that are not plain numbers.
+    /// before operands such as `-inf` or `-2j` that are not plain numbers. Integer literals keep
+    /// their value: under `--policy numpy` one that does not fit the result is an error, as in
+    /// `np.add` (`uint8[2] 300`).
     #[arg(value_parser = super::operand::parse_operand, allow_negative_numbers = true)]
     pub(crate) operands: Vec<Operand>,
     #[command(flatten)]
@@ -306,8 +311,18 @@ pub(crate) struct CanCastArgs {
     /// The dtype cast to.
     #[arg(value_parser = parse_dtype)]
     pub(crate) to: DType,
+    /// NumPy's casting level: no, equiv, safe, same_kind (when not given: what an operation
+    /// may write to its output) or unsafe. For torch and JAX, read off their lattice (see the
+    /// docs of dtcast::promote::Casting).
+    #[arg(long, value_name = "LEVEL", value_parser = parse_casting)]
+    pub(crate) casting: Option<Casting>,
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
+}
+
+fn parse_casting(s: &str) -> Result<Casting, String> {
+    s.parse::<Casting>()
+        .map_err(|e| format!("invalid casting `{}`: {e}", super::quote(s)))
 }
 
 #[derive(Debug, Args)]

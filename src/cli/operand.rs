@@ -6,8 +6,9 @@ use dtcast_promote::{Operand, ScalarKind};
 use super::quote;
 
 /// Parses one operand: `int8[2]` / `float32[2,3]` / `int8[0]` (a tensor with dimensions),
-/// `int8[]` (a 0-dim tensor), `True`/`False`, an integer (`3`, `-7`), a float (`2.5`, `1e3`,
-/// `inf`, `nan`) or a complex literal (`(1+2j)`, `2j`, `(-1.5e3-0.5j)`).
+/// `int8[]` (a 0-dim tensor), `True`/`False`, an integer (`3`, `-7`: an
+/// [`Operand::IntLiteral`], value kept), a float (`2.5`, `1e3`, `inf`, `nan`) or a complex
+/// literal (`(1+2j)`, `2j`, `(-1.5e3-0.5j)`).
 ///
 /// ```
 /// use dtcast::cli::parse_operand;
@@ -15,16 +16,24 @@ use super::quote;
 /// assert_eq!(parse_operand("int8[2]"), Ok(Operand::Tensor(DType::Int8)));
 /// assert_eq!(parse_operand("f16[]"), Ok(Operand::ZeroDim(DType::Float16)));
 /// assert_eq!(parse_operand("(1+2j)"), Ok(Operand::WrappedScalar(ScalarKind::Complex)));
-/// assert_eq!(parse_operand("-3"), Ok(Operand::WrappedScalar(ScalarKind::Int)));
+/// assert_eq!(parse_operand("-3"), Ok(Operand::IntLiteral(-3)));
 /// assert!(parse_operand("int8[2").is_err());
 /// ```
 pub fn parse_operand(s: &str) -> Result<Operand, String> {
     if let Some(open) = s.find('[') {
         return parse_tensor(s, open);
     }
+    if is_int(s) {
+        // Python's ints are unbounded; dtcast keeps 128 bits, beyond every dtype's range.
+        return s.parse::<i128>().map(Operand::IntLiteral).map_err(|_| {
+            format!(
+                "invalid operand `{}`: integer literals must lie within ±1.7e38 (128 bits)",
+                quote(s)
+            )
+        });
+    }
     let kind = match s {
         "True" | "False" => Some(ScalarKind::Bool),
-        _ if is_int(s) => Some(ScalarKind::Int),
         _ if is_float(s) => Some(ScalarKind::Float),
         _ if is_complex(s) => Some(ScalarKind::Complex),
         _ => None,
@@ -113,6 +122,7 @@ mod tests {
     fn scalars() {
         let kind = |s| match parse_operand(s) {
             Ok(Operand::WrappedScalar(k)) => Some(k),
+            Ok(Operand::IntLiteral(_)) => Some(ScalarKind::Int),
             _ => None,
         };
         assert_eq!(kind("True"), Some(ScalarKind::Bool));
@@ -129,6 +139,14 @@ mod tests {
         assert_eq!(kind("j"), None);
         assert_eq!(kind("(1+j)"), None);
         assert_eq!(kind("true"), None);
+        assert_eq!(parse_operand("-300"), Ok(Operand::IntLiteral(-300)));
+        assert_eq!(
+            parse_operand("170141183460469231731687303715884105727"),
+            Ok(Operand::IntLiteral(i128::MAX))
+        );
+        assert!(parse_operand("170141183460469231731687303715884105728")
+            .unwrap_err()
+            .contains("128 bits"));
         assert_eq!(kind(""), None);
     }
 

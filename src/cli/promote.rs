@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, Write};
 
-use dtcast_promote::{Jax, Operand, Policy, Torch};
+use dtcast_promote::{Jax, NumPy, Operand, Policy, Torch};
 
 use super::args::{CanCastArgs, PolicyArgs, PolicyName, PromoteArgs};
 use super::operand::parse_operand;
@@ -66,18 +66,22 @@ pub(crate) fn can_cast(args: &CanCastArgs, out: &mut dyn Write) -> Result<(), Cm
             return Err(format!("{dtype} is not a {} dtype", policy.name()).into());
         }
     }
-    writeln!(out, "{}", policy.can_cast(args.from, args.to))?;
+    let allowed = match args.casting {
+        Some(casting) => policy.can_cast_with(args.from, args.to, casting),
+        None => policy.can_cast(args.from, args.to),
+    };
+    writeln!(out, "{allowed}")?;
     Ok(())
 }
 
 /// The policy the flags name.
 pub(crate) fn policy(args: &PolicyArgs) -> Result<Box<dyn Policy>, CmdError> {
-    let jax = |jax: Jax| -> Result<Box<dyn Policy>, CmdError> {
+    let fixed = |policy: Box<dyn Policy>| -> Result<Box<dyn Policy>, CmdError> {
         match args.default_dtype {
-            None => Ok(Box::new(jax)),
+            None => Ok(policy),
             Some(_) => Err(
                 "--default-dtype is torch's: JAX's default dtype follows x64 \
-                            (--policy jax: float64, jax-no-x64: float32)"
+                 (--policy jax: float64, jax-no-x64: float32) and NumPy's is float64"
                     .into(),
             ),
         }
@@ -86,7 +90,8 @@ pub(crate) fn policy(args: &PolicyArgs) -> Result<Box<dyn Policy>, CmdError> {
         PolicyName::Torch => Ok(Box::new(Torch::new(
             args.default_dtype.unwrap_or(dtcast_dtype::DType::Float32),
         )?)),
-        PolicyName::Jax => jax(Jax::default()),
-        PolicyName::JaxNoX64 => jax(Jax::without_x64()),
+        PolicyName::Jax => fixed(Box::<Jax>::default()),
+        PolicyName::JaxNoX64 => fixed(Box::new(Jax::without_x64())),
+        PolicyName::Numpy => fixed(Box::new(NumPy)),
     }
 }

@@ -77,6 +77,88 @@ pub fn expected_dtype(v: &Value) -> Expected<DType> {
     }
 }
 
+/// Compares a result with a policy fixture's expectation — a dtype exactly, an error as an error
+/// (the text is the reference library's own) — and records a mismatch in `failures`.
+pub fn record_mismatch<E: std::fmt::Debug>(
+    failures: &mut Vec<String>,
+    what: String,
+    got: Result<DType, E>,
+    want: &Expected<DType>,
+    reference: &str,
+) {
+    match (&got, want) {
+        (Ok(g), Expected::Ok(w)) if g == w => {}
+        (Err(_), Expected::Err(_)) => {}
+        _ => failures.push(format!("{what}: {reference} {want:?}, dtcast {got:?}")),
+    }
+}
+
+/// Runs `policy` over `promote_types` rows (`[a, b, result]`): (rows, mismatches).
+pub fn promote_type_rows(
+    policy: &dyn dtcast::Policy,
+    rows: &[Value],
+    reference: &str,
+) -> (usize, Vec<String>) {
+    let mut failures = Vec::new();
+    for r in rows {
+        let (a, b) = (dtype(&r[0]), dtype(&r[1]));
+        let what = format!("promote_types({a}, {b})");
+        let got = policy.promote_types(a, b);
+        record_mismatch(&mut failures, what, got, &expected_dtype(&r[2]), reference);
+    }
+    (rows.len(), failures)
+}
+
+/// Runs `policy` over `result_type` rows (`[[operand, ...], result]`), each operand read by
+/// `operand`: (rows, mismatches).
+pub fn result_type_rows(
+    policy: &dyn dtcast::Policy,
+    rows: &[Value],
+    reference: &str,
+    operand: &dyn Fn(&str) -> dtcast::Operand,
+) -> (usize, Vec<String>) {
+    let mut failures = Vec::new();
+    for r in rows {
+        let ops: Vec<dtcast::Operand> = r[0]
+            .as_array()
+            .unwrap_or_else(|| panic!("not a list of operands: {}", r[0]))
+            .iter()
+            .map(|o| operand(o.as_str().expect("an operand")))
+            .collect();
+        let what = format!("result_type({})", r[0]);
+        let got = policy.result_type(&ops);
+        record_mismatch(&mut failures, what, got, &expected_dtype(&r[1]), reference);
+    }
+    (rows.len(), failures)
+}
+
+/// The Python scalar kinds of `dtype`'s category or a lower one (bool aside), which a weak
+/// scalar policy must not let widen an array of `dtype`: int for integers; int and float for
+/// floats; int, float and complex for complex types.
+pub fn weaker_scalar_kinds(dtype: DType) -> &'static [dtcast::ScalarKind] {
+    use dtcast::ScalarKind::{Complex, Float, Int};
+    if dtype.is_complex() {
+        &[Int, Float, Complex]
+    } else if dtype.is_floating_point() {
+        &[Int, Float]
+    } else if dtype.is_integral(false) {
+        &[Int]
+    } else {
+        &[]
+    }
+}
+
+/// Asserts that a fixture had rows and that none of them differed from `reference`.
+pub fn assert_conforms(name: &str, reference: &str, (total, failures): (usize, Vec<String>)) {
+    assert!(total > 0, "{name}: no rows");
+    assert!(
+        failures.is_empty(),
+        "{name}: {} of {total} rows differ from {reference}:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
 /// Reads a shape (`[2, 3]`).
 pub fn shape(v: &Value) -> Vec<usize> {
     v.as_array()

@@ -24,6 +24,80 @@ fn promote_prints_the_result_dtype() {
 }
 
 #[test]
+fn policy_numpy_keeps_literal_values_and_casting_levels() {
+    // Expected values: numpy 2.4.6 + ml_dtypes 0.6.0 (np.add for the value errors, np.can_cast).
+    let run = |args: &[&str]| dtcast(args, "");
+    let np = |args: &[&str]| run(&[args, &["--policy", "numpy"]].concat());
+    assert_eq!(np(&["promote", "uint8[2]", "3"]).stdout, "uint8\n");
+    assert_eq!(np(&["promote", "uint8[2]", "255"]).stdout, "uint8\n");
+    for (value, dtype) in [("300", "uint8"), ("-1", "uint8"), ("70000", "int16")] {
+        let o = np(&["promote", &format!("{dtype}[2]"), value]);
+        assert_eq!(
+            (o.code, o.stderr.trim_end()),
+            (
+                1,
+                format!("error: Python integer {value} out of bounds for {dtype}").as_str()
+            )
+        );
+    }
+    // The same literal is fine for torch and JAX (they wrap).
+    assert_eq!(run(&["promote", "uint8[2]", "300"]).stdout, "uint8\n");
+    // 0-dim arrays are arrays in NumPy.
+    assert_eq!(
+        np(&["promote", "float16[2]", "float64[]"]).stdout,
+        "float64\n"
+    );
+    assert_eq!(np(&["promote", "int4[2]", "3"]).stdout, "int8\n");
+    let o = np(&["promote", "bfloat16[2]", "float16[2]"]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("do not have a common DType"),
+        "{}",
+        o.stderr
+    );
+    for (from, to, casting, want) in [
+        ("int64", "float64", "safe", "true"),
+        ("float64", "float32", "safe", "false"),
+        ("float64", "float32", "same_kind", "true"),
+        ("float64", "int8", "same_kind", "false"),
+        ("float64", "int8", "unsafe", "true"),
+        ("float8_e8m0fnu", "float8_e4m3fn", "unsafe", "false"),
+        ("int8", "int8", "no", "true"),
+    ] {
+        let o = np(&["can-cast", from, to, "--casting", casting]);
+        assert_eq!(
+            o.stdout,
+            format!("{want}\n"),
+            "{from} -> {to} ({casting}): {}",
+            o.stderr
+        );
+    }
+    // Without --casting: what an operation may write to its output (NumPy: same_kind).
+    assert_eq!(np(&["can-cast", "float64", "float16"]).stdout, "true\n");
+    // torch's levels, read off its lattice.
+    assert_eq!(
+        run(&["can-cast", "int64", "int8", "--casting", "safe"]).stdout,
+        "false\n"
+    );
+    let o = np(&["can-cast", "int8", "int16", "--casting", "same-kind"]);
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("casting must be one of no, equiv, safe, same_kind, unsafe"),
+        "{}",
+        o.stderr
+    );
+    let o = np(&["can-cast", "float4_e2m1fn_x2", "int16"]);
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "error: float4_e2m1fn_x2 is not a NumPy dtype\n")
+    );
+    let o = np(&["promote", "int8[2]", "--default-dtype", "float16"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("NumPy's is float64"), "{}", o.stderr);
+}
+
+#[test]
 fn policy_jax_promotes_with_weak_scalars() {
     // Expected values: jax 0.10.2 (fixtures/policies/jax_result_type.json and jax_lattice.json).
     let run = |args: &[&str]| dtcast(args, "");
@@ -854,12 +928,13 @@ fn hex_tokens_of_packed_dtypes_are_one_element_each() {
 
 #[test]
 fn table_dot_is_the_hasse_diagram_of_each_policy() {
-    use dtcast::promote::Jax;
+    use dtcast::promote::{Jax, NumPy};
     use dtcast::{DType, Policy, Torch};
     use std::collections::BTreeSet;
-    let policies: [(&str, Box<dyn Policy>); 2] = [
+    let policies: [(&str, Box<dyn Policy>); 3] = [
         ("torch", Box::new(Torch::default())),
         ("jax", Box::new(Jax::default())),
+        ("numpy", Box::new(NumPy)),
     ];
     for (name, policy) in policies {
         let o = dtcast(&["table", "--format", "dot", "--policy", name], "");
@@ -912,12 +987,13 @@ fn table_dot_is_the_hasse_diagram_of_each_policy() {
 
 #[test]
 fn the_committed_lattice_pictures_are_what_table_svg_draws() {
-    use dtcast::promote::Jax;
+    use dtcast::promote::{Jax, NumPy};
     use dtcast::{DType, Policy, Torch};
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lattices");
-    let policies: [(&str, Box<dyn Policy>); 2] = [
+    let policies: [(&str, Box<dyn Policy>); 3] = [
         ("torch", Box::new(Torch::default())),
         ("jax", Box::new(Jax::default())),
+        ("numpy", Box::new(NumPy)),
     ];
     for (name, policy) in policies {
         let o = dtcast(&["table", "--format", "svg", "--policy", name], "");

@@ -81,7 +81,7 @@ fn clamp_result_type(torch: &Torch, ops: &[Operand]) -> Result<DType, PromoteErr
     };
     let scalar_overload = [min, max]
         .iter()
-        .any(|op| matches!(op, Operand::WrappedScalar(_)));
+        .any(|op| matches!(op.without_value(), Operand::WrappedScalar(_)));
     if !scalar_overload {
         return torch.result_type(ops);
     }
@@ -187,6 +187,7 @@ fn any_operand() -> impl Strategy<Value = Operand> {
         any_dtype().prop_map(Operand::Tensor),
         any_dtype().prop_map(Operand::ZeroDim),
         proptest::sample::select(kinds.to_vec()).prop_map(Operand::WrappedScalar),
+        any::<i16>().prop_map(|v| Operand::IntLiteral(v.into())),
     ]
 }
 
@@ -204,7 +205,7 @@ fn category_rank(op: &Operand) -> u8 {
     match op {
         Operand::Tensor(d) | Operand::ZeroDim(d) => d.category().rank(),
         Operand::WrappedScalar(ScalarKind::Bool) => 0,
-        Operand::WrappedScalar(ScalarKind::Int) => 1,
+        Operand::WrappedScalar(ScalarKind::Int) | Operand::IntLiteral(_) => 1,
         Operand::WrappedScalar(ScalarKind::Float) => 2,
         Operand::WrappedScalar(ScalarKind::Complex) => 3,
     }
@@ -273,6 +274,16 @@ proptest! {
         if !ops.iter().any(restricted) {
             prop_assert_eq!(a.is_ok(), b.is_ok());
         }
+    }
+
+    #[test]
+    fn torch_ignores_the_value_of_an_int_literal(
+        torch in any_torch(),
+        ops in proptest::collection::vec(any_operand(), 1..6),
+    ) {
+        // torch: `uint8 + 300` is uint8 (it wraps); only NumPy looks at values.
+        let without: Vec<Operand> = ops.iter().map(|op| op.without_value()).collect();
+        prop_assert_eq!(torch.result_type(&ops).ok(), torch.result_type(&without).ok());
     }
 
     #[test]
