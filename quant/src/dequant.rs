@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use dtcast_cast::{cast, cast_streaming, CastMode};
 
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
+use crate::lookup4;
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
@@ -177,6 +178,32 @@ pub fn dequantize_into(
         return Ok(());
     }
     let piece_rows = (PIECE_ELEMENTS / cols).max(1);
+    if let Granularity::Group(k) = scheme.granularity {
+        if lookup4::supports(scheme.element, k, out) && nan.is_none() && cols % k == 0 {
+            // float4 in groups: each group's 16 outputs once, every element looked up (one pass).
+            let mut values = [0f32; 16];
+            let codes: Vec<u8> = (0..8u8).map(|c| (2 * c) | ((2 * c + 1) << 4)).collect();
+            cast(
+                &codes,
+                scheme.element,
+                bytemuck::cast_slice_mut(&mut values),
+                DType::Float32,
+                CastMode::Torch,
+            )
+            .map_err(internal)?;
+            dst.par_chunks_mut(piece_rows * cols * out_size)
+                .enumerate()
+                .for_each_init(Vec::new, |piece_factors: &mut Vec<f32>, (p, dst)| {
+                    let first = p * piece_rows * cols;
+                    let count = dst.len() / out_size;
+                    piece_factors.clear();
+                    piece_factors.extend((first / k..(first + count) / k).map(|g| factors.at(g)));
+                    let src = &q.elements[first / 2..(first + count) / 2];
+                    lookup4::dequantize(src, &values, k, piece_factors, out, dst);
+                });
+            return Ok(());
+        }
+    }
     let element_bytes = |elements: usize| scheme.element.storage_bytes(elements).unwrap_or(0);
     dst.par_chunks_mut(piece_rows * cols * out_size)
         .enumerate()

@@ -32,6 +32,7 @@
 mod arith;
 mod dequant;
 mod error;
+mod lookup4;
 mod quantize;
 mod scheme;
 mod simd;

@@ -1,0 +1,346 @@
+//! Float4 elements in groups (MXFP4: 32, NVFP4: 16) dequantized in one pass: a group's element
+//! has one of 16 codes and the group one factor, so its 16 possible outputs are computed once —
+//! the same product ([`scale_entry`]: `mul`'s rule) and the same rounding as the general path
+//! (torch's vectorised float32 → bfloat16, or none for float32) — and every element is looked up by its
+//! code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two groups of 16, or one
+//! group of 32), stored with streaming stores; elsewhere a loop over the bytes.
+//!
+//! The general path (element cast, product, output cast: three passes over a float32 buffer) is
+//! the definition; a unit test and the property tests hold this one to it.
+
+use dtcast_dtype::DType;
+
+use crate::arith::mul;
+
+/// The output dtypes the lookup writes: bfloat16 (the usual one) and float32. float16's rounding
+/// goes through the general path.
+pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
+    element == DType::Float4E2M1Fn
+        && matches!(group, 16 | 32)
+        && matches!(out, DType::BFloat16 | DType::Float32)
+}
+
+/// What a code's value times the group's factor `f` is (the general path's `scale_run`: a NaN
+/// factor gives the whole group `mul(0, f)`).
+#[inline(always)]
+fn scale_entry(value: f32, f: f32) -> f32 {
+    if f.is_nan() {
+        mul(0.0, f)
+    } else {
+        value * f
+    }
+}
+
+/// torch's float32 → bfloat16 as dtcast's Torch mode casts a tensor: nearest-even, every NaN
+/// `0xFFFF` (torch's vectorised conversion).
+#[inline(always)]
+fn bf16_bits(x: f32) -> u16 {
+    if x.is_nan() {
+        0xFFFF
+    } else {
+        let b = x.to_bits();
+        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+    }
+}
+
+/// The 16 outputs of a group with factor `f` (`values`: the codes' float32 values), as the
+/// output dtype's little-endian bits in the low bytes of each entry.
+#[inline(always)]
+fn table(values: &[f32; 16], f: f32, out: DType) -> [u32; 16] {
+    let mut t = [0u32; 16];
+    for (e, &v) in t.iter_mut().zip(values) {
+        let y = scale_entry(v, f);
+        *e = if out == DType::BFloat16 {
+            u32::from(bf16_bits(y))
+        } else {
+            y.to_bits()
+        };
+    }
+    t
+}
+
+/// Dequantizes `src` (packed float4 codes, the first of each byte in its low nibble; one group
+/// of `group` codes per entry of `factors`, the group's factor) into `dst` (`out`'s
+/// little-endian bytes). `values` are the codes' float32 values.
+pub(crate) fn dequantize(
+    src: &[u8],
+    values: &[f32; 16],
+    group: usize,
+    factors: &[f32],
+    out: DType,
+    dst: &mut [u8],
+) {
+    let size = out.byte_size().unwrap_or(4);
+    debug_assert_eq!(src.len(), factors.len() * group / 2);
+    debug_assert_eq!(src.len() * 2 * size, dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 {
+        // Whole steps of 32 codes on AVX-512; a last group of 16 by the loop.
+        let steps = src.len() / 16;
+        let groups = steps * 32 / group;
+        let (s, s_tail) = src.split_at(16 * steps);
+        let (d, d_tail) = dst.split_at_mut(32 * steps * size);
+        // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
+        unsafe { x86::dequantize(s, values, group, &factors[..groups], out, d) };
+        portable(s_tail, values, group, &factors[groups..], out, d_tail);
+        return;
+    }
+    portable(src, values, group, factors, out, dst);
+}
+
+/// The lookup as a loop over the bytes (the definition the SIMD form is held to).
+pub(crate) fn portable(
+    src: &[u8],
+    values: &[f32; 16],
+    group: usize,
+    factors: &[f32],
+    out: DType,
+    dst: &mut [u8],
+) {
+    let size = out.byte_size().unwrap_or(4);
+    for ((codes, dst), &f) in src
+        .chunks_exact(group / 2)
+        .zip(dst.chunks_exact_mut(group * size))
+        .zip(factors)
+    {
+        let t = table(values, f, out);
+        for (&b, pair) in codes.iter().zip(dst.chunks_exact_mut(2 * size)) {
+            let (lo, hi) = (t[usize::from(b & 0xF)], t[usize::from(b >> 4)]);
+            pair[..size].copy_from_slice(&lo.to_le_bytes()[..size]);
+            pair[size..].copy_from_slice(&hi.to_le_bytes()[..size]);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    use dtcast_dtype::DType;
+
+    use crate::arith::mul;
+
+    /// [`super::table`] in a register: the 16 outputs of a group with factor `f` as 32-bit
+    /// lanes (`values`: the codes' values).
+    #[inline(always)]
+    unsafe fn table(values: __m512, f: f32, out: DType) -> __m512i {
+        // SAFETY: AVX-512 F/BW by the caller's contract.
+        unsafe {
+            let products = if f.is_nan() {
+                // `mul(0, f)` over the whole group, as the general path fills it.
+                _mm512_set1_ps(mul(0.0, f))
+            } else {
+                // x86's product, as the general path's (inf × 0 is the default NaN there too).
+                _mm512_mul_ps(values, _mm512_set1_ps(f))
+            };
+            let bits = _mm512_castps_si512(products);
+            if out != DType::BFloat16 {
+                return bits;
+            }
+            // Nearest-even to the top 16 bits; every NaN 0xFFFF (torch's vectorised rounding).
+            let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+            let bias = _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF));
+            let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(bits, bias));
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(products, products);
+            _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0xFFFF))
+        }
+    }
+
+    /// 32 codes (16 bytes at `s`) as 32 16-bit indices in element order: byte `j`'s low nibble
+    /// at lane `2j`, its high nibble at lane `2j + 1` (+ `offset` per lane).
+    #[inline(always)]
+    unsafe fn indices(s: *const u8, offset: __m512i) -> __m512i {
+        // SAFETY: the caller's contract: 16 bytes at `s`.
+        unsafe {
+            let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()));
+            let lo = _mm512_and_si512(bytes, _mm512_set1_epi32(0xF));
+            let hi = _mm512_slli_epi32::<12>(_mm512_andnot_si512(lo, bytes));
+            _mm512_add_epi16(_mm512_or_si512(lo, hi), offset)
+        }
+    }
+
+    /// The 16-bit entries of one or two tables in a register (the second's at lanes 16..32).
+    #[inline(always)]
+    unsafe fn u16_tables(a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: AVX-512 F/BW by the caller's contract.
+        unsafe {
+            let (a, b) = (_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b));
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+        }
+    }
+
+    /// Writes one 64-byte vector at `d`, streaming when `d` is 64-byte aligned.
+    #[inline(always)]
+    unsafe fn put(d: *mut u8, v: __m512i) {
+        // SAFETY: the caller's contract: 64 bytes at `d`.
+        unsafe {
+            if (d as usize).is_multiple_of(64) {
+                _mm512_stream_si512(d.cast(), v);
+            } else {
+                _mm512_storeu_si512(d.cast(), v);
+            }
+        }
+    }
+
+    /// [`super::dequantize`] on AVX-512, for a multiple of 32 codes.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn dequantize(
+        src: &[u8],
+        values: &[f32; 16],
+        group: usize,
+        factors: &[f32],
+        out: DType,
+        dst: &mut [u8],
+    ) {
+        let size = out.byte_size().unwrap_or(4);
+        // 32 elements (16 bytes of codes) per step: one group of 32, or two groups of 16 (the
+        // second's indices 16 higher, into the upper half of the table register).
+        let steps = src.len() / 16;
+        let second = if group == 16 {
+            _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(16))
+        } else {
+            _mm512_setzero_si512()
+        };
+        // SAFETY: a plain load of 16 floats.
+        let values = unsafe { _mm512_loadu_ps(values.as_ptr()) };
+        for k in 0..steps {
+            let g = k * 32 / group;
+            // SAFETY: AVX-512 by this function's contract.
+            let (a, b) = unsafe {
+                let a = table(values, factors[g], out);
+                let b = if group == 16 {
+                    table(values, factors[g + 1], out)
+                } else {
+                    a
+                };
+                (a, b)
+            };
+            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes 32 elements at
+            // 32k * size of `dst`, inside both (`dst` holds 2 * size bytes per byte of `src`).
+            unsafe {
+                let idx = indices(src.as_ptr().add(16 * k), second);
+                let d = dst.as_mut_ptr().add(32 * k * size);
+                if size == 2 {
+                    let words = _mm512_permutexvar_epi16(idx, u16_tables(a, b));
+                    put(d, words);
+                } else {
+                    // float32 entries: the 32 indices as two vectors of 16 32-bit lanes, looked
+                    // up in both tables (index bit 4 picks the second).
+                    let low = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
+                    let high = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx));
+                    put(d, _mm512_permutex2var_epi32(a, low, b));
+                    put(d.add(64), _mm512_permutex2var_epi32(a, high, b));
+                }
+            }
+        }
+        _mm_sfence();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dtcast_cast::{cast, CastMode};
+
+    #[test]
+    fn the_rounding_is_the_casts() {
+        // Every sign and exponent with mantissas around the rounding points, and NaNs.
+        let mut xs = Vec::new();
+        for top in 0..=0x1FFu32 {
+            for low in [
+                0u32, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1_7FFF, 0x1_8000, 0x7F_FFFF,
+            ] {
+                xs.push(f32::from_bits(top << 23 | low));
+            }
+        }
+        let src: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut want = vec![0u8; xs.len() * 2];
+        cast(
+            &src,
+            DType::Float32,
+            &mut want,
+            DType::BFloat16,
+            CastMode::Torch,
+        )
+        .unwrap();
+        let got: Vec<u8> = xs
+            .iter()
+            .flat_map(|&x| bf16_bits(x).to_le_bytes())
+            .collect();
+        let bad: Vec<String> = (0..xs.len())
+            .filter(|&i| got[2 * i..2 * i + 2] != want[2 * i..2 * i + 2])
+            .take(8)
+            .map(|i| {
+                format!(
+                    "{:#x}: {:#x?} not {:#x?}",
+                    xs[i].to_bits(),
+                    &got[2 * i..2 * i + 2],
+                    &want[2 * i..2 * i + 2]
+                )
+            })
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+    }
+
+    #[test]
+    fn simd_and_portable_agree() {
+        // Random codes, factors of every kind (NaN, inf, zero, subnormal), both group sizes,
+        // both outputs, unaligned destinations.
+        let values: [f32; 16] = core::array::from_fn(|c| {
+            let m = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][c % 8];
+            if c >= 8 {
+                -m
+            } else {
+                m
+            }
+        });
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7F80_0001),
+            f32::INFINITY,
+            0.0,
+            -0.0,
+            f32::from_bits(1),
+            f32::MAX,
+            2f32.powi(-127),
+        ];
+        let factors: Vec<f32> = (0..64)
+            .map(|i| {
+                if i % 5 == 0 {
+                    specials[i / 5 % specials.len()]
+                } else {
+                    f32::from_bits(next() as u32)
+                }
+            })
+            .collect();
+        for group in [16, 32] {
+            for out in [DType::BFloat16, DType::Float32] {
+                let size = out.byte_size().unwrap();
+                // An odd number of groups: a group of 16 left for the loop after the SIMD steps.
+                for groups in [1, 2, 47, 64] {
+                    let src: Vec<u8> = (0..groups * group / 2).map(|_| next() as u8).collect();
+                    let factors = &factors[..groups.min(factors.len())];
+                    let src = &src[..factors.len() * group / 2];
+                    for skew in [0, 2, 4] {
+                        let mut a = vec![0u8; src.len() * 2 * size + skew];
+                        let mut b = a.clone();
+                        dequantize(src, &values, group, factors, out, &mut a[skew..]);
+                        portable(src, &values, group, factors, out, &mut b[skew..]);
+                        assert_eq!(a, b, "group {group}, {out}, {groups} groups, skew {skew}");
+                    }
+                }
+            }
+        }
+    }
+}
