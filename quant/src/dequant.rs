@@ -6,10 +6,10 @@ use rayon::prelude::*;
 use dtcast_cast::{cast, cast_streaming, CastMode};
 
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
-use crate::lookup4;
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
+use crate::{e4m3, lookup4};
 
 /// A quantized tensor as stored: its elements, their logical shape, its scales.
 #[derive(Clone, Copy, Debug)]
@@ -181,16 +181,7 @@ pub fn dequantize_into(
     if let Granularity::Group(k) = scheme.granularity {
         if lookup4::supports(scheme.element, k, out) && nan.is_none() && cols % k == 0 {
             // float4 in groups: each group's 16 outputs once, every element looked up (one pass).
-            let mut values = [0f32; 16];
-            let codes: Vec<u8> = (0..8u8).map(|c| (2 * c) | ((2 * c + 1) << 4)).collect();
-            cast(
-                &codes,
-                scheme.element,
-                bytemuck::cast_slice_mut(&mut values),
-                DType::Float32,
-                CastMode::Torch,
-            )
-            .map_err(internal)?;
+            let values: [f32; 16] = code_values(scheme.element)?;
             dst.par_chunks_mut(piece_rows * cols * out_size)
                 .enumerate()
                 .for_each_init(Vec::new, |piece_factors: &mut Vec<f32>, (p, dst)| {
@@ -203,6 +194,42 @@ pub fn dequantize_into(
                 });
             return Ok(());
         }
+    }
+    if e4m3::supports(scheme.element, out) {
+        // float8 to bfloat16: decode, product and rounding in registers (one pass).
+        let values: [f32; 256] = code_values(scheme.element)?;
+        // Where every row is whole runs of one length, a piece of rows is one call with a factor
+        // per run (in row-major order, as the elements are).
+        let run = match scheme.granularity {
+            Granularity::Tensor | Granularity::Channel => cols,
+            Granularity::Group(k) | Granularity::Block(_, k) => k,
+        };
+        let even = run > 0 && cols % run == 0;
+        dst.par_chunks_mut(piece_rows * cols * out_size)
+            .enumerate()
+            .for_each_init(Vec::new, |piece_factors: &mut Vec<f32>, (p, dst)| {
+                let first = p * piece_rows;
+                if even {
+                    let rows = dst.len() / out_size / cols;
+                    piece_factors.clear();
+                    for r in first..first + rows {
+                        piece_factors.extend(scheme.runs(r, cols).map(|(_, _, k)| factors.at(k)));
+                    }
+                    let src = &q.elements[first * cols..(first + rows) * cols];
+                    e4m3::groups(src, &values, run, piece_factors, dst);
+                } else {
+                    for (j, dst) in dst.chunks_exact_mut(cols * out_size).enumerate() {
+                        let r = first + j;
+                        let src = &q.elements[r * cols..(r + 1) * cols];
+                        for (start, end, k) in scheme.runs(r, cols) {
+                            let dst = &mut dst[start * out_size..end * out_size];
+                            e4m3::run(&src[start..end], &values, factors.at(k), dst);
+                        }
+                    }
+                }
+                lookup4::store_fence();
+            });
+        return Ok(());
     }
     let element_bytes = |elements: usize| scheme.element.storage_bytes(elements).unwrap_or(0);
     dst.par_chunks_mut(piece_rows * cols * out_size)
@@ -247,6 +274,27 @@ pub fn dequantize_into(
                 Ok(())
             },
         )
+}
+
+/// The float32 value of each of the `N` codes of `element` (16 for float4, 256 for float8), as
+/// the general path's element cast gives them.
+fn code_values<const N: usize>(element: DType) -> Result<[f32; N], QuantError> {
+    let codes: Vec<u8> = (0..N).map(|c| c as u8).collect();
+    let stored = if element.is_packed() {
+        codes.chunks(2).map(|p| p[0] | p[1] << 4).collect()
+    } else {
+        codes
+    };
+    let mut values = [0f32; N];
+    cast(
+        &stored,
+        element,
+        bytemuck::cast_slice_mut(&mut values),
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .map_err(internal)?;
+    Ok(values)
 }
 
 /// Each scale's factor: looked up by the scale's byte (`scales`: one-byte scales), or by its

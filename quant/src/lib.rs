@@ -31,7 +31,10 @@
 
 mod arith;
 mod dequant;
+mod e4m3;
 mod error;
+#[cfg(target_arch = "x86_64")]
+mod lines;
 mod lookup4;
 mod quantize;
 mod scheme;

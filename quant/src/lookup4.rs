@@ -12,18 +12,35 @@ use dtcast_dtype::DType;
 
 use crate::arith::mul;
 
-/// The output dtypes the lookup writes: bfloat16 (the usual one) and float32. float16's rounding
-/// goes through the general path.
+/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 (the usual output)
+/// or float32 (float16's rounding goes through the general path), on a CPU with AVX-512 (without
+/// a register permute the general path's SIMD casts are the faster).
 pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
     element == DType::Float4E2M1Fn
         && matches!(group, 16 | 32)
         && matches!(out, DType::BFloat16 | DType::Float32)
+        && avx512()
+}
+
+/// Orders the one-pass forms' streaming stores before whatever follows (once per piece written:
+/// a fence per short run would stall on every one).
+pub(crate) fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86-64.
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// Whether dtcast's casts run AVX-512 here (the instruction set of the one-pass forms).
+pub(crate) fn avx512() -> bool {
+    cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx512
 }
 
 /// What a code's value times the group's factor `f` is (the general path's `scale_run`: a NaN
 /// factor gives the whole group `mul(0, f)`).
 #[inline(always)]
-fn scale_entry(value: f32, f: f32) -> f32 {
+pub(crate) fn scale_entry(value: f32, f: f32) -> f32 {
     if f.is_nan() {
         mul(0.0, f)
     } else {
@@ -34,7 +51,7 @@ fn scale_entry(value: f32, f: f32) -> f32 {
 /// torch's float32 → bfloat16 as dtcast's Torch mode casts a tensor: nearest-even, every NaN
 /// `0xFFFF` (torch's vectorised conversion).
 #[inline(always)]
-fn bf16_bits(x: f32) -> u16 {
+pub(crate) fn bf16_bits(x: f32) -> u16 {
     if x.is_nan() {
         0xFFFF
     } else {
@@ -83,6 +100,7 @@ pub(crate) fn dequantize(
         // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
         unsafe { x86::dequantize(s, values, group, &factors[..groups], out, d) };
         portable(s_tail, values, group, &factors[groups..], out, d_tail);
+        store_fence();
         return;
     }
     portable(src, values, group, factors, out, dst);
@@ -119,6 +137,7 @@ mod x86 {
     use dtcast_dtype::DType;
 
     use crate::arith::mul;
+    use crate::lines::Lines;
 
     /// [`super::table`] in a register: the 16 outputs of a group with factor `f` as 32-bit
     /// lanes (`values`: the codes' values).
@@ -169,19 +188,6 @@ mod x86 {
         }
     }
 
-    /// Writes one 64-byte vector at `d`, streaming when `d` is 64-byte aligned.
-    #[inline(always)]
-    unsafe fn put(d: *mut u8, v: __m512i) {
-        // SAFETY: the caller's contract: 64 bytes at `d`.
-        unsafe {
-            if (d as usize).is_multiple_of(64) {
-                _mm512_stream_si512(d.cast(), v);
-            } else {
-                _mm512_storeu_si512(d.cast(), v);
-            }
-        }
-    }
-
     /// [`super::dequantize`] on AVX-512, for a multiple of 32 codes.
     ///
     /// # Safety
@@ -204,8 +210,14 @@ mod x86 {
         } else {
             _mm512_setzero_si512()
         };
-        // SAFETY: a plain load of 16 floats.
-        let values = unsafe { _mm512_loadu_ps(values.as_ptr()) };
+        // SAFETY: a plain load of 16 floats; the writer's vectors are the steps' outputs, in
+        // order, inside `dst`.
+        let (values, mut lines) = unsafe {
+            (
+                _mm512_loadu_ps(values.as_ptr()),
+                Lines::new(dst.as_mut_ptr()),
+            )
+        };
         for k in 0..steps {
             let g = k * 32 / group;
             // SAFETY: AVX-512 by this function's contract.
@@ -218,25 +230,25 @@ mod x86 {
                 };
                 (a, b)
             };
-            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes 32 elements at
-            // 32k * size of `dst`, inside both (`dst` holds 2 * size bytes per byte of `src`).
+            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes the 32 elements at
+            // 32k * size of `dst` (its next 64-byte vectors), inside both (`dst` holds 2 * size
+            // bytes per byte of `src`).
             unsafe {
                 let idx = indices(src.as_ptr().add(16 * k), second);
-                let d = dst.as_mut_ptr().add(32 * k * size);
                 if size == 2 {
-                    let words = _mm512_permutexvar_epi16(idx, u16_tables(a, b));
-                    put(d, words);
+                    lines.push(_mm512_permutexvar_epi16(idx, u16_tables(a, b)));
                 } else {
                     // float32 entries: the 32 indices as two vectors of 16 32-bit lanes, looked
                     // up in both tables (index bit 4 picks the second).
                     let low = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
                     let high = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx));
-                    put(d, _mm512_permutex2var_epi32(a, low, b));
-                    put(d.add(64), _mm512_permutex2var_epi32(a, high, b));
+                    lines.push(_mm512_permutex2var_epi32(a, low, b));
+                    lines.push(_mm512_permutex2var_epi32(a, high, b));
                 }
             }
         }
-        _mm_sfence();
+        // SAFETY: as above; the caller fences (`store_fence`) once its piece is written.
+        unsafe { lines.finish() };
     }
 }
 
@@ -332,11 +344,15 @@ mod tests {
                     let src: Vec<u8> = (0..groups * group / 2).map(|_| next() as u8).collect();
                     let factors = &factors[..groups.min(factors.len())];
                     let src = &src[..factors.len() * group / 2];
-                    for skew in [0, 2, 4] {
-                        let mut a = vec![0u8; src.len() * 2 * size + skew];
+                    // Every start within a cache line: streamed, re-cut into lines, or
+                    // ordinary stores.
+                    for skew in (0..64).step_by(2) {
+                        let n = src.len() * 2 * size;
+                        let mut a = vec![0u8; n + 128];
                         let mut b = a.clone();
-                        dequantize(src, &values, group, factors, out, &mut a[skew..]);
-                        portable(src, &values, group, factors, out, &mut b[skew..]);
+                        let at = a.as_ptr().align_offset(64) + skew;
+                        dequantize(src, &values, group, factors, out, &mut a[at..at + n]);
+                        portable(src, &values, group, factors, out, &mut b[at..at + n]);
                         assert_eq!(a, b, "group {group}, {out}, {groups} groups, skew {skew}");
                     }
                 }

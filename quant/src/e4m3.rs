@@ -1,0 +1,209 @@
+//! float8_e4m3fn elements dequantized to bfloat16 in one pass (FP8 per tensor, per channel, in
+//! 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded — in registers,
+//! stored once. The general path (element cast, product, output cast over a float32 buffer) is
+//! the definition: the decoding is exact, the product is the same x86 product ([`scale_entry`]'s
+//! rule), and every NaN rounds to the same bfloat16 `0xFFFF` whatever its payload, so the bytes
+//! are the general path's (a unit test holds the SIMD form to the loop on every code).
+
+use dtcast_dtype::DType;
+
+use crate::lookup4::{avx512, bf16_bits, scale_entry};
+
+/// Whether this path serves: float8_e4m3fn elements to bfloat16, on a CPU with AVX-512 (else
+/// the general path's SIMD casts are the faster).
+pub(crate) fn supports(element: DType, out: DType) -> bool {
+    element == DType::Float8E4M3Fn && out == DType::BFloat16 && avx512()
+}
+
+/// Dequantizes one run of `src` (float8_e4m3fn codes, `values`: each code's float32 value) with
+/// factor `f` into `dst` (bfloat16, little-endian).
+pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
+    debug_assert_eq!(src.len() * 2, dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 {
+        let steps = src.len() / 32;
+        let (s, s_tail) = src.split_at(32 * steps);
+        let (d, d_tail) = dst.split_at_mut(64 * steps);
+        // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
+        unsafe { x86::groups(s, 32 * steps, &[f], d) };
+        portable(s_tail, values, f, d_tail);
+        return;
+    }
+    portable(src, values, f, dst);
+}
+
+/// [`run`] over consecutive groups of `group` codes, group `g` with factor `factors[g]` (MXFP8's
+/// groups of 32: one call per piece of rows rather than one per group).
+///
+/// Both write with streaming stores where `dst` is aligned: call
+/// [`store_fence`](crate::lookup4::store_fence) once the piece is written.
+pub(crate) fn groups(
+    src: &[u8],
+    values: &[f32; 256],
+    group: usize,
+    factors: &[f32],
+    dst: &mut [u8],
+) {
+    debug_assert_eq!(src.len(), group * factors.len());
+    #[cfg(target_arch = "x86_64")]
+    if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 && group.is_multiple_of(32) {
+        // SAFETY: as in `run`; `src` is whole groups, each a multiple of 32 codes.
+        unsafe { x86::groups(src, group, factors, dst) };
+        return;
+    }
+    for ((s, d), &f) in src
+        .chunks_exact(group)
+        .zip(dst.chunks_exact_mut(2 * group))
+        .zip(factors)
+    {
+        run(s, values, f, d);
+    }
+}
+
+/// The run as a loop over the elements (the definition the SIMD form is held to).
+pub(crate) fn portable(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
+    for (&c, out) in src.iter().zip(dst.chunks_exact_mut(2)) {
+        let y = scale_entry(values[usize::from(c)], f);
+        out.copy_from_slice(&bf16_bits(y).to_le_bytes());
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    use crate::arith::mul;
+    use crate::lines::Lines;
+
+    /// 16 codes at `s` as float32 lanes: the magnitude's 7 bits moved to float32's exponent and
+    /// mantissa are the value times 2^-120, exactly (subnormals included), so one product by
+    /// 2^120 rebiases; code 0x7F (and 0xFF) is NaN.
+    #[inline(always)]
+    unsafe fn decode(s: *const u8) -> __m512 {
+        // SAFETY: the caller's contract: 16 bytes at `s`; AVX-512 F.
+        unsafe {
+            let codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(s.cast()));
+            let magnitude = _mm512_and_si512(codes, _mm512_set1_epi32(0x7F));
+            let moved = _mm512_castsi512_ps(_mm512_slli_epi32::<20>(magnitude));
+            let value = _mm512_mul_ps(moved, _mm512_set1_ps(f32::from_bits(0x7B80_0000))); // 2^120
+            let sign = _mm512_slli_epi32::<24>(_mm512_and_si512(codes, _mm512_set1_epi32(0x80)));
+            let signed = _mm512_or_si512(_mm512_castps_si512(value), sign);
+            let nan = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7F));
+            _mm512_castsi512_ps(_mm512_mask_mov_epi32(
+                signed,
+                nan,
+                _mm512_set1_epi32(0x7FC0_0000),
+            ))
+        }
+    }
+
+    /// Products to bfloat16 (nearest-even; every NaN 0xFFFF) in the low 16 bits of each lane.
+    #[inline(always)]
+    unsafe fn round(products: __m512) -> __m512i {
+        // SAFETY: AVX-512 F by the caller's contract.
+        unsafe {
+            let bits = _mm512_castps_si512(products);
+            let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+            let bias = _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF));
+            let rounded = _mm512_srli_epi32::<16>(_mm512_add_epi32(bits, bias));
+            let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(products, products);
+            _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0xFFFF))
+        }
+    }
+
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn groups(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+        // SAFETY: the writer gets each step's 64 output bytes, in order, inside `dst`.
+        let mut lines = unsafe { Lines::new(dst.as_mut_ptr()) };
+        for k in 0..src.len() / 32 {
+            let f = factors[32 * k / group];
+            // A NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF); otherwise x86's
+            // product.
+            let factor = _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f });
+            // SAFETY: step `k` reads bytes 32k..32k+32 of `src` and writes 64 bytes at 64k of
+            // `dst`, inside both (`dst` holds 2 bytes per byte of `src`).
+            unsafe {
+                let s = src.as_ptr().add(32 * k);
+                let low = round(_mm512_mul_ps(decode(s), factor));
+                let high = round(_mm512_mul_ps(decode(s.add(16)), factor));
+                lines.push(_mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm512_cvtepi32_epi16(low)),
+                    _mm512_cvtepi32_epi16(high),
+                ));
+            }
+        }
+        // SAFETY: as above. No fence here: a run can be 32 elements; the caller fences once
+        // per piece (`lookup4::store_fence`).
+        unsafe { lines.finish() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dtcast_cast::{cast, CastMode};
+
+    #[test]
+    fn simd_and_portable_agree_on_every_code_and_kind_of_factor() {
+        let codes: Vec<u8> = (0..=255).collect();
+        let mut values = [0f32; 256];
+        cast(
+            &codes,
+            DType::Float8E4M3Fn,
+            bytemuck::cast_slice_mut(&mut values),
+            DType::Float32,
+            CastMode::Torch,
+        )
+        .unwrap();
+        // Every code twice over, with a tail the loop takes.
+        let src: Vec<u8> = codes
+            .iter()
+            .chain(&codes)
+            .chain(&codes[..19])
+            .copied()
+            .collect();
+        let factors = [
+            1.0,
+            0.37,
+            -3.5e-3,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            0.0,
+            -0.0,
+            f32::from_bits(1),
+            f32::MAX,
+            2f32.powi(-130),
+            448.0 * 1.9,
+        ];
+        for f in factors {
+            // Every start within a cache line: streamed, re-cut into lines, or ordinary stores.
+            for skew in (0..64).step_by(2) {
+                let mut a = vec![0u8; 2 * src.len() + 128];
+                let mut b = a.clone();
+                let at = a.as_ptr().align_offset(64) + skew;
+                let n = 2 * src.len();
+                run(&src, &values, f, &mut a[at..at + n]);
+                crate::lookup4::store_fence();
+                portable(&src, &values, f, &mut b[at..at + n]);
+                assert_eq!(a, b, "factor {f:e}, skew {skew}");
+            }
+        }
+        // Groups of 32 (one factor of each kind apiece) and of 16 (the loop).
+        for group in [16, 32] {
+            let src = &src[..group * factors.len()];
+            let mut a = vec![0u8; 2 * src.len()];
+            let mut b = a.clone();
+            groups(src, &values, group, &factors, &mut a);
+            crate::lookup4::store_fence();
+            for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors) {
+                portable(s, &values, f, d);
+            }
+            assert_eq!(a, b, "groups of {group}");
+        }
+    }
+}
