@@ -7,7 +7,7 @@
 //! | [`dtype`] | `dtcast-dtype` | the 35 dtypes, names, sizes in bits, float formats, [`Element`] |
 //! | [`promote`] | `dtcast-promote` | [`Policy`], [`Torch`], `Jax`, `NumPy`: `promote_types`, `result_type`, `can_cast` |
 //! | [`bitcast`] | `dtcast-bitcast` | bitcast shape rules ([`Xla`], [`View`]) and zero-copy reinterpretation |
-//! | [`cast`] | `dtcast-cast` | value casts between every pair of dtypes |
+//! | [`cast`](mod@cast) | `dtcast-cast` | value casts between every pair of dtypes |
 //! | [`quant`] | `dtcast-quant` | scaled formats (FP8 with scales, MXFP8, MXFP4, NVFP4): quantization and dequantization |
 //! | [`device`] | `dtcast-device` | devices, backends and `Tensor::to` |
 //! | [`layer`] | `dtcast-layer` | model traversal, `Layer::astype`, checkpoints |
@@ -62,7 +62,7 @@ pub use dtcast_promote::{Operand, Policy, ScalarKind, Torch};
 
 /// What most programs need, in one `use dtcast::prelude::*;`: the dtype, tensor, device and layer
 /// types (with `#[derive(Layer)]`), cast modes, torch's promotion, the element types (`f16`,
-/// `bf16`, `Complex`, the float8 types) and [`Error`](crate::Error).
+/// `bf16`, `Complex`, the float8 types) and [`crate::Error`].
 ///
 /// ```
 /// use dtcast::prelude::*;

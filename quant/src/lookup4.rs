@@ -1,12 +1,14 @@
 //! Float4 elements in groups (MXFP4: 32, NVFP4: 16) dequantized in one pass: a group's element
 //! has one of 16 codes and the group one factor, so its 16 possible outputs are computed once —
 //! the same product ([`scale_entry`]: `mul`'s rule) and the same rounding as the general path
-//! (torch's vectorised float32 → bfloat16, or none for float32) — and every element is looked up by its
-//! code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two groups of 16, or one
-//! group of 32), stored with streaming stores; elsewhere a loop over the bytes.
+//! (torch's vectorised float32 → bfloat16, or none for float32) — and every element is looked
+//! up by its code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two groups of
+//! 16, or one group of 32), written as whole cache lines with streaming stores
+//! (`lines::Lines`); the loop over the bytes is the definition it is held to.
 //!
-//! The general path (element cast, product, output cast: three passes over a float32 buffer) is
-//! the definition; a unit test and the property tests hold this one to it.
+//! The general path (element cast, product, output cast: three passes over a float32 buffer)
+//! stays for float16 output and CPUs without AVX-512. Unit tests hold the SIMD form to the loop
+//! and the loop's rounding to the cast; the references' vectors hold both to the references.
 
 use dtcast_dtype::DType;
 
