@@ -72,9 +72,17 @@ impl Figures {
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     if !args.scheme.is_empty() {
-        if !args.device.is_cpu() || !args.pairs.is_empty() {
+        let cast_flags = !args.pairs.is_empty()
+            || !args.backend.is_empty()
+            || args.alloc
+            || args.scratch
+            || args.transfers
+            || args.mode != [CastMode::Torch];
+        if !args.device.is_cpu() || cast_flags {
             return Err(
-                "--scheme measures the scaled formats on the CPU; leave out --pairs and --device"
+                "--scheme measures the scaled formats on the CPU with their own kernels; leave out \
+                 --pairs, --device, --backend, --mode, --alloc, --scratch and --transfers (--threads, \
+                 --elements, --repeat and --json apply)"
                     .into(),
             );
         }

@@ -14,6 +14,13 @@ use super::CmdError;
 const COLS: usize = 4096;
 
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    let mut builder = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = args.threads {
+        builder = builder.num_threads(usize::from(t));
+    }
+    // The work runs on the pool `--threads` asks for (memcpy on this thread, as always).
+    let pool = builder.build()?;
+    let threads = pool.current_num_threads();
     let elements = usize::try_from(args.elements).map_err(|_| "--elements is too large")?;
     let rows = elements / COLS;
     if rows == 0 || elements % COLS != 0 {
@@ -41,7 +48,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows read once (amax, then scale, clamp and a SIMD cast while in cache) into reused buffers, median of {} interleaved rounds; GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows read once (amax, then scale, clamp and a SIMD cast while in cache) into reused buffers, median of {} interleaved rounds; GB/s count bytes read + written",
             args.repeat
         )?;
         writeln!(
@@ -53,7 +60,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     for name in &args.scheme {
         let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
         let scheme = Scheme::named(reference, DType::BFloat16)?;
-        let q = quantize(&src, DType::BFloat16, &shape, &scheme)?;
+        let q = pool.install(|| quantize(&src, DType::BFloat16, &shape, &scheme))?;
         let packed = q.elements.len() + q.scales.len();
         for direction in ["quantize", "dequantize"] {
             let bytes = src.len() + packed;
@@ -67,17 +74,20 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             for _ in 0..args.repeat {
                 let t = Instant::now();
                 if direction == "quantize" {
-                    quantize_into(
-                        &src,
-                        DType::BFloat16,
-                        &shape,
-                        &scheme,
-                        &mut packed_out,
-                        &mut scales_out,
-                    )?;
+                    pool.install(|| {
+                        quantize_into(
+                            &src,
+                            DType::BFloat16,
+                            &shape,
+                            &scheme,
+                            &mut packed_out,
+                            &mut scales_out,
+                        )
+                    })?;
                     std::hint::black_box((&packed_out, &scales_out));
                 } else {
-                    dequantize_into(&q.view(&shape), &scheme, DType::BFloat16, &mut dense)?;
+                    let view = q.view(&shape);
+                    pool.install(|| dequantize_into(&view, &scheme, DType::BFloat16, &mut dense))?;
                     std::hint::black_box(&dense);
                 }
                 work.push(t.elapsed());
@@ -92,7 +102,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             if args.json {
                 writeln!(
                     out,
-                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
                     gbps(w),
                     gbps(c)
                 )?;

@@ -729,6 +729,8 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
             "8192",
             "--repeat",
             "1",
+            "--threads",
+            "1",
             "--json",
         ],
         "",
@@ -753,10 +755,27 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
         for k in ["gelem_per_s", "cast_gbps", "memcpy_gbps"] {
             assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {row}");
         }
+        // --threads is honoured (it once was silently ignored here).
+        assert_eq!(row["threads"].as_u64(), Some(1), "{row}");
     }
     let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
+    // The cast benchmark's flags do not apply to schemes: an error, not a silent no-op.
+    for flag in [
+        &["--backend", "scalar"][..],
+        &["--alloc"],
+        &["--mode", "exact"],
+    ] {
+        let args = [
+            &["bench", "--scheme", "mxfp4", "--elements", "8192"][..],
+            flag,
+        ]
+        .concat();
+        let o = dtcast_tests::dtcast_cli(&args, "");
+        assert_eq!(o.code, 1, "{flag:?}");
+        assert!(o.stderr.contains("leave out"), "{flag:?}: {}", o.stderr);
+    }
 }
 
 #[test]
