@@ -29,9 +29,11 @@
 //! # Ok::<(), dtcast_quant::QuantError>(())
 //! ```
 
+mod amax16;
 mod arith;
 mod dequant;
 mod e4m3;
+mod encode4;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod lines;

@@ -9,6 +9,7 @@ use crate::dequant::{check_len, rows_cols, Quantized};
 use crate::scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
+use crate::{amax16, encode4};
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
 /// scheme's layout and dtype, and the global scale where the scheme has one.
@@ -198,6 +199,9 @@ struct Job<'a> {
     cols: usize,
     scheme: &'a Scheme,
     element_max: f32,
+    /// Whether the one-pass forms may serve (`amax16`, `encode4`); the tests turn them off to
+    /// hold them to the general path.
+    fused: bool,
 }
 
 impl<'a> Job<'a> {
@@ -226,6 +230,7 @@ impl<'a> Job<'a> {
             cols,
             scheme,
             element_max,
+            fused: true,
         };
         // The convention's refusal, and its scales' size, before any work.
         let stored = job.plan(&[1.0], 0.0)?.scales.len();
@@ -280,6 +285,11 @@ impl<'a> Job<'a> {
     /// The plan for a run of consecutive scales, from their amax (and the tensor's).
     fn plan(&self, amax: &[f32], tensor_amax: f32) -> Result<Plan, QuantError> {
         let (scheme, dtype, element_max) = (self.scheme, self.dtype, self.element_max);
+        if self.fused {
+            if let Some(plan) = self.plan_finite(amax, tensor_amax) {
+                return Ok(plan);
+            }
+        }
         Ok(match (scheme.convention, scheme.rule) {
             (Convention::CompressedTensors, ScaleRule::AbsMax) if scheme.global_scale => {
                 ct_nvfp4(amax, tensor_amax, dtype)
@@ -305,6 +315,41 @@ impl<'a> Job<'a> {
                 })
             }
         })
+    }
+
+    /// [`Job::plan`] for the hot schemes — compressed-tensors' MX and NVFP4 — where every amax
+    /// is finite (nearly every band): the same arithmetic as one loop over the scales that LLVM
+    /// vectorises, instead of a pass per step. `None` where it does not serve.
+    fn plan_finite(&self, amax: &[f32], tensor_amax: f32) -> Option<Plan> {
+        let scheme = self.scheme;
+        // Below this, an amax rounded at float4's mantissa width stays finite.
+        if scheme.convention != Convention::CompressedTensors
+            || amax.is_empty()
+            || !amax.iter().all(|a| a.to_bits() < 0x7F60_0000)
+        {
+            return None;
+        }
+        match scheme.rule {
+            ScaleRule::PowerOfTwo(_) => {
+                let offset = if scheme.element == DType::Float8E4M3Fn {
+                    8
+                } else {
+                    2
+                };
+                Some(with_best_isa(
+                    #[inline(always)]
+                    || ct_mx_finite(amax, offset, self.dtype),
+                ))
+            }
+            ScaleRule::AbsMax if scheme.global_scale => {
+                let g = ct_nvfp4(&[], tensor_amax, self.dtype).global?;
+                Some(with_best_isa(
+                    #[inline(always)]
+                    || ct_nvfp4_finite(amax, g, self.dtype),
+                ))
+            }
+            ScaleRule::AbsMax => None,
+        }
     }
 
     /// Rows `rows` (`src`: their bytes, checked by the caller) into `elements` and their scales
@@ -373,10 +418,7 @@ impl<'a> Job<'a> {
                     first_row,
                     first_scale: band_first_scale,
                 };
-                with_best_isa(
-                    #[inline(always)]
-                    || input.band_amax(band_rows, &at, cols, scheme, &mut amax),
-                );
+                self.band_amax(&input, band_rows, &at, &mut amax);
                 let plan = self.plan(&amax, tensor_amax)?;
                 stored.copy_from_slice(&plan.scales);
                 self.encode(&input, local, first_row, &plan, band_first_scale, out, buf)
@@ -391,6 +433,124 @@ impl<'a> Job<'a> {
     /// so float4 pairs never straddle two). The plan's first scale is scale `first_scale`.
     #[allow(clippy::too_many_arguments)]
     fn encode(
+        &self,
+        input: &Input,
+        local: usize,
+        first_row: usize,
+        plan: &Plan,
+        first_scale: usize,
+        out: &mut [u8],
+        buf: &mut Vec<f32>,
+    ) -> Result<(), QuantError> {
+        if self.fused && self.encode_fused(input, local, plan, out, buf) {
+            return Ok(());
+        }
+        self.encode_general(input, local, first_row, plan, first_scale, out, buf)
+    }
+
+    /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 groups of 16 or
+    /// 32 by `amax16`'s permute tree (a group holding a NaN by the sequential rule), the rest
+    /// by [`Input::band_amax`].
+    fn band_amax(&self, input: &Input, band: std::ops::Range<usize>, at: &Rows, amax: &mut [f32]) {
+        let (cols, scheme) = (self.cols, self.scheme);
+        if let Granularity::Group(k @ (16 | 32)) = scheme.granularity {
+            if self.fused && self.dtype == DType::BFloat16 {
+                let first = band.start * cols;
+                let mut maxima = vec![0u16; amax.len()];
+                amax16::group_maxima(input.bytes(first, amax.len() * k), k, &mut maxima);
+                for (g, (a, &m)) in amax.iter_mut().zip(&maxima).enumerate() {
+                    *a = if m > 0x7F80 {
+                        input.amax(first + g * k, k, 0.0)
+                    } else {
+                        f32::from_bits(u32::from(m) << 16)
+                    };
+                }
+                return;
+            }
+        }
+        with_best_isa(
+            #[inline(always)]
+            || input.band_amax(band, at, cols, scheme, amax),
+        );
+    }
+
+    /// A band of float4 groups (the input's rows from `local`, as many as fill `out`; the plan
+    /// the band's) in one pass (`encode4`), where it serves: false where it does not, or where an
+    /// element is inf or NaN, for the general path to do.
+    fn encode_fused(
+        &self,
+        input: &Input,
+        local: usize,
+        plan: &Plan,
+        out: &mut [u8],
+        buf: &mut Vec<f32>,
+    ) -> bool {
+        let scheme = self.scheme;
+        let Granularity::Group(k) = scheme.granularity else {
+            return false;
+        };
+        let groups = out.len() * 2 / k;
+        if !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
+            return false;
+        }
+        let unsigned_zero = scheme.convention == Convention::CompressedTensors;
+        if self.dtype == DType::BFloat16 {
+            // Every factor a power of two (MX scales): the product is an exponent shift.
+            let shifts: Option<Vec<i32>> = (plan.factors.iter())
+                .map(|&f| {
+                    let k = encode4::power_of_two_exponent(f)?;
+                    Some(if matches!(plan.apply, Apply::Divide) {
+                        -k
+                    } else {
+                        k
+                    })
+                })
+                .collect();
+            if let Some(shifts) = shifts.filter(|s| s.iter().all(|k| k.abs() <= 127)) {
+                let src = input.bytes(local * self.cols, groups * k);
+                if encode4::encode_pow2(src, k, &shifts, unsigned_zero, out) {
+                    return true;
+                }
+            }
+        }
+        // (A fold rather than `all`, so that the check is vectorised.)
+        let usable = (plan.factors.iter()).fold(true, |ok, f| ok & f.is_finite() & (*f != 0.0));
+        if !usable {
+            return false;
+        }
+        // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`).
+        let power_of_two = |f: &f32| {
+            let b = f.to_bits();
+            b & 0x807F_FFFF == 0 && (1..=254).contains(&(b >> 23))
+        };
+        let divide = match plan.apply {
+            Apply::Multiply => false,
+            Apply::Divide if plan.factors.iter().all(power_of_two) => {
+                buf.clear();
+                buf.extend(plan.factors.iter().map(|f| 1.0 / f));
+                false
+            }
+            Apply::Divide => true,
+        };
+        let factors = if matches!(plan.apply, Apply::Divide) && !divide {
+            &buf[..]
+        } else {
+            &plan.factors[..]
+        };
+        let rules = encode4::Rules {
+            divide,
+            round_bf16: plan.arithmetic == DType::BFloat16,
+            unsigned_zero,
+        };
+        let src = input.bytes(local * self.cols, groups * k);
+        encode4::encode(src, self.dtype == DType::BFloat16, k, factors, rules, out)
+    }
+
+    /// [`Job::encode`] for every scheme: the elements scaled and clamped into a float32 buffer,
+    /// then encoded by dtcast_cast's SIMD cast and, for float4, the references' codes where they
+    /// differ from the cast.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_general(
         &self,
         input: &Input,
         local: usize,
@@ -896,6 +1056,84 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     }
 }
 
+/// [`ct_mx`] where every amax is below `0x7F60_0000` (rounded up to a power of two, still
+/// finite): `E = exponent - offset` clamped at 0 (0 for an amax that rounds to 0), stored as it
+/// is — `2^(E-127)` is exact in float32 and bfloat16 alike, so `floor(log2)` of it is `E - 127`
+/// — and the factor `2^(E-127)`.
+#[inline(always)]
+fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
+    let mut stored = vec![0u8; amax.len()];
+    let mut factors = vec![0f32; amax.len()];
+    for ((&a, s), f) in amax.iter().zip(&mut stored).zip(&mut factors) {
+        let exponent = (a.to_bits().wrapping_add(1 << 21) >> 23) as i32;
+        let e = if exponent == 0 {
+            0
+        } else {
+            (exponent - offset).max(0)
+        };
+        *s = e as u8;
+        // 2^(E-127): E = 0 is the subnormal 2^-127.
+        *f = f32::from_bits(if e == 0 {
+            0x0040_0000
+        } else {
+            (e as u32) << 23
+        });
+    }
+    Plan {
+        scales: stored,
+        global: None,
+        factors,
+        apply: Apply::Divide,
+        arithmetic: w,
+        clamp: true,
+    }
+}
+
+/// [`ct_nvfp4`]'s block scales where every amax is finite and the global scale `g` is known:
+/// `amax / 6` rounded in the weight's dtype, times `g`, clamped to 448, rounded to
+/// float8_e4m3fn (nearest-even: on the float32 bits above 2^-6, in steps of 2^-9 below), 0
+/// replaced by 0.125; the factor `s / g`.
+#[inline(always)]
+fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
+    let mut stored = vec![0u8; amax.len()];
+    let mut factors = vec![0f32; amax.len()];
+    for ((&a, code), f) in amax.iter().zip(&mut stored).zip(&mut factors) {
+        let p = a / 6.0;
+        let p = if w == DType::BFloat16 {
+            round_bf16(p)
+        } else {
+            p
+        };
+        let (c, v) = e4m3fn_nearest((p * g).min(448.0));
+        let (c, v) = if v == 0.0 { (0x20, 0.125) } else { (c, v) };
+        *code = c as u8;
+        *f = v / g;
+    }
+    Plan {
+        scales: stored,
+        global: Some(g),
+        factors,
+        apply: Apply::Divide,
+        arithmetic: DType::Float32,
+        clamp: true,
+    }
+}
+
+/// `s` (0 ..= 448, not NaN) to float8_e4m3fn as torch rounds it: its code and value. Nearest
+/// even: on the float32 bits from 2^-6 (three mantissa bits kept), in steps of 2^-9 below (the
+/// subnormals; a step of 8 is 2^-6, whose code is 8 too).
+#[inline(always)]
+fn e4m3fn_nearest(s: f32) -> (u32, f32) {
+    if s < f32::from_bits(0x3C80_0000) {
+        let c = (s * 512.0).round_ties_even();
+        (c as u32, c / 512.0)
+    } else {
+        let b = s.to_bits();
+        let r = b + 0x7_FFFF + ((b >> 20) & 1);
+        ((r >> 20) - 960, f32::from_bits(r & 0xFFF0_0000))
+    }
+}
+
 /// `x.log2().floor()`: a positive normal power of two (nearly every MX scale) by its exponent
 /// bits, exactly what libm's `log2` gives it; anything else by libm.
 fn floor_log2(x: f32) -> f32 {
@@ -1115,6 +1353,239 @@ fn ao_fp4_code(v: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `quantize` with the one-pass forms allowed (`fused`) or not.
+    fn quantize_with(
+        src: &[u8],
+        dtype: DType,
+        shape: &[usize],
+        scheme: &Scheme,
+        fused: bool,
+    ) -> QuantizedTensor {
+        let mut job = Job::new(dtype, shape, scheme).unwrap();
+        job.fused = fused;
+        let mut elements = vec![0u8; job.element_bytes(job.rows)];
+        let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
+        let amax = job.tensor_amax(src);
+        let global_scale =
+            (job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)).unwrap();
+        QuantizedTensor {
+            elements,
+            scales,
+            global_scale,
+        }
+    }
+
+    /// Test inputs of one kind, as float32 values.
+    fn values(kind: usize, n: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f32::from_bits(0x0000_8000),
+            -f32::from_bits(0x0001_0000),
+            f32::MAX,
+        ];
+        // The float4 grid's ties and neighbours, for groups whose amax is 6 * 2^j.
+        let ties = [0.25f32, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 3.0, 4.0];
+        (0..n)
+            .map(|i| {
+                let r = next();
+                let weight = ((r >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
+                match kind {
+                    // Weights as checkpoints hold them.
+                    0 => weight,
+                    // Every finite bit pattern: groups spanning any range (subnormal products).
+                    1 => {
+                        let x = f32::from_bits(r as u32);
+                        if x.is_finite() {
+                            x
+                        } else {
+                            weight
+                        }
+                    }
+                    // Weights with inf, NaN, zeros and subnormals sprinkled in.
+                    2 if r % 97 == 0 => specials[(r >> 8) as usize % specials.len()],
+                    2 => weight,
+                    // Ties of the float4 grid (times 2^j, with 6 * 2^j once per 16 elements),
+                    // nudged by an ulp either way or not at all.
+                    3 => {
+                        let j = (i / 64 % 40) as i32 - 20;
+                        let t = if i % 16 == 0 {
+                            6.0
+                        } else {
+                            ties[(r >> 8) as usize % 10]
+                        };
+                        let x = t * 2f32.powi(j);
+                        let x = match r % 3 {
+                            0 => x.next_up(),
+                            1 => x.next_down(),
+                            _ => x,
+                        };
+                        if r >> 20 & 1 == 1 {
+                            -x
+                        } else {
+                            x
+                        }
+                    }
+                    // Zero groups (signed) among small values.
+                    _ if (i / 32) % 3 == 0 => {
+                        if r & 1 == 1 {
+                            -0.0
+                        } else {
+                            0.0
+                        }
+                    }
+                    _ => weight * 1e-3,
+                }
+            })
+            .collect()
+    }
+
+    /// `e4m3fn_nearest` is torch's cast (dtcast_cast's Torch mode) on every exponent from 0 to
+    /// 448, each mantissa's rounding points (bit 19 of the float32, and below 2^-6 the ties of
+    /// steps of 2^-9) and their neighbours.
+    #[test]
+    fn e4m3fn_nearest_is_the_cast() {
+        let mut xs = Vec::new();
+        for top in 0..=(0x43E0_0000u32 >> 20) {
+            for low in [
+                0u32, 1, 0x7_FFFF, 0x8_0000, 0x8_0001, 0xF_FFFF, 0x4_0000, 0xC_0000,
+            ] {
+                xs.push(f32::from_bits(top << 20 | low));
+            }
+        }
+        for k in 0..=16u32 {
+            let tie = (k as f32 + 0.5) / 512.0;
+            xs.extend([tie, tie.next_up(), tie.next_down(), k as f32 / 512.0]);
+        }
+        xs.retain(|x| *x <= 448.0);
+        let narrow = torch_cast(&bytes(&xs), DType::Float32, DType::Float8E4M3Fn);
+        let back = f32s(&torch_cast(&narrow, DType::Float8E4M3Fn, DType::Float32));
+        for ((&x, &code), &value) in xs.iter().zip(&narrow).zip(&back) {
+            let (c, v) = e4m3fn_nearest(x);
+            assert_eq!(
+                (c, v.to_bits()),
+                (u32::from(code), value.to_bits()),
+                "{x:e} ({:#x})",
+                x.to_bits()
+            );
+        }
+    }
+
+    /// `plan_finite` gives the general planners' scales and factors for every amax it takes
+    /// (every 4099th float32 below its limit, zeros, the largest), both weight dtypes, tensor
+    /// amaxes from tiny to huge.
+    #[test]
+    fn the_finite_plans_are_the_general_ones() {
+        let mut amax: Vec<f32> = (0..0x7F60_0000u32)
+            .step_by(4099)
+            .map(f32::from_bits)
+            .collect();
+        amax.extend([0.0, f32::from_bits(0x7F5F_FFFF), 6.0, 448.0, 2688.0]);
+        for name in ["ct_mxfp4", "ct_mxfp8", "ct_nvfp4"] {
+            for w in [DType::BFloat16, DType::Float32] {
+                let scheme = Scheme::named(name, w).unwrap();
+                let job = Job::new(w, &[1, 32], &scheme).unwrap();
+                for tensor in [1e-38f32, 1e-3, 1.0, 448.0, 3e38] {
+                    let fast = job.plan_finite(&amax, tensor).unwrap();
+                    let mut general_job = Job::new(w, &[1, 32], &scheme).unwrap();
+                    general_job.fused = false;
+                    let general = general_job.plan(&amax, tensor).unwrap();
+                    assert_eq!(
+                        fast.scales, general.scales,
+                        "{name}, {w}, tensor amax {tensor:e}"
+                    );
+                    assert_eq!(
+                        fast.factors.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+                        general
+                            .factors
+                            .iter()
+                            .map(|f| f.to_bits())
+                            .collect::<Vec<_>>(),
+                        "{name}, {w}, tensor amax {tensor:e}"
+                    );
+                    assert_eq!(
+                        fast.global.map(f32::to_bits),
+                        general.global.map(f32::to_bits)
+                    );
+                }
+            }
+        }
+    }
+
+    /// The one-pass forms (`amax16`, `plan_finite`, `encode4`) give the general path's bytes:
+    /// every scheme they serve, both input dtypes, inputs of every kind (weights, any finite
+    /// value, inf/NaN/zeros/subnormals, the grid's ties, zero groups), shapes with an odd
+    /// number of groups of 16 per band and several bands.
+    #[test]
+    fn the_one_pass_forms_give_the_general_paths_bytes() {
+        let schemes = [
+            "ct_mxfp4",
+            "ct_nvfp4",
+            "ct_mxfp8",
+            "ao_mxfp4_floor",
+            "ao_mxfp4_ceil",
+            "ao_mxfp4_even",
+            "ao_mxfp4_rceil",
+            "ao_nvfp4_two_level",
+            "ao_nvfp4_single_level",
+            "gpt_oss_mxfp4",
+        ];
+        for name in schemes {
+            for dtype in [DType::BFloat16, DType::Float32] {
+                let Ok(scheme) = Scheme::named(name, dtype) else {
+                    continue;
+                };
+                for kind in 0..5 {
+                    for shape in [[3, 32], [1, 16 * 33], [4099, 96], [37, 4096]] {
+                        if shape[1] % scheme.row_alignment().max(32) != 0 && name.contains("mx") {
+                            continue;
+                        }
+                        let n = shape[0] * shape[1];
+                        let x = values(kind, n, (kind * 7919 + n) as u64);
+                        let src = if dtype == DType::BFloat16 {
+                            let wide: &[u8] = bytemuck::cast_slice(&x);
+                            let mut b = vec![0u8; n * 2];
+                            cast(wide, DType::Float32, &mut b, dtype, CastMode::Torch).unwrap();
+                            b
+                        } else {
+                            bytes(&x)
+                        };
+                        let fused = quantize_with(&src, dtype, &shape, &scheme, true);
+                        let general = quantize_with(&src, dtype, &shape, &scheme, false);
+                        let at = (fused.elements.iter().zip(&general.elements))
+                            .position(|(a, b)| a != b);
+                        assert!(
+                            at.is_none(),
+                            "{name}, {dtype}, kind {kind}, {shape:?}: element byte {at:?}: {:#x} vs {:#x}",
+                            fused.elements[at.unwrap_or(0)],
+                            general.elements[at.unwrap_or(0)]
+                        );
+                        assert_eq!(
+                            fused.scales, general.scales,
+                            "{name}, {dtype}, kind {kind}, {shape:?}"
+                        );
+                        assert_eq!(
+                            fused.global_scale.map(f32::to_bits),
+                            general.global_scale.map(f32::to_bits),
+                            "{name}, {dtype}, kind {kind}, {shape:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// Float32 values across the whole range: every 4099th bit pattern (both signs, subnormals,
     /// inf, NaN payloads), and the bfloat16 rounding ties around a few values.

@@ -1,0 +1,346 @@
+//! Float4 groups (MXFP4: 32, NVFP4: 16) quantized in one pass on AVX-512: each element is read
+//! (bfloat16 or float32), scaled by its group's factor, rounded to bfloat16 where the reference
+//! computes in bfloat16, rounded to float4 (nearest-even, saturating at 6) and packed, all in
+//! registers — instead of a float32 buffer written, read back by a SIMD cast and patched.
+//!
+//! The float4 rounding works on the float32 bits: at 1 and above, the exponent and first
+//! mantissa bit rounded to nearest-even by one addition (torchao's `_f32_to_floatx_unpacked`);
+//! below 1, two comparisons (`> 0.25` gives 0.5, `>= 0.75` gives 1.0: ties to even). NaN and inf
+//! inputs are not handled: the pass reports them and the caller runs the general path, whose
+//! rules for them are the references' (`quantize::encode_general`, the definition this is held
+//! to by the tests there).
+
+/// Whether the one-pass form serves: float4 elements in groups of 16 or 32, from bfloat16 or
+/// float32, on a CPU with AVX-512.
+pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
+    element == dtcast_dtype::DType::Float4E2M1Fn
+        && matches!(group, 16 | 32)
+        && crate::lookup4::avx512()
+}
+
+/// How a group's values become the values that are rounded to float4.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules {
+    /// Divide by the factor (else multiply).
+    pub divide: bool,
+    /// Round the scaled value to bfloat16 first (compressed-tensors' arithmetic on bfloat16
+    /// weights).
+    pub round_bf16: bool,
+    /// A scaled value of exactly -0 is code 0 (compressed-tensors' `x * sign(x)`), not 8.
+    pub unsigned_zero: bool,
+}
+
+/// The exponent `k` of a factor that is a power of two (`2^k`, subnormals included), for
+/// [`encode_pow2`]: `None` for any other value.
+pub(crate) fn power_of_two_exponent(f: f32) -> Option<i32> {
+    let b = f.to_bits();
+    let exponent = (b >> 23) as i32;
+    if b & 0x807F_FFFF == 0 && (1..=254).contains(&exponent) {
+        Some(exponent - 127)
+    } else if b != 0 && b < 0x0080_0000 && b.is_power_of_two() {
+        Some(b.trailing_zeros() as i32 - 149)
+    } else {
+        None
+    }
+}
+
+/// [`encode`] for bfloat16 groups whose factors multiply by powers of two (`shifts[g]`: the
+/// exponent, -127 ..= 127; MX scales): the product is exact wherever input and result are normal,
+/// so the 16-bit elements are scaled by adding to their exponent field, 32 at a time, and the
+/// bfloat16 rounding (compressed-tensors') has nothing to round. An element that is subnormal,
+/// inf or NaN, or whose product is not normal, is reported (false) for the general path.
+pub(crate) fn encode_pow2(
+    src: &[u8],
+    group: usize,
+    shifts: &[i32],
+    unsigned_zero: bool,
+    out: &mut [u8],
+) -> bool {
+    debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
+    debug_assert_eq!(out.len() * 2, shifts.len() * group);
+    debug_assert_eq!(src.len(), out.len() * 4);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `supports` checked that this CPU runs AVX-512 F, BW, VL and DQ.
+    unsafe {
+        x86::encode_pow2(src, group, shifts, unsigned_zero, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Quantizes `src` (whole groups of `group` elements, bfloat16 when `bf16` else float32,
+/// little-endian; one factor per group, finite and nonzero) into `out` (packed, the first
+/// element of each byte in its low nibble). Returns false, with `out` unspecified, where an
+/// element is inf or NaN (the general path's business).
+pub(crate) fn encode(
+    src: &[u8],
+    bf16: bool,
+    group: usize,
+    factors: &[f32],
+    rules: Rules,
+    out: &mut [u8],
+) -> bool {
+    debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
+    debug_assert_eq!(out.len() * 2, factors.len() * group);
+    debug_assert_eq!(src.len(), out.len() * 2 * if bf16 { 2 } else { 4 });
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `supports` checked that this CPU runs AVX-512 F, BW, VL and DQ.
+    unsafe {
+        match (bf16, rules.divide, rules.round_bf16) {
+            (true, true, true) => x86::encode::<true, true, true>(src, group, factors, rules, out),
+            (true, true, false) => {
+                x86::encode::<true, true, false>(src, group, factors, rules, out)
+            }
+            (true, false, true) => {
+                x86::encode::<true, false, true>(src, group, factors, rules, out)
+            }
+            (true, false, false) => {
+                x86::encode::<true, false, false>(src, group, factors, rules, out)
+            }
+            (false, true, true) => {
+                x86::encode::<false, true, true>(src, group, factors, rules, out)
+            }
+            (false, true, false) => {
+                x86::encode::<false, true, false>(src, group, factors, rules, out)
+            }
+            (false, false, true) => {
+                x86::encode::<false, false, true>(src, group, factors, rules, out)
+            }
+            (false, false, false) => {
+                x86::encode::<false, false, false>(src, group, factors, rules, out)
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    use super::Rules;
+
+    /// 16 elements at `s` as float32 bits.
+    #[inline(always)]
+    unsafe fn load<const BF16: bool>(s: *const u8) -> __m512i {
+        // SAFETY: the caller gives 32 (bfloat16) or 64 bytes at `s`; AVX-512 F.
+        unsafe {
+            if BF16 {
+                _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s.cast())))
+            } else {
+                _mm512_loadu_si512(s.cast())
+            }
+        }
+    }
+
+    /// The float4 codes (one per 32-bit lane) of 16 elements (`x`: float32 bits) scaled by `f`,
+    /// rounded to bfloat16 first when `ROUND`; lanes whose result is inf or NaN (an input inf or
+    /// NaN among them) are added to `bad`. `unsigned_zero`: -0 is code 0.
+    #[inline(always)]
+    unsafe fn codes<const DIVIDE: bool, const ROUND: bool>(
+        x: __m512i,
+        f: __m512,
+        unsigned_zero: bool,
+        bad: &mut __mmask16,
+    ) -> __m512i {
+        // SAFETY: AVX-512 F and DQ by the caller's contract.
+        unsafe {
+            let one = _mm512_set1_epi32(1);
+            let xf = _mm512_castsi512_ps(x);
+            let y = if DIVIDE {
+                _mm512_div_ps(xf, f)
+            } else {
+                _mm512_mul_ps(xf, f)
+            };
+            let mut y = _mm512_castps_si512(y);
+            if ROUND {
+                // To bfloat16, nearest-even (NaN is reported below, whatever its bits become).
+                let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(y), one);
+                let biased = _mm512_add_epi32(y, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
+                y = _mm512_and_si512(biased, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+            }
+            if unsigned_zero {
+                // -0 + 0 is +0, and nothing else changes: compressed-tensors' unsigned zero.
+                y = _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(y), _mm512_setzero_ps()));
+            }
+            let a = _mm512_and_si512(y, _mm512_set1_epi32(0x7FFF_FFFF));
+            *bad |= _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x7F80_0000));
+            // 1 and above: exponent and first mantissa bit, nearest-even, saturated at code 7.
+            let odd = _mm512_and_si512(_mm512_srli_epi32::<22>(a), one);
+            let bias = _mm512_set1_epi32(0x001F_FFFF - 0x3F00_0000);
+            let normal = _mm512_srli_epi32::<22>(_mm512_add_epi32(_mm512_add_epi32(a, bias), odd));
+            let normal = _mm512_min_epu32(normal, _mm512_set1_epi32(7));
+            // Below 1: twice the value to the nearest integer, ties to even (0.25 gives 0, 0.75
+            // gives 2).
+            let twice = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(2.0));
+            let small = _mm512_cvtps_epi32(twice);
+            let below_one = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3F80_0000));
+            let code = _mm512_mask_blend_epi32(below_one, normal, small);
+            // code | (sign bit >> 28 & 8)
+            _mm512_ternarylogic_epi32::<0xF8>(
+                code,
+                _mm512_srli_epi32::<28>(y),
+                _mm512_set1_epi32(8),
+            )
+        }
+    }
+
+    /// Two vectors of 16 codes packed into 16 bytes, the first of each pair in the low nibble.
+    #[inline(always)]
+    unsafe fn pack(a: __m512i, b: __m512i) -> __m128i {
+        // SAFETY: AVX-512 F by the caller's contract.
+        unsafe {
+            // In each 64-bit lane, the odd element's code (bits 32..36) moves to bits 4..8.
+            let a = _mm512_cvtepi64_epi8(_mm512_or_si512(a, _mm512_srli_epi64::<28>(a)));
+            let b = _mm512_cvtepi64_epi8(_mm512_or_si512(b, _mm512_srli_epi64::<28>(b)));
+            _mm_unpacklo_epi64(a, b)
+        }
+    }
+
+    /// [`super::encode`] on AVX-512.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn encode<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        rules: Rules,
+        out: &mut [u8],
+    ) -> bool {
+        let size = if BF16 { 2 } else { 4 };
+        let zero = rules.unsigned_zero;
+        let mut bad: __mmask16 = 0;
+        // 32 elements (16 bytes out) per step: one group of 32 or two of 16.
+        let steps = out.len() / 16;
+        for k in 0..steps {
+            let (g0, g1) = if group == 16 {
+                (2 * k, 2 * k + 1)
+            } else {
+                (k, k)
+            };
+            // SAFETY: step `k` reads elements 32k..32k + 32 of `src` and writes bytes
+            // 16k..16k + 16 of `out`, inside both (`out` holds half a byte per element).
+            unsafe {
+                let s = src.as_ptr().add(32 * k * size);
+                let (f0, f1) = (_mm512_set1_ps(factors[g0]), _mm512_set1_ps(factors[g1]));
+                let a = codes::<DIVIDE, ROUND>(load::<BF16>(s), f0, zero, &mut bad);
+                let b = codes::<DIVIDE, ROUND>(load::<BF16>(s.add(16 * size)), f1, zero, &mut bad);
+                _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast(), pack(a, b));
+            }
+        }
+        if !out.len().is_multiple_of(16) {
+            // A last group of 16: one vector, 8 bytes out.
+            // SAFETY: as above, for elements 32k..32k + 16 and bytes 16k..16k + 8.
+            unsafe {
+                let s = src.as_ptr().add(32 * steps * size);
+                let f = _mm512_set1_ps(factors[2 * steps]);
+                let a = codes::<DIVIDE, ROUND>(load::<BF16>(s), f, zero, &mut bad);
+                _mm_storel_epi64(out.as_mut_ptr().add(16 * steps).cast(), pack(a, a));
+            }
+        }
+        bad == 0
+    }
+
+    /// The float4 codes (one per 16-bit lane) of 32 bfloat16 elements `x` times `2^k`
+    /// (`shift`: `k << 7` in every lane, wrapping): the exponent field moved by `k`. Lanes that
+    /// are nonzero but not normal, before or after, are added to `bad`.
+    #[inline(always)]
+    unsafe fn codes_pow2(
+        x: __m512i,
+        shift: __m512i,
+        unsigned_zero: bool,
+        bad: &mut __mmask32,
+    ) -> __m512i {
+        // SAFETY: AVX-512 BW by the caller's contract.
+        unsafe {
+            let set = |v: u16| _mm512_set1_epi16(v as i16);
+            let m = _mm512_and_si512(x, set(0x7FFF));
+            let nonzero = _mm512_test_epi16_mask(m, m);
+            let y = _mm512_maskz_add_epi16(nonzero, m, shift);
+            // Normal: 0x0080 ..= 0x7F7F, i.e. `v - 0x80 < 0x7F00` as unsigned.
+            let normal =
+                |v: __m512i| _mm512_cmplt_epu16_mask(_mm512_sub_epi16(v, set(0x80)), set(0x7F00));
+            *bad |= nonzero & !(normal(m) & normal(y));
+            // 1 and above: exponent and first mantissa bit, nearest-even, saturated at code 7.
+            let odd = _mm512_and_si512(_mm512_srli_epi16::<6>(y), set(1));
+            let biased = _mm512_add_epi16(
+                _mm512_add_epi16(y, set(0x001F_u16.wrapping_sub(0x3F00))),
+                odd,
+            );
+            let high = _mm512_min_epu16(_mm512_srli_epi16::<6>(biased), set(7));
+            // Below 1: 1 (0.5) above 0.25, 2 (1.0) from 0.75.
+            let half = _mm512_cmpgt_epu16_mask(y, set(0x3E80));
+            let whole = _mm512_cmpge_epu16_mask(y, set(0x3F40));
+            let small = _mm512_maskz_mov_epi16(half, set(1));
+            let small = _mm512_mask_add_epi16(small, whole, small, set(1));
+            let code =
+                _mm512_mask_blend_epi16(_mm512_cmplt_epu16_mask(y, set(0x3F80)), high, small);
+            // The element's sign (the product's); compressed-tensors drops it from a zero.
+            let sign = _mm512_and_si512(_mm512_srli_epi16::<12>(x), set(8));
+            let sign = if unsigned_zero {
+                _mm512_maskz_mov_epi16(nonzero, sign)
+            } else {
+                sign
+            };
+            _mm512_or_si512(code, sign)
+        }
+    }
+
+    /// [`super::encode_pow2`] on AVX-512.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn encode_pow2(
+        src: &[u8],
+        group: usize,
+        shifts: &[i32],
+        unsigned_zero: bool,
+        out: &mut [u8],
+    ) -> bool {
+        let mut bad: __mmask32 = 0;
+        let shift = |k: i32| ((k << 7) as u16) as i16;
+        let steps = out.len() / 16;
+        for k in 0..steps {
+            // SAFETY: step `k` reads bytes 64k..64k + 64 of `src` (32 bfloat16 elements) and
+            // writes bytes 16k..16k + 16 of `out`, inside both.
+            unsafe {
+                let shifts = if group == 16 {
+                    let lo = _mm256_set1_epi16(shift(shifts[2 * k]));
+                    let hi = _mm256_set1_epi16(shift(shifts[2 * k + 1]));
+                    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+                } else {
+                    _mm512_set1_epi16(shift(shifts[k]))
+                };
+                let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
+                let c = codes_pow2(x, shifts, unsigned_zero, &mut bad);
+                // The odd element's code (bits 16..20 of a 32-bit lane) to bits 4..8.
+                let pairs = _mm512_or_si512(c, _mm512_srli_epi32::<12>(c));
+                _mm_storeu_si128(
+                    out.as_mut_ptr().add(16 * k).cast(),
+                    _mm512_cvtepi32_epi8(pairs),
+                );
+            }
+        }
+        if !out.len().is_multiple_of(16) {
+            // A last group of 16: the low half of a vector, 8 bytes out.
+            // SAFETY: as above, for bytes 64k..64k + 32 of `src` and 16k..16k + 8 of `out`.
+            unsafe {
+                // The upper half zero: no element, nothing to report.
+                let x =
+                    _mm512_zextsi256_si512(_mm256_loadu_si256(src.as_ptr().add(64 * steps).cast()));
+                let f = _mm512_set1_epi16(shift(shifts[2 * steps]));
+                let c = codes_pow2(x, f, unsigned_zero, &mut bad);
+                let pairs = _mm512_or_si512(c, _mm512_srli_epi32::<12>(c));
+                _mm_storel_epi64(
+                    out.as_mut_ptr().add(16 * steps).cast(),
+                    _mm512_cvtepi32_epi8(pairs),
+                );
+            }
+        }
+        bad == 0
+    }
+}
