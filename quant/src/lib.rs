@@ -34,6 +34,7 @@ mod arith;
 mod dequant;
 mod e4m3;
 mod encode4;
+mod encode8;
 mod error;
 #[cfg(target_arch = "x86_64")]
 mod lines;

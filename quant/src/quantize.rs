@@ -9,7 +9,7 @@ use crate::dequant::{check_len, rows_cols, Quantized};
 use crate::scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
-use crate::{amax16, encode4};
+use crate::{amax16, encode4, encode8};
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
 /// scheme's layout and dtype, and the global scale where the scheme has one.
@@ -442,8 +442,20 @@ impl<'a> Job<'a> {
         out: &mut [u8],
         buf: &mut Vec<f32>,
     ) -> Result<(), QuantError> {
-        if self.fused && self.encode_fused(input, local, plan, out, buf) {
-            return Ok(());
+        if self.fused {
+            let done = if encode8::supports(self.scheme.element, plan.clamp) {
+                let at = Rows {
+                    local,
+                    first_row,
+                    first_scale,
+                };
+                self.encode_float8(input, &at, plan, out)
+            } else {
+                self.encode_fused(input, local, plan, out, buf)
+            };
+            if done {
+                return Ok(());
+            }
         }
         self.encode_general(input, local, first_row, plan, first_scale, out, buf)
     }
@@ -544,6 +556,46 @@ impl<'a> Job<'a> {
         };
         let src = input.bytes(local * self.cols, groups * k);
         encode4::encode(src, self.dtype == DType::BFloat16, k, factors, rules, out)
+    }
+
+    /// The input's rows from `rows.local` (as many as fill `out`) to float8_e4m3fn in one pass
+    /// (`encode8`), a run of elements that share a factor at a time: false where an element is
+    /// inf or NaN or a factor is not finite and nonzero, for the general path to do.
+    fn encode_float8(&self, input: &Input, rows: &Rows, plan: &Plan, out: &mut [u8]) -> bool {
+        let (cols, scheme) = (self.cols, self.scheme);
+        let usable = (plan.factors.iter()).fold(true, |ok, f| ok & f.is_finite() & (*f != 0.0));
+        if !usable || cols == 0 {
+            return false;
+        }
+        let bf16 = self.dtype == DType::BFloat16;
+        let rules = |divide| encode4::Rules {
+            divide,
+            round_bf16: plan.arithmetic == DType::BFloat16,
+            unsigned_zero: false,
+        };
+        let divide = matches!(plan.apply, Apply::Divide);
+        // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`).
+        let (by_division, by_product) = (
+            encode8::kernel(bf16, rules(divide)),
+            encode8::kernel(bf16, rules(false)),
+        );
+        for (j, row) in out.chunks_exact_mut(cols).enumerate() {
+            let local = rows.local + j;
+            for (start, end, g) in scheme.runs(rows.first_row + local, cols) {
+                let f = plan.factors[g - rows.first_scale];
+                let (kernel, f) = match encode4::power_of_two_exponent(f) {
+                    Some(k) if divide && (-126..=127).contains(&k) => (by_product, 1.0 / f),
+                    _ => (by_division, f),
+                };
+                let src = input.bytes(local * cols + start, end - start);
+                // SAFETY: `supports` said this CPU runs the kernels' instruction set; `src`
+                // holds the run's elements, one per byte of the run's output.
+                if !unsafe { kernel(src, f, &mut row[start..end]) } {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// [`Job::encode`] for every scheme: the elements scaled and clamped into a float32 buffer,
@@ -1438,6 +1490,30 @@ mod tests {
                             x
                         }
                     }
+                    // float8_e4m3fn's rounding ties (normal and subnormal, times 2^j, with
+                    // 448 * 2^j once per 16 elements), nudged by an ulp either way or not.
+                    5 => {
+                        let j = (i / 64 % 40) as i32 - 20;
+                        let odd = (2 * (r >> 8) % 16 + 1) as f32;
+                        let t = if i % 16 == 0 {
+                            448.0
+                        } else if r & 4 == 0 {
+                            (1.0 + odd / 16.0) * 2f32.powi((r >> 16) as i32 % 15 - 6)
+                        } else {
+                            odd * 2f32.powi(-10)
+                        };
+                        let x = t * 2f32.powi(j);
+                        let x = match r % 3 {
+                            0 => x.next_up(),
+                            1 => x.next_down(),
+                            _ => x,
+                        };
+                        if r >> 20 & 1 == 1 {
+                            -x
+                        } else {
+                            x
+                        }
+                    }
                     // Zero groups (signed) among small values.
                     _ if (i / 32) % 3 == 0 => {
                         if r & 1 == 1 {
@@ -1524,10 +1600,11 @@ mod tests {
         }
     }
 
-    /// The one-pass forms (`amax16`, `plan_finite`, `encode4`) give the general path's bytes:
-    /// every scheme they serve, both input dtypes, inputs of every kind (weights, any finite
-    /// value, inf/NaN/zeros/subnormals, the grid's ties, zero groups), shapes with an odd
-    /// number of groups of 16 per band and several bands.
+    /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`) give the general
+    /// path's bytes: every scheme they serve, both input dtypes, inputs of every kind (weights,
+    /// any finite value, inf/NaN/zeros/subnormals, the float4 and float8 grids' ties, zero
+    /// groups), shapes with an odd number of groups of 16 per band, partial blocks, several
+    /// bands.
     #[test]
     fn the_one_pass_forms_give_the_general_paths_bytes() {
         let schemes = [
@@ -1541,15 +1618,25 @@ mod tests {
             "ao_nvfp4_two_level",
             "ao_nvfp4_single_level",
             "gpt_oss_mxfp4",
+            "ct_fp8_tensor",
+            "ct_fp8_channel",
+            "ct_fp8_block",
+            "deepseek_v3_fp8_block",
+            "ao_mxfp8_floor",
+            "ao_mxfp8_rceil",
         ];
         for name in schemes {
             for dtype in [DType::BFloat16, DType::Float32] {
                 let Ok(scheme) = Scheme::named(name, dtype) else {
                     continue;
                 };
-                for kind in 0..5 {
-                    for shape in [[3, 32], [1, 16 * 33], [4099, 96], [37, 4096]] {
-                        if shape[1] % scheme.row_alignment().max(32) != 0 && name.contains("mx") {
+                for kind in 0..6 {
+                    for shape in [[3, 32], [1, 16 * 33], [4099, 96], [37, 4096], [130, 200]] {
+                        let group = match scheme.granularity {
+                            Granularity::Group(k) => k,
+                            _ => 1,
+                        };
+                        if shape[1] % group != 0 {
                             continue;
                         }
                         let n = shape[0] * shape[1];
