@@ -69,8 +69,15 @@ pub fn quantize(
     check_len("input", job.input_bytes(job.rows)?, src.len())?;
     let mut elements = vec![0u8; job.element_bytes(job.rows)];
     let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
-    let amax = job.tensor_amax(src);
-    let global_scale = job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)?;
+    let (amax, maxima) = job.tensor_amax(src);
+    let global_scale = job.rows_into(
+        src,
+        0..job.rows,
+        amax,
+        maxima.as_deref(),
+        &mut elements,
+        &mut scales,
+    )?;
     Ok(QuantizedTensor {
         elements,
         scales,
@@ -102,8 +109,8 @@ pub fn quantize_into(
 ) -> Result<Option<f32>, QuantError> {
     let job = Job::new(dtype, shape, scheme)?;
     check_len("input", job.input_bytes(job.rows)?, src.len())?;
-    let amax = job.tensor_amax(src);
-    job.rows_into(src, 0..job.rows, amax, elements, scales)
+    let (amax, maxima) = job.tensor_amax(src);
+    job.rows_into(src, 0..job.rows, amax, maxima.as_deref(), elements, scales)
 }
 
 /// The largest magnitude of a tensor's elements, by the rule the references' `amax` follows (a
@@ -189,7 +196,7 @@ pub fn quantize_rows(
         });
     }
     check_len("input", job.input_bytes(end - first)?, src.len())?;
-    job.rows_into(src, rows, amax.0, elements, scales)
+    job.rows_into(src, rows, amax.0, None, elements, scales)
 }
 
 /// One tensor's quantization: its checked shape and scheme, and what its elements are clamped to.
@@ -272,14 +279,33 @@ impl<'a> Job<'a> {
     }
 
     /// The whole tensor's amax where a scale depends on it (a per-tensor scale, a global
-    /// scale): a first pass over the input. 0 where nothing needs it.
-    fn tensor_amax(&self, src: &[u8]) -> f32 {
-        if self.scheme.uses_tensor_amax() {
-            let input = Input::new(src, self.dtype, self.scheme);
-            tensor_amax_pass(&input, self.rows * self.cols)
-        } else {
-            0.0
+    /// scale): a first pass over the input. 0 where nothing needs it. For bfloat16 groups of 16
+    /// or 32 the pass keeps every group's maximum magnitude bits too (`amax16`, an eighth or a
+    /// sixteenth of the input's bytes), so that the bands need not find them again.
+    fn tensor_amax(&self, src: &[u8]) -> (f32, Option<Vec<u16>>) {
+        if !self.scheme.uses_tensor_amax() {
+            return (0.0, None);
         }
+        let input = Input::new(src, self.dtype, self.scheme);
+        let n = self.rows * self.cols;
+        if let Granularity::Group(k @ (16 | 32)) = self.scheme.granularity {
+            if self.fused && self.dtype == DType::BFloat16 {
+                let mut maxima = vec![0u16; n / k];
+                (maxima.par_chunks_mut(PIECE_ELEMENTS / k).enumerate()).for_each(|(p, m)| {
+                    let first = p * PIECE_ELEMENTS;
+                    amax16::group_maxima(input.bytes(first, m.len() * k), k, m);
+                });
+                let top = maxima.par_iter().copied().max().unwrap_or(0);
+                // A NaN somewhere: the sequential rule says which.
+                let amax = if top > 0x7F80 {
+                    tensor_amax_pass(&input, n)
+                } else {
+                    f32::from_bits(u32::from(top) << 16)
+                };
+                return (amax, Some(maxima));
+            }
+        }
+        (tensor_amax_pass(&input, n), None)
     }
 
     /// The plan for a run of consecutive scales, from their amax (and the tensor's).
@@ -359,6 +385,7 @@ impl<'a> Job<'a> {
         src: &[u8],
         rows: std::ops::Range<usize>,
         tensor_amax: f32,
+        maxima: Option<&[u16]>,
         elements: &mut [u8],
         scales: &mut [u8],
     ) -> Result<Option<f32>, QuantError> {
@@ -418,7 +445,8 @@ impl<'a> Job<'a> {
                     first_row,
                     first_scale: band_first_scale,
                 };
-                self.band_amax(&input, band_rows, &at, &mut amax);
+                let known = maxima.map(|m| &m[b * band_scales..][..amax.len()]);
+                self.band_amax(&input, band_rows, &at, known, &mut amax);
                 let plan = self.plan(&amax, tensor_amax)?;
                 stored.copy_from_slice(&plan.scales);
                 self.encode(&input, local, first_row, &plan, band_first_scale, out, buf)
@@ -461,21 +489,36 @@ impl<'a> Job<'a> {
     }
 
     /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 groups of 16 or
-    /// 32 by `amax16`'s permute tree (a group holding a NaN by the sequential rule), the rest
-    /// by [`Input::band_amax`].
-    fn band_amax(&self, input: &Input, band: std::ops::Range<usize>, at: &Rows, amax: &mut [f32]) {
+    /// 32 from their maxima (`known`: the tensor pass's, else by `amax16`'s permute tree; a
+    /// group holding a NaN by the sequential rule), the rest by [`Input::band_amax`].
+    fn band_amax(
+        &self,
+        input: &Input,
+        band: std::ops::Range<usize>,
+        at: &Rows,
+        known: Option<&[u16]>,
+        amax: &mut [f32],
+    ) {
         let (cols, scheme) = (self.cols, self.scheme);
         if let Granularity::Group(k @ (16 | 32)) = scheme.granularity {
             if self.fused && self.dtype == DType::BFloat16 {
                 let first = band.start * cols;
-                let mut maxima = vec![0u16; amax.len()];
-                amax16::group_maxima(input.bytes(first, amax.len() * k), k, &mut maxima);
-                for (g, (a, &m)) in amax.iter_mut().zip(&maxima).enumerate() {
-                    *a = if m > 0x7F80 {
-                        input.amax(first + g * k, k, 0.0)
-                    } else {
-                        f32::from_bits(u32::from(m) << 16)
-                    };
+                let mut found = Vec::new();
+                let maxima = known.unwrap_or_else(|| {
+                    found.resize(amax.len(), 0);
+                    amax16::group_maxima(input.bytes(first, amax.len() * k), k, &mut found);
+                    &found
+                });
+                // The maxima as float32 (a loop LLVM vectorises), then any group with a NaN by
+                // the sequential rule.
+                let nan = (amax.iter_mut().zip(maxima)).fold(false, |nan, (a, &m)| {
+                    *a = f32::from_bits(u32::from(m) << 16);
+                    nan | (m > 0x7F80)
+                });
+                if nan {
+                    for (g, a) in amax.iter_mut().enumerate().filter(|(_, a)| a.is_nan()) {
+                        *a = input.amax(first + g * k, k, 0.0);
+                    }
                 }
                 return;
             }
@@ -1178,7 +1221,9 @@ fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
 fn e4m3fn_nearest(s: f32) -> (u32, f32) {
     if s < f32::from_bits(0x3C80_0000) {
         let c = (s * 512.0).round_ties_even();
-        (c as u32, c / 512.0)
+        // `c` (0 ..= 8) as an integer from the bits of `c + 2^23`, which LLVM vectorises (an
+        // `as` conversion saturates, and is done one lane at a time).
+        ((c + 8_388_608.0).to_bits() - 0x4B00_0000, c / 512.0)
     } else {
         let b = s.to_bits();
         let r = b + 0x7_FFFF + ((b >> 20) & 1);
@@ -1418,9 +1463,10 @@ mod tests {
         job.fused = fused;
         let mut elements = vec![0u8; job.element_bytes(job.rows)];
         let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
-        let amax = job.tensor_amax(src);
+        let (amax, maxima) = job.tensor_amax(src);
+        let maxima = maxima.as_deref();
         let global_scale =
-            (job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)).unwrap();
+            (job.rows_into(src, 0..job.rows, amax, maxima, &mut elements, &mut scales)).unwrap();
         QuantizedTensor {
             elements,
             scales,
