@@ -210,6 +210,16 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     Ok(())
 }
 
+/// The memcpy every benchmark compares with: `src` into `dst` in 1 MiB chunks on the current
+/// thread pool — run inside the pool the measured work runs on, so that both use the same
+/// threads (a single-threaded memcpy would halve the baseline on two cores).
+pub(crate) fn memcpy(dst: &mut [u8], src: &[u8]) {
+    let chunk = 1 << 20;
+    dst.par_chunks_mut(chunk)
+        .zip(src.par_chunks(chunk))
+        .for_each(|(d, s)| d.copy_from_slice(s));
+}
+
 /// Times the cast in every variant and a memcpy of the same bytes, in rounds: each round runs
 /// every variant once and the memcpy once, so that a slow spell of a shared machine hits all
 /// alike. The values are ones every variant's mode accepts (the strictest mode's sample).
@@ -243,12 +253,7 @@ fn measure(
         Path::Alloc => cast_to_vec(&src, from, to, v.mode).map(drop),
         Path::Scratch => cast_into_scratch(&src, from, &mut dst, to, v.mode),
     };
-    let mut memcpy = || {
-        let chunk = 1 << 20;
-        b.par_chunks_mut(chunk)
-            .zip(a.par_chunks(chunk))
-            .for_each(|(d, s)| d.copy_from_slice(s));
-    };
+    let mut memcpy = || memcpy(&mut b, &a);
     // Warm-up, then the rounds.
     for &v in variants {
         cast(v)?;
