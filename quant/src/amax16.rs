@@ -30,7 +30,7 @@ pub(crate) fn portable(src: &[u8], group: usize, out: &mut [u16]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use core::arch::x86_64::*;
 
     /// The two permutes of one level of the tree where segments (one group's partial maxima)
@@ -67,8 +67,11 @@ mod x86 {
     }
 
     /// The 32 group maxima of `K * 32` elements at `s` (`K` vectors of 32 lanes).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F and BW; `K * 64` bytes at `s`.
     #[inline(always)]
-    unsafe fn block<const K: usize>(s: *const u8) -> __m512i {
+    pub(crate) unsafe fn block<const K: usize>(s: *const u8) -> __m512i {
         // SAFETY: AVX-512 by the caller's contract, which also gives `K * 64` bytes at `s`.
         unsafe {
             let magnitude = _mm512_set1_epi16(0x7FFF);

@@ -68,6 +68,47 @@ pub(crate) fn encode_pow2(
     false
 }
 
+/// MXFP4 by compressed-tensors' rule from bfloat16, a band in one pass: for each block of 32
+/// groups (1,024 elements, read from memory once and again from the core's first-level cache)
+/// the groups' maxima by `amax16`'s permute tree, their E8M0 scales by `ct_mx`'s rule in
+/// registers (`max(exponent of amax rounded at float4's mantissa width - 2, 0)`, stored as is),
+/// and the elements as [`encode_pow2`] encodes them. `src` holds whole groups of 32, `scales` a
+/// byte per group, `out` 16 bytes per group. False, with the outputs unspecified, where an amax
+/// is 2^127 or more, inf or NaN, or an element or product is not normal (the two-pass path then
+/// does the band).
+pub(crate) fn ct_mxfp4_bf16(src: &[u8], scales: &mut [u8], out: &mut [u8]) -> bool {
+    debug_assert_eq!(src.len(), scales.len() * 64);
+    debug_assert_eq!(out.len(), scales.len() * 16);
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx512() {
+        let blocks = scales.len() / 32;
+        // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
+        if !unsafe { x86::ct_mxfp4_bf16(src, blocks, scales, out) } {
+            return false;
+        }
+        // The last groups (fewer than 32): the same steps one group at a time.
+        let done = blocks * 32;
+        let (src, scales, out) = (
+            &src[done * 64..],
+            &mut scales[done..],
+            &mut out[done * 16..],
+        );
+        let mut maxima = [0u16; 32];
+        crate::amax16::portable(src, 32, &mut maxima[..scales.len()]);
+        let mut shifts = [0i32; 32];
+        for ((&m, s), k) in maxima.iter().zip(scales.iter_mut()).zip(&mut shifts) {
+            if m >= 0x7F60 {
+                return false;
+            }
+            let e = (i32::from((m + 0x20) >> 7) - 2).max(0);
+            *s = e as u8;
+            *k = 127 - e;
+        }
+        return encode_pow2(src, 32, &shifts[..scales.len()], true, out);
+    }
+    false
+}
+
 /// Quantizes `src` (whole groups of `group` elements, bfloat16 when `bf16` else float32,
 /// little-endian; one factor per group, finite and nonzero) into `out` (packed, the first
 /// element of each byte in its low nibble). Returns false, with `out` unspecified, where an
@@ -287,6 +328,54 @@ mod x86 {
             };
             _mm512_or_si512(code, sign)
         }
+    }
+
+    /// [`super::ct_mxfp4_bf16`] on AVX-512, for the first `blocks` blocks of 32 groups.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn ct_mxfp4_bf16(
+        src: &[u8],
+        blocks: usize,
+        scales: &mut [u8],
+        out: &mut [u8],
+    ) -> bool {
+        let set = |v: i16| _mm512_set1_epi16(v);
+        let mut bad: __mmask32 = 0;
+        for b in 0..blocks {
+            // SAFETY: block `b` reads bytes 2048b..2048b + 2048 of `src` (32 groups of 32
+            // bfloat16), writes scales 32b..32b + 32 and bytes 512b..512b + 512 of `out`; all
+            // inside, as the caller's lengths say.
+            unsafe {
+                let s = src.as_ptr().add(2048 * b);
+                let maxima = crate::amax16::x86::block::<32>(s);
+                if _mm512_cmpge_epu16_mask(maxima, set(0x7F60)) != 0 {
+                    return false;
+                }
+                // The amax's exponent once rounded up at float4's mantissa width (bit 21 of the
+                // float32 is bit 5 of the bfloat16), less 2, at least 0.
+                let exponent = _mm512_srli_epi16::<7>(_mm512_add_epi16(maxima, set(0x20)));
+                let e =
+                    _mm512_max_epi16(_mm512_sub_epi16(exponent, set(2)), _mm512_setzero_si512());
+                _mm256_storeu_si256(
+                    scales.as_mut_ptr().add(32 * b).cast(),
+                    _mm512_cvtepi16_epi8(e),
+                );
+                // Elements times 2^(127 - E): the exponent field moved by 127 - E.
+                let mut shifts = [0i16; 32];
+                let k = _mm512_slli_epi16::<7>(_mm512_sub_epi16(set(127), e));
+                _mm512_storeu_si512(shifts.as_mut_ptr().cast(), k);
+                for (g, &shift) in shifts.iter().enumerate() {
+                    let x = _mm512_loadu_si512(s.add(64 * g).cast());
+                    let c = codes_pow2(x, set(shift), true, &mut bad);
+                    let pairs = _mm512_or_si512(c, _mm512_srli_epi32::<12>(c));
+                    let at = out.as_mut_ptr().add(512 * b + 16 * g);
+                    _mm_storeu_si128(at.cast(), _mm512_cvtepi32_epi8(pairs));
+                }
+            }
+        }
+        bad == 0
     }
 
     /// [`super::encode_pow2`] on AVX-512.

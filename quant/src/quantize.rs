@@ -445,6 +445,13 @@ impl<'a> Job<'a> {
                     first_row,
                     first_scale: band_first_scale,
                 };
+                if self.fused && self.one_pass_mxfp4() {
+                    // Scales and elements straight from the band (else the steps below).
+                    let src = input.bytes(local * cols, band_rows.len() * cols);
+                    if encode4::ct_mxfp4_bf16(src, stored, out) {
+                        return Ok(());
+                    }
+                }
                 let known = maxima.map(|m| &m[b * band_scales..][..amax.len()]);
                 self.band_amax(&input, band_rows, &at, known, &mut amax);
                 let plan = self.plan(&amax, tensor_amax)?;
@@ -486,6 +493,18 @@ impl<'a> Job<'a> {
             }
         }
         self.encode_general(input, local, first_row, plan, first_scale, out, buf)
+    }
+
+    /// Whether a band is quantized by `encode4::ct_mxfp4_bf16` (amax, scales and elements in
+    /// one pass): compressed-tensors' MXFP4 from bfloat16.
+    fn one_pass_mxfp4(&self) -> bool {
+        let scheme = self.scheme;
+        scheme.convention == Convention::CompressedTensors
+            && matches!(scheme.rule, ScaleRule::PowerOfTwo(_))
+            && scheme.granularity == Granularity::Group(32)
+            && scheme.scale.byte_size() == Some(1)
+            && self.dtype == DType::BFloat16
+            && encode4::supports(scheme.element, 32)
     }
 
     /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 groups of 16 or
