@@ -161,6 +161,7 @@ mod x86 {
     use core::arch::x86_64::*;
 
     use super::Rules;
+    use crate::narrow;
 
     /// 16 elements at `s` as float32 bits.
     #[inline(always)]
@@ -187,7 +188,6 @@ mod x86 {
     ) -> __m512i {
         // SAFETY: AVX-512 F and DQ by the caller's contract.
         unsafe {
-            let one = _mm512_set1_epi32(1);
             let xf = _mm512_castsi512_ps(x);
             let y = if DIVIDE {
                 _mm512_div_ps(xf, f)
@@ -196,10 +196,8 @@ mod x86 {
             };
             let mut y = _mm512_castps_si512(y);
             if ROUND {
-                // To bfloat16, nearest-even (NaN is reported below, whatever its bits become).
-                let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(y), one);
-                let biased = _mm512_add_epi32(y, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
-                y = _mm512_and_si512(biased, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+                // NaN is reported below, whatever its bits become.
+                y = narrow::round_bf16(y);
             }
             if unsigned_zero {
                 // -0 + 0 is +0, and nothing else changes: compressed-tensors' unsigned zero.
@@ -207,23 +205,8 @@ mod x86 {
             }
             let a = _mm512_and_si512(y, _mm512_set1_epi32(0x7FFF_FFFF));
             *bad |= _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x7F80_0000));
-            // 1 and above: exponent and first mantissa bit, nearest-even, saturated at code 7.
-            let odd = _mm512_and_si512(_mm512_srli_epi32::<22>(a), one);
-            let bias = _mm512_set1_epi32(0x001F_FFFF - 0x3F00_0000);
-            let normal = _mm512_srli_epi32::<22>(_mm512_add_epi32(_mm512_add_epi32(a, bias), odd));
-            let normal = _mm512_min_epu32(normal, _mm512_set1_epi32(7));
-            // Below 1: twice the value to the nearest integer, ties to even (0.25 gives 0, 0.75
-            // gives 2).
-            let twice = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(2.0));
-            let small = _mm512_cvtps_epi32(twice);
-            let below_one = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3F80_0000));
-            let code = _mm512_mask_blend_epi32(below_one, normal, small);
-            // code | (sign bit >> 28 & 8)
-            _mm512_ternarylogic_epi32::<0xF8>(
-                code,
-                _mm512_srli_epi32::<28>(y),
-                _mm512_set1_epi32(8),
-            )
+            // Saturating at 6 (code 7), which is what both references' encoders do above it.
+            narrow::code(y, a, &narrow::FLOAT4)
         }
     }
 

@@ -50,6 +50,8 @@ unsafe fn unsupported(_: &[u8], _: f32, _: &mut [u8]) -> bool {
 mod x86 {
     use core::arch::x86_64::*;
 
+    use crate::narrow;
+
     /// The float8_e4m3fn codes (one per 32-bit lane) of 16 elements (`x`: float32 bits) scaled
     /// by `f`, rounded to bfloat16 first when `ROUND`, clamped to 448; lanes whose result is inf
     /// or NaN are added to `bad`.
@@ -61,7 +63,6 @@ mod x86 {
     ) -> __m512i {
         // SAFETY: AVX-512 F by the caller's contract.
         unsafe {
-            let one = _mm512_set1_epi32(1);
             let xf = _mm512_castsi512_ps(x);
             let mut y = _mm512_castps_si512(if DIVIDE {
                 _mm512_div_ps(xf, f)
@@ -69,30 +70,13 @@ mod x86 {
                 _mm512_mul_ps(xf, f)
             });
             if ROUND {
-                // To bfloat16, nearest-even (NaN is reported below, whatever its bits become).
-                let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(y), one);
-                let biased = _mm512_add_epi32(y, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)));
-                y = _mm512_and_si512(biased, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+                // NaN is reported below, whatever its bits become.
+                y = narrow::round_bf16(y);
             }
             let a = _mm512_and_si512(y, _mm512_set1_epi32(0x7FFF_FFFF));
             *bad |= _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(0x7F80_0000));
-            // Clamped to 448 (positive floats order as their bits).
-            let a = _mm512_min_epu32(a, _mm512_set1_epi32(0x43E0_0000));
-            // From 2^-6: exponent and three mantissa bits, nearest-even, rebiased (120 << 3).
-            let odd = _mm512_and_si512(_mm512_srli_epi32::<20>(a), one);
-            let rounded = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32(0x7_FFFF)), odd);
-            let normal = _mm512_sub_epi32(_mm512_srli_epi32::<20>(rounded), _mm512_set1_epi32(960));
-            // Below: the nearest multiple of 2^-9, ties to even (8 of them is 2^-6, code 8).
-            let steps = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(512.0));
-            let small = _mm512_cvtps_epi32(steps);
-            let below = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(0x3C80_0000));
-            let code = _mm512_mask_blend_epi32(below, normal, small);
-            // code | (sign bit >> 24 & 0x80)
-            _mm512_ternarylogic_epi32::<0xF8>(
-                code,
-                _mm512_srli_epi32::<24>(y),
-                _mm512_set1_epi32(0x80),
-            )
+            // Clamped to 448, as the references clamp before encoding.
+            narrow::code(y, a, &narrow::FLOAT8_E4M3FN)
         }
     }
 

@@ -39,6 +39,8 @@ mod error;
 #[cfg(target_arch = "x86_64")]
 mod lines;
 mod lookup4;
+#[cfg(target_arch = "x86_64")]
+mod narrow;
 mod quantize;
 mod scheme;
 mod simd;
