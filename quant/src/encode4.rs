@@ -3,12 +3,13 @@
 //! computes in bfloat16, rounded to float4 (nearest-even, saturating at 6) and packed, all in
 //! registers — instead of a float32 buffer written, read back by a SIMD cast and patched.
 //!
-//! The float4 rounding works on the float32 bits: at 1 and above, the exponent and first
-//! mantissa bit rounded to nearest-even by one addition (torchao's `_f32_to_floatx_unpacked`);
-//! below 1, two comparisons (`> 0.25` gives 0.5, `>= 0.75` gives 1.0: ties to even). NaN and inf
-//! inputs are not handled: the pass reports them and the caller runs the general path, whose
-//! rules for them are the references' (`quantize::encode_general`, the definition this is held
-//! to by the tests there).
+//! The float32 form rounds through `narrow::code`: at 1 and above, the exponent and first
+//! mantissa bit rounded to nearest-even by one addition on the bits (torchao's
+//! `_f32_to_floatx_unpacked`), below 1 twice the value converted by the hardware (nearest-even).
+//! The MX form ([`encode_pow2`]) does the same on 16-bit lanes, with two comparisons below 1
+//! (`> 0.25` gives 0.5, `>= 0.75` gives 1.0). NaN and inf inputs are not handled: the pass
+//! reports them and the caller runs the general path, whose rules for them are the references'
+//! (`quantize::encode_general`, the definition this is held to by the tests there).
 
 /// Whether the one-pass form serves: float4 elements in groups of 16 or 32, from bfloat16 or
 /// float32, on a CPU with AVX-512.
