@@ -593,23 +593,14 @@ impl<'a> Job<'a> {
             return false;
         }
         // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`).
-        let power_of_two = |f: &f32| {
-            let b = f.to_bits();
-            b & 0x807F_FFFF == 0 && (1..=254).contains(&(b >> 23))
-        };
-        let divide = match plan.apply {
-            Apply::Multiply => false,
-            Apply::Divide if plan.factors.iter().all(power_of_two) => {
+        let (divide, factors) = match plan.apply {
+            Apply::Multiply => (false, &plan.factors[..]),
+            Apply::Divide if plan.factors.iter().all(|&f| normal_power_of_two(f)) => {
                 buf.clear();
                 buf.extend(plan.factors.iter().map(|f| 1.0 / f));
-                false
+                (false, &buf[..])
             }
-            Apply::Divide => true,
-        };
-        let factors = if matches!(plan.apply, Apply::Divide) && !divide {
-            &buf[..]
-        } else {
-            &plan.factors[..]
+            Apply::Divide => (true, &plan.factors[..]),
         };
         let rules = encode4::Rules {
             divide,
@@ -946,10 +937,8 @@ impl<'a> Input<'a> {
         // Dividing by a normal power of two is multiplying by its reciprocal, which is exact
         // (2^-127 ..= 2^126): both are the correctly rounded value of the same real number, and
         // a NaN element comes out of either quieted. A multiplication is much the cheaper.
-        let bits = f.to_bits();
-        let power_of_two = bits & 0x807F_FFFF == 0 && (1..=254).contains(&(bits >> 23));
         let (divide, f) = match plan.apply {
-            Apply::Divide if power_of_two => (false, 1.0 / f),
+            Apply::Divide if normal_power_of_two(f) => (false, 1.0 / f),
             Apply::Divide => (true, f),
             Apply::Multiply => (false, f),
         };
@@ -1022,6 +1011,14 @@ fn scale_values<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
         }
     }
     special
+}
+
+/// Whether `f` is a positive normal power of two: dividing by it is multiplying by its
+/// reciprocal (also a normal power of two), bit for bit.
+#[inline(always)]
+fn normal_power_of_two(f: f32) -> bool {
+    let bits = f.to_bits();
+    bits & 0x807F_FFFF == 0 && (1..=254).contains(&(bits >> 23))
 }
 
 /// A NaN or -0: where the references' float4 codes differ from the float4 cast's.
