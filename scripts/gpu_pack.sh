@@ -16,7 +16,7 @@ rm -rf .gpu && mkdir -p .gpu
 cp target/release/dtcast target/release/dtcast-child .gpu/
 for e in "${exes[@]}"; do
   name=${e%% *}
-  case $name in cuda|device|layer|cli|checkpoint) cp "${e#* }" ".gpu/test-$name" ;; esac
+  case $name in cuda|cuda_quant|device|layer|cli|checkpoint) cp "${e#* }" ".gpu/test-$name" ;; esac
 done
 strip .gpu/* 2>/dev/null || true
 pwd > .gpu/ROOT

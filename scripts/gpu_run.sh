@@ -35,7 +35,7 @@ for step in $steps; do
       # and run every kernel anyway.
       echo "--- test-cuda" | tee -a "$out/tests.log"
       timeout 300 .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles 2>&1 | tail -n 80 | tee -a "$out/tests.log"
-      for t in device layer cli checkpoint; do
+      for t in cuda_quant device layer cli checkpoint; do
         echo "--- test-$t" | tee -a "$out/tests.log"
         timeout 120 ".gpu/test-$t" --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
       done ;;

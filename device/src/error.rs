@@ -6,6 +6,7 @@ use dtcast_bitcast::BitcastError;
 use dtcast_cast::CastError;
 use dtcast_dtype::DType;
 use dtcast_promote::PromoteError;
+use dtcast_quant::QuantError;
 
 use crate::device::ParseDeviceError;
 use crate::Device;
@@ -22,6 +23,8 @@ pub enum TensorError {
     Bitcast(BitcastError),
     /// Promotion failed.
     Promote(PromoteError),
+    /// A scaled format refused (its scheme, shape or buffers; see `dtcast_quant`).
+    Quant(QuantError),
     /// The data does not fill the shape.
     Shape {
         /// The shape asked for.
@@ -86,6 +89,7 @@ impl fmt::Display for TensorError {
             TensorError::Cast(e) => e.fmt(f),
             TensorError::Bitcast(e) => e.fmt(f),
             TensorError::Promote(e) => e.fmt(f),
+            TensorError::Quant(e) => e.fmt(f),
             TensorError::Shape { shape, needed: Some(n), given } => {
                 write!(f, "shape {shape:?} needs {n} elements but {given} were given")
             }
@@ -128,6 +132,12 @@ impl From<BitcastError> for TensorError {
 impl From<PromoteError> for TensorError {
     fn from(e: PromoteError) -> Self {
         TensorError::Promote(e)
+    }
+}
+
+impl From<QuantError> for TensorError {
+    fn from(e: QuantError) -> Self {
+        TensorError::Quant(e)
     }
 }
 

@@ -8,6 +8,7 @@ use dtcast_cast::{cast, cast_streaming, CastMode};
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
+use crate::DequantPlan;
 use crate::QuantError;
 use crate::{e4m3, lookup4};
 
@@ -73,96 +74,22 @@ pub fn dequantize_into(
     out: DType,
     dst: &mut [u8],
 ) -> Result<(), QuantError> {
-    if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
-        return Err(QuantError::OutputDType { dtype: out });
-    }
-    let (rows, cols) = rows_cols(q.shape)?;
+    let plan = plan(q.elements.len(), q, scheme, out)?;
+    let (rows, cols) = (plan.rows, plan.cols);
     let n = rows * cols;
-    let needed = scheme
-        .element
-        .storage_bytes(n)
-        .map_err(|_| QuantError::Shape {
-            reason: format!("{n} {} elements do not end on a byte", scheme.element),
-        })?;
-    check_len("elements", needed, q.elements.len())?;
-    scheme.check()?;
-    let count = scheme.scale_count(rows, cols)?;
-    let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
-    check_len("scales", count * scale_bytes, q.scales.len())?;
-    if q.global_scale.is_some() != scheme.global_scale {
-        return Err(QuantError::GlobalScale {
-            needed: scheme.global_scale,
-        });
+    if plan.gpt_oss_experts.is_some() {
+        let values: Vec<f32> = (0..n)
+            .map(|i| plan.values[code(q.elements, scheme, i)])
+            .collect();
+        let dense = gpt_oss(&values, q, scheme, rows, cols, out);
+        check_len("output", dense.len(), dst.len())?;
+        dst.copy_from_slice(&dense);
+        return Ok(());
     }
-    let global = q.global_scale.unwrap_or(1.0);
-    // What each element code reads as, in float32 (the value the product takes).
-    let codes = 1usize << scheme.element.bits();
-    let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
-    let mut table = if scheme.element.is_packed() {
-        let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
-        f32s(&torch_cast(&packed, scheme.element, DType::Float32))
-    } else {
-        f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
-    };
-    if scheme.convention == Convention::TorchAo {
-        // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
-        // the default NaN, without its sign.
-        for v in table.iter_mut().filter(|v| v.is_nan()) {
-            *v = f32::from_bits(0x7FC0_0000);
-        }
-    }
-    // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
-    // wider scales (a few per tensor, row or block): each scale's factor.
-    let every_byte: Vec<u8> = (0..=255).collect();
-    let by_byte = scheme.scale.byte_size() == Some(1);
-    let scale_src: &[u8] = if by_byte { &every_byte } else { q.scales };
-    let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
-        (_, Convention::GptOss) => {
-            let values: Vec<f32> = (0..n).map(|i| table[code(q.elements, scheme, i)]).collect();
-            let dense = gpt_oss(&values, q, scheme, rows, cols, out);
-            check_len("output", dense.len(), dst.len())?;
-            dst.copy_from_slice(&dense);
-            return Ok(());
-        }
-        // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
-        (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
-            let factors: Vec<f32> = scale_src
-                .iter()
-                .map(|&e| {
-                    if e == 255 {
-                        f32::from_bits(0x7FC0_0000)
-                    } else {
-                        pow2(i32::from(e) - 127)
-                    }
-                })
-                .collect();
-            table = in_dtype(&table, out);
-            in_dtype(&factors, out)
-        }
-        // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
-        (ScaleRule::PowerOfTwo(_), _) => {
-            let factors: Vec<f32> = scale_src
-                .iter()
-                .map(|&e| pow2(i32::from(e) - 127))
-                .collect();
-            in_dtype(&factors, DType::BFloat16)
-        }
-        // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
-        // scale.
-        (ScaleRule::AbsMax, convention) => {
-            f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
-                .into_iter()
-                .map(|s| match (scheme.global_scale, convention) {
-                    (false, _) => s,
-                    (true, Convention::TorchAo) => mul(s, global),
-                    (true, _) => s / global,
-                })
-                .collect()
-        }
-    };
+    let table = &plan.values;
     let factors = Factors {
-        values: &factors,
-        scales: by_byte.then_some(q.scales),
+        values: &plan.factors,
+        scales: plan.by_scale_byte.then_some(q.scales),
     };
     // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
     // elsewhere as its code's own NaN, which the cast below gives.
@@ -274,6 +201,112 @@ pub fn dequantize_into(
                 Ok(())
             },
         )
+}
+
+/// The checks and tables of a dequantization ([`DequantPlan::new`](crate::DequantPlan::new)).
+pub(crate) fn plan(
+    element_bytes: usize,
+    q: &Quantized,
+    scheme: &Scheme,
+    out: DType,
+) -> Result<DequantPlan, QuantError> {
+    if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
+        return Err(QuantError::OutputDType { dtype: out });
+    }
+    let (rows, cols) = rows_cols(q.shape)?;
+    let n = rows * cols;
+    let needed = scheme
+        .element
+        .storage_bytes(n)
+        .map_err(|_| QuantError::Shape {
+            reason: format!("{n} {} elements do not end on a byte", scheme.element),
+        })?;
+    check_len("elements", needed, element_bytes)?;
+    scheme.check()?;
+    let count = scheme.scale_count(rows, cols)?;
+    let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
+    check_len("scales", count * scale_bytes, q.scales.len())?;
+    if q.global_scale.is_some() != scheme.global_scale {
+        return Err(QuantError::GlobalScale {
+            needed: scheme.global_scale,
+        });
+    }
+    let global = q.global_scale.unwrap_or(1.0);
+    // What each element code reads as, in float32 (the value the product takes).
+    let codes = 1usize << scheme.element.bits();
+    let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
+    let mut table = if scheme.element.is_packed() {
+        let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
+        f32s(&torch_cast(&packed, scheme.element, DType::Float32))
+    } else {
+        f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
+    };
+    if scheme.convention == Convention::TorchAo {
+        // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
+        // the default NaN, without its sign.
+        for v in table.iter_mut().filter(|v| v.is_nan()) {
+            *v = f32::from_bits(0x7FC0_0000);
+        }
+    }
+    // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
+    // wider scales (a few per tensor, row or block): each scale's factor.
+    let every_byte: Vec<u8> = (0..=255).collect();
+    let by_byte = scheme.scale.byte_size() == Some(1);
+    let scale_src: &[u8] = if by_byte { &every_byte } else { q.scales };
+    let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
+        // gpt-oss: the scale bytes are exponents (`ldexp`), no factors.
+        (_, Convention::GptOss) => Vec::new(),
+        // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
+        (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
+            let factors: Vec<f32> = scale_src
+                .iter()
+                .map(|&e| {
+                    if e == 255 {
+                        f32::from_bits(0x7FC0_0000)
+                    } else {
+                        pow2(i32::from(e) - 127)
+                    }
+                })
+                .collect();
+            table = in_dtype(&table, out);
+            in_dtype(&factors, out)
+        }
+        // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
+        (ScaleRule::PowerOfTwo(_), _) => {
+            let factors: Vec<f32> = scale_src
+                .iter()
+                .map(|&e| pow2(i32::from(e) - 127))
+                .collect();
+            in_dtype(&factors, DType::BFloat16)
+        }
+        // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
+        // scale.
+        (ScaleRule::AbsMax, convention) => {
+            f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
+                .into_iter()
+                .map(|s| match (scheme.global_scale, convention) {
+                    (false, _) => s,
+                    (true, Convention::TorchAo) => mul(s, global),
+                    (true, _) => s / global,
+                })
+                .collect()
+        }
+    };
+    let gpt_oss_experts = (scheme.convention == Convention::GptOss).then(|| {
+        if q.shape.len() >= 3 {
+            q.shape[0]
+        } else {
+            1
+        }
+    });
+    Ok(DequantPlan {
+        rows,
+        cols,
+        values: table,
+        factors,
+        by_scale_byte: by_byte,
+        gpt_oss_experts,
+    })
 }
 
 /// The float32 value of each of the `N` codes of `element` (16 for float4, 256 for float8), as

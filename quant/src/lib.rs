@@ -41,12 +41,14 @@ mod lines;
 mod lookup4;
 #[cfg(target_arch = "x86_64")]
 mod narrow;
+mod plans;
 mod quantize;
 mod scheme;
 mod simd;
 
 pub use dequant::{dequantize, dequantize_into, Quantized};
 pub use error::QuantError;
+pub use plans::{matrix_shape, scale_layout, DequantPlan, Quantizer, ScalePlan};
 pub use quantize::{quantize, quantize_into, quantize_rows, QuantizedTensor, TensorAmax};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 

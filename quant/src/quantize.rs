@@ -200,7 +200,7 @@ pub fn quantize_rows(
 }
 
 /// One tensor's quantization: its checked shape and scheme, and what its elements are clamped to.
-struct Job<'a> {
+pub(crate) struct Job<'a> {
     dtype: DType,
     rows: usize,
     cols: usize,
@@ -214,7 +214,11 @@ struct Job<'a> {
 impl<'a> Job<'a> {
     /// The checks every entry point makes: an input dtype the references quantize, a valid
     /// scheme, a shape it accepts.
-    fn new(dtype: DType, shape: &[usize], scheme: &'a Scheme) -> Result<Job<'a>, QuantError> {
+    pub(crate) fn new(
+        dtype: DType,
+        shape: &[usize],
+        scheme: &'a Scheme,
+    ) -> Result<Job<'a>, QuantError> {
         if !matches!(dtype, DType::Float32 | DType::BFloat16) {
             return Err(QuantError::InputDType { dtype });
         }
@@ -250,6 +254,27 @@ impl<'a> Job<'a> {
             });
         }
         Ok(job)
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn cols(&self) -> usize {
+        self.cols
+    }
+
+    pub(crate) fn scheme(&self) -> &'a Scheme {
+        self.scheme
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The element format's largest magnitude (448 or 6).
+    pub(crate) fn element_max(&self) -> f32 {
+        self.element_max
     }
 
     /// The bytes of `rows` rows of input.
@@ -309,7 +334,7 @@ impl<'a> Job<'a> {
     }
 
     /// The plan for a run of consecutive scales, from their amax (and the tensor's).
-    fn plan(&self, amax: &[f32], tensor_amax: f32) -> Result<Plan, QuantError> {
+    pub(crate) fn plan(&self, amax: &[f32], tensor_amax: f32) -> Result<Plan, QuantError> {
         let (scheme, dtype, element_max) = (self.scheme, self.dtype, self.element_max);
         if self.fused {
             if let Some(plan) = self.plan_finite(amax, tensor_amax) {
@@ -1072,7 +1097,7 @@ fn tensor_amax_pass(input: &Input, n: usize) -> f32 {
 
 /// The running amax `a` after a later part's `p`: a NaN already there stays, else `p`'s NaN,
 /// else the larger.
-fn fold_amax(a: f32, p: f32) -> f32 {
+pub(crate) fn fold_amax(a: f32, p: f32) -> f32 {
     if a.is_nan() {
         a
     } else if p.is_nan() {
@@ -1083,20 +1108,20 @@ fn fold_amax(a: f32, p: f32) -> f32 {
 }
 
 /// How elements are scaled.
-enum Apply {
+pub(crate) enum Apply {
     Divide,
     Multiply,
 }
 
 /// A reference's scales for a tensor: stored bytes, the factor each element is divided or
 /// multiplied by, the dtype that arithmetic rounds to, and whether the result is clamped first.
-struct Plan {
-    scales: Vec<u8>,
-    global: Option<f32>,
-    factors: Vec<f32>,
-    apply: Apply,
-    arithmetic: DType,
-    clamp: bool,
+pub(crate) struct Plan {
+    pub(crate) scales: Vec<u8>,
+    pub(crate) global: Option<f32>,
+    pub(crate) factors: Vec<f32>,
+    pub(crate) apply: Apply,
+    pub(crate) arithmetic: DType,
+    pub(crate) clamp: bool,
 }
 
 /// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps), stored

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+pub mod cuda_host;
 pub mod fuzz;
 
 use dtcast::DType;

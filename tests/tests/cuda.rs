@@ -7,12 +7,12 @@
 //! - on a machine with a GPU, the real kernels run through `Tensor::to` and are compared the same
 //!   way (skipped, visibly, elsewhere).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use dtcast::cast::{cast_reference, CastMode};
 use dtcast::device::cuda_available;
 use dtcast::{DType, Device, Tensor, ToOptions};
+use dtcast_tests::cuda_host::{compile_cpp, quirk_bits, run_harness};
 use dtcast_tests::fixture;
 
 /// The dtypes the CUDA kernels cast: every dtype with values (all but float4_e2m1fn_x2, which
@@ -94,50 +94,6 @@ fn reference(src: &[u8], from: DType, to: DType, saturate: bool) -> Vec<u8> {
     out
 }
 
-/// Compiles a C++ file that includes `kernels.cu` into an executable, with whichever C++ compiler
-/// the machine has; `None` (after a SKIPPED note) when it has none. A compiler that rejects the
-/// source fails the test with its messages.
-fn compile_cpp(cpp: &std::path::Path, exe: &std::path::Path) -> Option<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap();
-    let Some(output) = ["c++", "g++", "clang++"].iter().find_map(|cxx| {
-        Command::new(cxx)
-            .args(["-O1", "-std=c++14", "-I"])
-            .arg(root.join("device/src/cuda"))
-            .arg("-o")
-            .arg(exe)
-            .arg(cpp)
-            .output()
-            .ok()
-    }) else {
-        eprintln!("SKIPPED: no C++ compiler (c++, g++, clang++) to run kernels.cu on the host");
-        return None;
-    };
-    assert!(
-        output.status.success(),
-        "kernels.cu does not compile as C++ ({}):\n{}",
-        cpp.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(())
-}
-
-/// Runs a harness with `input` on stdin; its stdout.
-fn run_harness(exe: &std::path::Path, input: Vec<u8>) -> Vec<u8> {
-    let mut child = Command::new(exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(out.status.success(), "harness failed: {:?}", out.status);
-    out.stdout
-}
-
 #[test]
 fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -157,17 +113,7 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
             let n = job_elements(&all, from, to);
             let src = &all[..from.storage_bytes(n).unwrap()];
             for saturate in [false, true] {
-                let q = dtcast::cast::Quirks::of(from, to);
-                let quirks = [
-                    q.f16_to_f32_nan,
-                    q.f32_to_bf16_nan,
-                    q.float8_nan_to_int_zero,
-                    q.part_bits,
-                    q.ml,
-                ]
-                .iter()
-                .enumerate()
-                .fold(0u8, |bits, (i, &on)| bits | (u8::from(on) << i));
+                let quirks = quirk_bits(from, to);
                 jobs.extend([
                     from.index() as u8,
                     to.index() as u8,

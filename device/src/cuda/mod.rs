@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use dtcast_cast::{cast_to_vec, CastError, CastMode, Quirks};
 use dtcast_dtype::DType;
@@ -21,9 +21,13 @@ use crate::backend::{Backend, Storage};
 use crate::error::TensorError;
 use crate::Device;
 
+mod scaled;
 mod source;
 mod staging;
 mod timing;
+pub use scaled::{
+    compile_scaled_kernels, dequant_line, dequantize, quantize, quantize_line, DeviceQuantized,
+};
 pub use source::{formats_cuh, kernel_source, lane, lanes_cuh};
 pub use timing::{time_cast, time_transfers, CastTiming, TransferTiming};
 
@@ -138,6 +142,7 @@ fn backend_of(ordinal: u8) -> Result<Arc<Cuda>, TensorError> {
         ctx,
         stream,
         kernels: Mutex::new(HashMap::new()),
+        scaled: Mutex::new(HashMap::new()),
         pool,
         staging: Mutex::new(Vec::new()),
         arch,
@@ -184,6 +189,8 @@ pub struct Cuda {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     kernels: Mutex<HashMap<(DType, DType, CastMode), CudaFunction>>,
+    /// The scaled-format programs (`scaled.rs`), by their source line.
+    scaled: Mutex<HashMap<String, Arc<CudaModule>>>,
     /// The memory pool that keeps freed memory, trimmed when an allocation runs out.
     pool: Option<Pool>,
     /// Page-locked buffers for transfers (see `staging.rs`), kept for reuse.
