@@ -290,6 +290,10 @@ fn the_scaled_kernels_quantize_as_the_cpu_when_run_on_the_host() {
         failures.join("\n")
     );
     assert!(compared > 100_000, "only {compared} element bytes compared");
+    eprintln!(
+        "{} quantization cases, {compared} element bytes: equal",
+        cases.len()
+    );
 }
 
 /// One dequantization case.
@@ -415,6 +419,10 @@ fn the_scaled_kernels_dequantize_as_the_cpu_when_run_on_the_host() {
         }
     }
     assert_eq!(at, got.len(), "the harness wrote more than the cases need");
+    eprintln!(
+        "{} dequantization cases, {at} output bytes: equal",
+        expected.len()
+    );
     assert!(
         failures.is_empty(),
         "{} of {} cases differ:\n{}",
