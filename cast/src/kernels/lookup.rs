@@ -7,8 +7,8 @@
 //! scalar rules (`dispatch::convert_stored`) once per pair and rounding, so they give the rules'
 //! bytes by construction, and the property tests hold them to the rules as every kernel is.
 //!
-//! The index of an element is its code (float8 and float4 sources; float6 codes two at a time,
-//! an entry holding both outputs, since four codes straddle three bytes), its bits (16-bit
+//! The index of an element is its code (float8 sources), two codes at once with an entry holding
+//! both outputs (float4: a byte; float6: 12 bits, since four codes straddle three bytes), its bits (16-bit
 //! sources), or for float32 into formats of at most 6 mantissa bits its top 16 bits
 //! with the lowest of them or'ed with "any of the low 16 bits set": rounding to at most 6 mantissa
 //! bits looks at sign, exponent, the top 7 mantissa bits and whether anything below them is set,
@@ -28,10 +28,11 @@ use crate::lanes::{unit, Lane};
 /// How a kernel reads table indices from the source.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Index {
-    /// One code per element of 4 or 8 bits (packed sides packed).
+    /// One code per element of 8 bits.
     Code,
-    /// Two float6 codes (12 bits) per index: an entry holds two destination elements.
-    Pairs6,
+    /// Two codes per index (float4: a byte, float6: 12 bits): an entry holds two destination
+    /// elements.
+    Pairs,
     /// A 16-bit element's bits.
     Bits16,
     /// A float32's top 16 bits, the lowest or'ed with whether any of the low 16 is set.
@@ -46,8 +47,9 @@ fn index_of(from: DType, to: DType) -> Option<Index> {
                 .is_some_and(|f| f.mantissa_bits <= 6 && f.signed)
     };
     match from.bits() {
-        4 | 8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
-        6 if !to.is_packed() => Some(Index::Pairs6),
+        8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
+        // Two destination elements per entry: at most 8 bytes.
+        4 | 6 if from.is_floating_point() && !to.is_packed() && unit(to) <= 4 => Some(Index::Pairs),
         16 if to.bits() <= 8 || from == DType::Float16 || to == DType::Float16 => {
             Some(Index::Bits16)
         }
@@ -59,7 +61,7 @@ fn index_of(from: DType, to: DType) -> Option<Index> {
 impl Index {
     /// Destination elements per table entry.
     fn per_entry(self) -> usize {
-        if self == Index::Pairs6 {
+        if self == Index::Pairs {
             2
         } else {
             1
@@ -103,10 +105,11 @@ fn build<K: Step>(index: Index) -> Table {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     // The representatives, stored as the source stores them.
     let src: Vec<u8> = match index {
-        Index::Code | Index::Pairs6 => {
-            let codes: Vec<u8> = if index == Index::Pairs6 {
-                (0..1u16 << 12)
-                    .flat_map(|v| [(v & 0x3F) as u8, (v >> 6) as u8])
+        Index::Code | Index::Pairs => {
+            let bits = from.bits();
+            let codes: Vec<u8> = if index == Index::Pairs {
+                (0..1u16 << (2 * bits))
+                    .flat_map(|v| [(v & ((1 << bits) - 1)) as u8, (v >> bits) as u8])
                     .collect()
             } else {
                 (0..1u16 << from.bits()).map(|c| c as u8).collect()
@@ -246,13 +249,12 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
     {
         let mut at = [0u16; CHUNK];
         match (index, sb) {
-            (Index::Code, 4) => {
-                for (pair, &b) in at.chunks_exact_mut(2).zip(s) {
-                    pair[0] = u16::from(b & 0xF);
-                    pair[1] = u16::from(b >> 4);
+            (Index::Pairs, 4) => {
+                for (i, &b) in at.iter_mut().zip(s) {
+                    *i = u16::from(b);
                 }
             }
-            (Index::Pairs6, _) => {
+            (Index::Pairs, _) => {
                 for (two, group) in at.chunks_exact_mut(2).zip(s.chunks_exact(3)) {
                     let word =
                         u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
