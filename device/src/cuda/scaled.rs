@@ -27,6 +27,10 @@ const QUANTIZE_FUNCTIONS: [&str; 3] = ["dtcast_amax", "dtcast_amax_value", "dtca
 /// Threads per block of the scaled kernels (their grid-stride loops cover any rest).
 const BLOCK_THREADS: u32 = 256;
 
+/// Elements per thread of `dtcast_amax` (`DTCAST_AMAX_RUN` in `scaled.cu`): the launch's size
+/// only, which any value would make correct.
+const AMAX_RUN: usize = 16;
+
 /// A tensor quantized on the GPU: its elements (float8_e4m3fn, or float4_e2m1fn packed two per
 /// byte, in the input's shape), its scales (the scheme's scale dtype, one dimension, in the
 /// scheme's order) and its global scale where the scheme has one.
@@ -303,10 +307,9 @@ pub fn quantize(x: &Tensor, scheme: &Scheme) -> Result<DeviceQuantized, TensorEr
         (a as u64, b as u64, rows as u64, cols as u64, count as u64);
     let src = cuda.slice_of(x)?;
     // Every scale's amax: its largest magnitude and its first NaN, then the value.
-    let magnitude = cuda.alloc_zeroed(4 * count)?;
-    let nan_key = cuda.alloc_zeroed(8 * count)?;
+    let mut magnitude = cuda.alloc_zeroed(4 * count)?;
+    let mut nan_key = cuda.alloc_zeroed(8 * count)?;
     let mut amax_buf = cuda.alloc_for_writing(4 * count)?;
-    let (mut magnitude, mut nan_key) = (magnitude, nan_key);
     let plan_of = |amax: &[f32]| quantizer.plan(amax);
     let plan = if count > 0 {
         if n > 0 {
@@ -320,8 +323,9 @@ pub fn quantize(x: &Tensor, scheme: &Scheme) -> Result<DeviceQuantized, TensorEr
                 .arg(&cols64);
             launch.arg(&mut magnitude).arg(&mut nan_key);
             // SAFETY: `dtcast_amax` reads rows * cols inputs (the tensor holds them) and updates
-            // one u32 and one u64 per scale (allocated, zeroed).
-            unsafe { launch.launch(grid(n.div_ceil(16))) }.map_err(cuda_error)?;
+            // one u32 and one u64 per scale (allocated, zeroed). A thread per run of
+            // `DTCAST_AMAX_RUN` elements (its grid-stride loop covers any other grid).
+            unsafe { launch.launch(grid(n.div_ceil(AMAX_RUN))) }.map_err(cuda_error)?;
         }
         let canonical = u32::from(quantizer.reads_nan_as_default());
         let mut launch = cuda.stream.launch_builder(&amax_value);
