@@ -12,7 +12,7 @@
 use dtcast_dtype::DType;
 
 use crate::dequant::{check_len, rows_cols, Quantized};
-use crate::quantize::{fold_amax, Apply, Job};
+use crate::quantize::{fold_amax, reads_nan_as_default, Apply, Job};
 use crate::scheme::{Convention, Granularity, Scheme};
 use crate::QuantError;
 
@@ -161,8 +161,7 @@ impl<'a> Quantizer<'a> {
     /// Whether the reference reads the input's NaNs as the default NaN `0x7FC00000`
     /// (compressed-tensors computes on bfloat16 tensors): in the amax as in the elements.
     pub fn reads_nan_as_default(&self) -> bool {
-        self.job.dtype() == DType::BFloat16
-            && self.job.scheme().convention == Convention::CompressedTensors
+        reads_nan_as_default(self.job.dtype(), self.job.scheme())
     }
 
     /// How many scales the tensor has (the length of the amax slice [`plan`](Quantizer::plan)

@@ -772,6 +772,12 @@ fn store(values: &[f32], w: DType) -> Vec<u8> {
 /// core's cache.
 const PIECE_ELEMENTS: usize = 1 << 14;
 
+/// Whether `scheme`'s reference reads a `dtype` input's NaNs as the default NaN: compressed-tensors
+/// computes on bfloat16 tensors (torch: in float32, rounded back, a NaN coming back as 0x7FC0).
+pub(crate) fn reads_nan_as_default(dtype: DType, scheme: &Scheme) -> bool {
+    dtype == DType::BFloat16 && scheme.convention == Convention::CompressedTensors
+}
+
 /// The positive default NaN: what torch's bfloat16 arithmetic leaves for any NaN.
 const DEFAULT_NAN: f32 = f32::from_bits(0x7FC0_0000);
 
@@ -794,8 +800,7 @@ impl<'a> Input<'a> {
             src,
             dtype,
             size: dtype.byte_size().unwrap_or(4),
-            canonical_nan: dtype == DType::BFloat16
-                && scheme.convention == Convention::CompressedTensors,
+            canonical_nan: reads_nan_as_default(dtype, scheme),
         }
     }
 
