@@ -107,18 +107,41 @@ pub fn dequantize_into(
     let piece_rows = (PIECE_ELEMENTS / cols).max(1);
     if let Granularity::Group(k) = scheme.granularity {
         if lookup4::supports(scheme.element, k, out) && nan.is_none() && cols % k == 0 {
-            // float4 in groups: each group's 16 outputs once, every element looked up (one pass).
+            // float4 in groups: each group's 16 outputs once (one-byte scales: once per byte),
+            // every element looked up (one pass).
             let values: [f32; 16] = code_values(scheme.element)?;
-            dst.par_chunks_mut(piece_rows * cols * out_size)
-                .enumerate()
-                .for_each_init(Vec::new, |piece_factors: &mut Vec<f32>, (p, dst)| {
-                    let first = p * piece_rows * cols;
-                    let count = dst.len() / out_size;
-                    piece_factors.clear();
-                    piece_factors.extend((first / k..(first + count) / k).map(|g| factors.at(g)));
-                    let src = &q.elements[first / 2..(first + count) / 2];
-                    lookup4::dequantize(src, &values, k, piece_factors, out, dst);
+            let piece = |p: usize, dst: &[u8]| {
+                let first = p * piece_rows * cols;
+                let count = dst.len() / out_size;
+                (
+                    first / k..(first + count) / k,
+                    first / 2..(first + count) / 2,
+                )
+            };
+            let pieces = dst.par_chunks_mut(piece_rows * cols * out_size).enumerate();
+            if plan.by_scale_byte {
+                let tables = lookup4::ByteTables::new(&values, &plan.factors, out);
+                pieces.for_each(|(p, dst)| {
+                    let (groups, elements) = piece(p, dst);
+                    let by_byte = lookup4::ByByte {
+                        tables: &tables,
+                        scales: &q.scales[groups],
+                    };
+                    lookup4::dequantize(&q.elements[elements], k, &by_byte, out, dst);
                 });
+            } else {
+                pieces.for_each_init(Vec::new, |piece_factors: &mut Vec<f32>, (p, dst)| {
+                    let (groups, elements) = piece(p, dst);
+                    piece_factors.clear();
+                    piece_factors.extend(groups.map(|g| factors.at(g)));
+                    let by_factor = lookup4::ByFactor {
+                        values,
+                        factors: piece_factors,
+                        out,
+                    };
+                    lookup4::dequantize(&q.elements[elements], k, &by_factor, out, dst);
+                });
+            }
             return Ok(());
         }
     }

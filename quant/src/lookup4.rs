@@ -78,52 +78,162 @@ fn table(values: &[f32; 16], f: f32, out: DType) -> [u32; 16] {
     t
 }
 
-/// Dequantizes `src` (packed float4 codes, the first of each byte in its low nibble; one group
-/// of `group` codes per entry of `factors`, the group's factor) into `dst` (`out`'s
-/// little-endian bytes). `values` are the codes' float32 values.
-pub(crate) fn dequantize(
+/// Where each group's 16 outputs come from: computed from its factor ([`ByFactor`]), or, for
+/// one-byte scales, looked up by the scale's byte among 256 tables made once ([`ByByte`]).
+pub(crate) trait Groups {
+    /// Group `g`'s 16 outputs, as [`table`] makes them.
+    fn table(&self, g: usize) -> [u32; 16];
+
+    /// [`table`](Groups::table) in a register's 32-bit lanes.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F and BW.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn lanes32(&self, g: usize) -> core::arch::x86_64::__m512i;
+
+    /// Groups `g0`'s and `g1`'s outputs as 16-bit entries in one register (`g1`'s in lanes
+    /// 16..32; `g1 == g0` for groups of 32, whose upper half is then unused).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F and BW.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn lanes16(&self, g0: usize, g1: usize) -> core::arch::x86_64::__m512i;
+}
+
+/// Each group's outputs computed from its factor.
+pub(crate) struct ByFactor<'a> {
+    /// The codes' float32 values.
+    pub values: [f32; 16],
+    /// One factor per group.
+    pub factors: &'a [f32],
+    /// The output dtype (bfloat16 or float32).
+    pub out: DType,
+}
+
+impl Groups for ByFactor<'_> {
+    #[inline(always)]
+    fn table(&self, g: usize) -> [u32; 16] {
+        table(&self.values, self.factors[g], self.out)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn lanes32(&self, g: usize) -> core::arch::x86_64::__m512i {
+        // SAFETY: the caller's contract; a plain load of 16 floats.
+        unsafe {
+            let values = core::arch::x86_64::_mm512_loadu_ps(self.values.as_ptr());
+            x86::table(values, self.factors[g], self.out)
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn lanes16(&self, g0: usize, g1: usize) -> core::arch::x86_64::__m512i {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let a = self.lanes32(g0);
+            let b = if g1 == g0 { a } else { self.lanes32(g1) };
+            x86::u16_tables(a, b)
+        }
+    }
+}
+
+/// The outputs of each of the 256 scale bytes' factors (E8M0 or float8 scales: a tensor's
+/// groups share at most 256 tables, so they are made once per tensor instead of once per group).
+pub(crate) struct ByteTables {
+    /// Byte `b`'s table, as [`table`] makes it.
+    u32s: Vec<[u32; 16]>,
+    /// The same entries as 16-bit values (bfloat16 output), 32 bytes a table: one load.
+    u16s: Vec<[u16; 16]>,
+}
+
+impl ByteTables {
+    /// The tables of `factors` (the factor of each byte, 256 of them).
+    pub(crate) fn new(values: &[f32; 16], factors: &[f32], out: DType) -> ByteTables {
+        debug_assert_eq!(factors.len(), 256);
+        let u32s: Vec<[u32; 16]> = factors.iter().map(|&f| table(values, f, out)).collect();
+        let u16s = u32s.iter().map(|t| t.map(|e| e as u16)).collect();
+        ByteTables { u32s, u16s }
+    }
+}
+
+/// Each group's outputs looked up by its scale's byte.
+pub(crate) struct ByByte<'a> {
+    /// The 256 tables.
+    pub tables: &'a ByteTables,
+    /// One scale byte per group.
+    pub scales: &'a [u8],
+}
+
+impl Groups for ByByte<'_> {
+    #[inline(always)]
+    fn table(&self, g: usize) -> [u32; 16] {
+        self.tables.u32s[usize::from(self.scales[g])]
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn lanes32(&self, g: usize) -> core::arch::x86_64::__m512i {
+        let t = &self.tables.u32s[usize::from(self.scales[g])];
+        // SAFETY: the caller's contract; `t` is 64 bytes.
+        unsafe { core::arch::x86_64::_mm512_loadu_si512(t.as_ptr().cast()) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn lanes16(&self, g0: usize, g1: usize) -> core::arch::x86_64::__m512i {
+        use core::arch::x86_64::*;
+        let (a, b) = (
+            &self.tables.u16s[usize::from(self.scales[g0])],
+            &self.tables.u16s[usize::from(self.scales[g1])],
+        );
+        // SAFETY: the caller's contract; `a` and `b` are 32 bytes each.
+        unsafe {
+            let a = _mm512_castsi256_si512(_mm256_loadu_si256(a.as_ptr().cast()));
+            _mm512_inserti64x4::<1>(a, _mm256_loadu_si256(b.as_ptr().cast()))
+        }
+    }
+}
+
+/// Dequantizes `src` (packed float4 codes, the first of each byte in its low nibble; groups of
+/// `group` codes, the `g`-th with `groups`' table `g`) into `dst` (`out`'s little-endian bytes).
+pub(crate) fn dequantize<G: Groups>(
     src: &[u8],
-    values: &[f32; 16],
     group: usize,
-    factors: &[f32],
+    groups: &G,
     out: DType,
     dst: &mut [u8],
 ) {
     let size = out.byte_size().unwrap_or(4);
-    debug_assert_eq!(src.len(), factors.len() * group / 2);
     debug_assert_eq!(src.len() * 2 * size, dst.len());
     #[cfg(target_arch = "x86_64")]
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 {
         // Whole steps of 32 codes on AVX-512; a last group of 16 by the loop.
         let steps = src.len() / 16;
-        let groups = steps * 32 / group;
         let (s, s_tail) = src.split_at(16 * steps);
         let (d, d_tail) = dst.split_at_mut(32 * steps * size);
         // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
-        unsafe { x86::dequantize(s, values, group, &factors[..groups], out, d) };
-        portable(s_tail, values, group, &factors[groups..], out, d_tail);
+        unsafe { x86::dequantize(s, group, groups, out, d) };
+        portable(s_tail, group, groups, steps * 32 / group, out, d_tail);
         store_fence();
         return;
     }
-    portable(src, values, group, factors, out, dst);
+    portable(src, group, groups, 0, out, dst);
 }
 
-/// The lookup as a loop over the bytes (the definition the SIMD form is held to).
-pub(crate) fn portable(
+/// The lookup as a loop over the bytes (the definition the SIMD form is held to); `src`'s first
+/// group is `groups`' group `first`.
+pub(crate) fn portable<G: Groups>(
     src: &[u8],
-    values: &[f32; 16],
     group: usize,
-    factors: &[f32],
+    groups: &G,
+    first: usize,
     out: DType,
     dst: &mut [u8],
 ) {
     let size = out.byte_size().unwrap_or(4);
-    for ((codes, dst), &f) in src
+    for (g, (codes, dst)) in src
         .chunks_exact(group / 2)
         .zip(dst.chunks_exact_mut(group * size))
-        .zip(factors)
+        .enumerate()
     {
-        let t = table(values, f, out);
+        let t = groups.table(first + g);
         for (&b, pair) in codes.iter().zip(dst.chunks_exact_mut(2 * size)) {
             let (lo, hi) = (t[usize::from(b & 0xF)], t[usize::from(b >> 4)]);
             pair[..size].copy_from_slice(&lo.to_le_bytes()[..size]);
@@ -138,13 +248,14 @@ mod x86 {
 
     use dtcast_dtype::DType;
 
+    use super::Groups;
     use crate::arith::mul;
     use crate::lines::Lines;
 
     /// [`super::table`] in a register: the 16 outputs of a group with factor `f` as 32-bit
     /// lanes (`values`: the codes' values).
     #[inline(always)]
-    unsafe fn table(values: __m512, f: f32, out: DType) -> __m512i {
+    pub(super) unsafe fn table(values: __m512, f: f32, out: DType) -> __m512i {
         // SAFETY: AVX-512 F/BW by the caller's contract.
         unsafe {
             let products = if f.is_nan() {
@@ -182,7 +293,7 @@ mod x86 {
 
     /// The 16-bit entries of one or two tables in a register (the second's at lanes 16..32).
     #[inline(always)]
-    unsafe fn u16_tables(a: __m512i, b: __m512i) -> __m512i {
+    pub(super) unsafe fn u16_tables(a: __m512i, b: __m512i) -> __m512i {
         // SAFETY: AVX-512 F/BW by the caller's contract.
         unsafe {
             let (a, b) = (_mm512_cvtepi32_epi16(a), _mm512_cvtepi32_epi16(b));
@@ -195,11 +306,10 @@ mod x86 {
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn dequantize(
+    pub(super) unsafe fn dequantize<G: Groups>(
         src: &[u8],
-        values: &[f32; 16],
         group: usize,
-        factors: &[f32],
+        groups: &G,
         out: DType,
         dst: &mut [u8],
     ) {
@@ -212,37 +322,27 @@ mod x86 {
         } else {
             _mm512_setzero_si512()
         };
-        // SAFETY: a plain load of 16 floats; the writer's vectors are the steps' outputs, in
-        // order, inside `dst`.
-        let (values, mut lines) = unsafe {
-            (
-                _mm512_loadu_ps(values.as_ptr()),
-                Lines::new(dst.as_mut_ptr()),
-            )
-        };
+        // SAFETY: the writer's vectors are the steps' outputs, in order, inside `dst`.
+        let mut lines = unsafe { Lines::new(dst.as_mut_ptr()) };
         for k in 0..steps {
             // (32 / group is 1 or 2: a shift, not a division per step.)
-            let g = if group == 16 { 2 * k } else { k };
-            // SAFETY: AVX-512 by this function's contract.
-            let (a, b) = unsafe {
-                let a = table(values, factors[g], out);
-                let b = if group == 16 {
-                    table(values, factors[g + 1], out)
-                } else {
-                    a
-                };
-                (a, b)
+            let (g0, g1) = if group == 16 {
+                (2 * k, 2 * k + 1)
+            } else {
+                (k, k)
             };
             // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes the 32 elements at
             // 32k * size of `dst` (its next 64-byte vectors), inside both (`dst` holds 2 * size
-            // bytes per byte of `src`).
+            // bytes per byte of `src`); AVX-512 by this function's contract.
             unsafe {
                 let idx = indices(src.as_ptr().add(16 * k), second);
                 if size == 2 {
-                    lines.push(_mm512_permutexvar_epi16(idx, u16_tables(a, b)));
+                    lines.push(_mm512_permutexvar_epi16(idx, groups.lanes16(g0, g1)));
                 } else {
                     // float32 entries: the 32 indices as two vectors of 16 32-bit lanes, looked
                     // up in both tables (index bit 4 picks the second).
+                    let a = groups.lanes32(g0);
+                    let b = if g1 == g0 { a } else { groups.lanes32(g1) };
                     let low = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(idx));
                     let high = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(idx));
                     lines.push(_mm512_permutex2var_epi32(a, low, b));
@@ -330,7 +430,8 @@ mod tests {
             f32::MAX,
             2f32.powi(-127),
         ];
-        let factors: Vec<f32> = (0..64)
+        // 256 factors: the first 64 the groups' own, all 256 a scale byte's.
+        let factors: Vec<f32> = (0..256)
             .map(|i| {
                 if i % 5 == 0 {
                     specials[i / 5 % specials.len()]
@@ -339,14 +440,32 @@ mod tests {
                 }
             })
             .collect();
+        let scale_bytes: Vec<u8> = (0..64).map(|_| next() as u8).collect();
         for group in [16, 32] {
             for out in [DType::BFloat16, DType::Float32] {
                 let size = out.byte_size().unwrap();
+                let tables = ByteTables::new(&values, &factors, out);
                 // An odd number of groups: a group of 16 left for the loop after the SIMD steps.
                 for groups in [1, 2, 47, 64] {
                     let src: Vec<u8> = (0..groups * group / 2).map(|_| next() as u8).collect();
-                    let factors = &factors[..groups.min(factors.len())];
-                    let src = &src[..factors.len() * group / 2];
+                    let by_factor = ByFactor {
+                        values,
+                        factors: &factors[..groups],
+                        out,
+                    };
+                    let scales = &scale_bytes[..groups];
+                    let by_byte = ByByte {
+                        tables: &tables,
+                        scales,
+                    };
+                    // What the bytes' tables must give: each group's factor, its byte's.
+                    let bytes_factors: Vec<f32> =
+                        scales.iter().map(|&b| factors[usize::from(b)]).collect();
+                    let bytes_as_factors = ByFactor {
+                        values,
+                        factors: &bytes_factors,
+                        out,
+                    };
                     // Every start within a cache line: streamed, re-cut into lines, or
                     // ordinary stores.
                     for skew in (0..64).step_by(2) {
@@ -354,9 +473,13 @@ mod tests {
                         let mut a = vec![0u8; n + 128];
                         let mut b = a.clone();
                         let at = a.as_ptr().align_offset(64) + skew;
-                        dequantize(src, &values, group, factors, out, &mut a[at..at + n]);
-                        portable(src, &values, group, factors, out, &mut b[at..at + n]);
-                        assert_eq!(a, b, "group {group}, {out}, {groups} groups, skew {skew}");
+                        let what = format!("group {group}, {out}, {groups} groups, skew {skew}");
+                        dequantize(&src, group, &by_factor, out, &mut a[at..at + n]);
+                        portable(&src, group, &by_factor, 0, out, &mut b[at..at + n]);
+                        assert_eq!(a, b, "by factor: {what}");
+                        dequantize(&src, group, &by_byte, out, &mut a[at..at + n]);
+                        portable(&src, group, &bytes_as_factors, 0, out, &mut b[at..at + n]);
+                        assert_eq!(a, b, "by byte: {what}");
                     }
                 }
             }
