@@ -374,6 +374,53 @@ mod tests {
     }
 
     #[test]
+    fn the_provided_float16_conversions_are_the_scalar_rules() {
+        // `Vector`'s provided float16 bodies: the portable set looks 16-bit sources up instead
+        // (`lookup.rs`) and x86 overrides both with F16C, so no cast test reaches
+        // `f16_to_f32`; held here to `formats` on every float16 and, the other way, on every
+        // float32 sign, exponent and top 7 mantissa bits with low bits around each rounding point.
+        use vector::Vector;
+        type Plain = portable::Lanes;
+        let n = Plain::LANES;
+        let halves: Vec<u16> = (0..=u16::MAX).collect();
+        for chunk in halves.chunks_exact(n) {
+            let src: Vec<u8> = chunk.iter().flat_map(|h| h.to_le_bytes()).collect();
+            let mut got = vec![0u8; 4 * n];
+            // SAFETY: `src` holds `n` u16 and `got` room for `n` u32; the portable set runs
+            // everywhere.
+            unsafe { Plain::load_f16_as_f32(src.as_ptr()).store::<false>(got.as_mut_ptr()) };
+            for (&h, out) in chunk.iter().zip(got.chunks_exact(4)) {
+                let want = crate::formats::f16_to_f32(h).to_bits();
+                let got = u32::from_le_bytes(out.try_into().unwrap());
+                assert_eq!(got, want, "float16 {h:#06x}: {got:#010x} not {want:#010x}");
+            }
+        }
+        let lows = [
+            0u32, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3FFF, 0xFFFF,
+        ];
+        let words: Vec<u32> = (0..=u16::MAX as u32)
+            .flat_map(|top| lows.map(|low| top << 16 | low))
+            .collect();
+        for chunk in words.chunks_exact(2 * n) {
+            let src: Vec<u8> = chunk.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let mut got = vec![0u8; 4 * n];
+            // SAFETY: as above, `2n` u32 in and `2n` u16 out.
+            unsafe {
+                let (a, b) = (
+                    Plain::load(src.as_ptr()),
+                    Plain::load(src.as_ptr().add(4 * n)),
+                );
+                Plain::store_f16::<false>(a, b, got.as_mut_ptr());
+            }
+            for (&w, out) in chunk.iter().zip(got.chunks_exact(2)) {
+                let want = crate::formats::f32_to_f16(f32::from_bits(w));
+                let got = u16::from_le_bytes(out.try_into().unwrap());
+                assert_eq!(got, want, "float32 {w:#010x}: {got:#06x} not {want:#06x}");
+            }
+        }
+    }
+
+    #[test]
     fn screened_kernels_convert_as_the_plain_ones_and_screen_as_the_scalar_run() {
         // Every screened kernel on every instruction set this machine runs: the same bytes as the
         // streaming kernel, and "clear" exactly when no element's key is in the run — for runs

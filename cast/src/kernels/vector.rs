@@ -174,20 +174,22 @@ pub(crate) trait Vector: Copy {
 
     /// float16 bits (the low 16 bits of each lane) → f32 bits. The magnitude's bits moved up to
     /// f32's exponent position are the value times 2^-112 — exactly, subnormals included — so one
-    /// multiplication by 2^112 rebiases; infinities and NaNs instead get the all-ones exponent,
-    /// and a NaN its quiet bit.
+    /// multiplication by 2^112 rebiases. It leaves an infinity's or a NaN's mantissa in place
+    /// under an exponent field of 143, all of whose bits the all-ones field covers: or-ing that
+    /// in (and a NaN's quiet bit) finishes them without a select.
     #[inline(always)]
     unsafe fn f16_to_f32(self) -> Self {
         // SAFETY: the caller's contract.
         unsafe {
             let magnitude = self.and(Self::splat(0x7FFF));
-            let moved = magnitude.shl::<13>();
-            let finite = moved.f32_mul(Self::splat(0x7780_0000)); // 2^112
-            let special = moved.add(Self::splat(0x7000_0000)); // the all-ones exponent
-            let quiet = special.or(Self::splat(0x0040_0000));
-            let special = Self::select(magnitude.gt_i32(Self::splat(0x7C00)), quiet, special);
-            let bits = Self::select(magnitude.gt_i32(Self::splat(0x7BFF)), special, finite);
-            bits.or(self.and(Self::splat(0x8000)).shl::<16>())
+            let finite = magnitude.shl::<13>().f32_mul(Self::splat(0x7780_0000)); // 2^112
+            let zero = Self::splat(0);
+            let special = magnitude.gt_i32(Self::splat(0x7BFF));
+            let exponent = Self::select(special, Self::splat(0x7F80_0000), zero);
+            let nan = magnitude.gt_i32(Self::splat(0x7C00));
+            let quiet = Self::select(nan, Self::splat(0x0040_0000), zero);
+            let sign = self.xor(magnitude).shl::<16>();
+            finite.or(exponent).or(quiet).or(sign)
         }
     }
 
