@@ -8,7 +8,6 @@ use dtcast_cast::{cast, cast_streaming, CastMode};
 use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
-use crate::DequantPlan;
 use crate::QuantError;
 use crate::{e4m3, lookup4};
 
@@ -26,6 +25,53 @@ pub struct Quantized<'a> {
     /// The tensor's global scale (NVFP4): compressed-tensors' `weight_global_scale` (a divisor)
     /// or torchao's `per_tensor_scale` (a multiplier).
     pub global_scale: Option<f32>,
+}
+
+/// How a backend dequantizes one tensor: what each element code reads as, each scale's factor,
+/// and where the scales are.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DequantPlan {
+    /// Rows of the tensor (its leading dimensions together).
+    pub rows: usize,
+    /// Columns (its last dimension).
+    pub cols: usize,
+    /// The float32 value each element code reads as (16 for float4, 256 for float8), NaN bits
+    /// included.
+    pub values: Vec<f32>,
+    /// Each scale's factor: indexed by the scale's stored byte where
+    /// [`by_scale_byte`](DequantPlan::by_scale_byte) (256 entries), else by the scale's index.
+    /// Empty for gpt-oss, whose scale bytes are exponents.
+    pub factors: Vec<f32>,
+    /// Whether scales are one byte each and [`factors`](DequantPlan::factors) is looked up by it.
+    pub by_scale_byte: bool,
+    /// gpt-oss: the number of experts; the output is `[experts, cols, rows / experts]` and each
+    /// element is `ldexp(value, byte - 127)` (exact in float64, then rounded to float32).
+    pub gpt_oss_experts: Option<usize>,
+}
+
+/// A tensor's scales as [`DequantPlan::from_parts`] reads them.
+#[derive(Clone, Copy, Debug)]
+pub enum Scales<'a> {
+    /// The stored bytes.
+    Bytes(&'a [u8]),
+    /// Only their length in bytes: all a plan needs of one-byte scales (E8M0, float8), whose
+    /// factors are a table of the 256 bytes — so that scales on a GPU need not cross the bus.
+    Length(usize),
+}
+
+impl Scales<'_> {
+    /// The scales' length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Scales::Bytes(bytes) => bytes.len(),
+            Scales::Length(len) => *len,
+        }
+    }
+
+    /// Whether there are no scale bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The dense tensor of `q` in `out` (float32, bfloat16 or float16), bit for bit as the scheme's
@@ -233,10 +279,24 @@ pub(crate) fn plan(
     scheme: &Scheme,
     out: DType,
 ) -> Result<DequantPlan, QuantError> {
+    let scales = Scales::Bytes(q.scales);
+    plan_of_parts(element_bytes, q.shape, scales, q.global_scale, scheme, out)
+}
+
+/// [`plan`] from a tensor's parts, its scales only by their length where that is all it needs
+/// ([`DequantPlan::from_parts`]).
+pub(crate) fn plan_of_parts(
+    element_bytes: usize,
+    shape: &[usize],
+    scales: Scales,
+    global_scale: Option<f32>,
+    scheme: &Scheme,
+    out: DType,
+) -> Result<DequantPlan, QuantError> {
     if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
         return Err(QuantError::OutputDType { dtype: out });
     }
-    let (rows, cols) = rows_cols(q.shape)?;
+    let (rows, cols) = rows_cols(shape)?;
     let n = rows * cols;
     let needed = scheme
         .element
@@ -248,13 +308,13 @@ pub(crate) fn plan(
     scheme.check()?;
     let count = scheme.scale_count(rows, cols)?;
     let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
-    check_len("scales", count * scale_bytes, q.scales.len())?;
-    if q.global_scale.is_some() != scheme.global_scale {
+    check_len("scales", count * scale_bytes, scales.len())?;
+    if global_scale.is_some() != scheme.global_scale {
         return Err(QuantError::GlobalScale {
             needed: scheme.global_scale,
         });
     }
-    let global = q.global_scale.unwrap_or(1.0);
+    let global = global_scale.unwrap_or(1.0);
     // What each element code reads as, in float32 (the value the product takes).
     let codes = 1usize << scheme.element.bits();
     let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
@@ -275,7 +335,18 @@ pub(crate) fn plan(
     // wider scales (a few per tensor, row or block): each scale's factor.
     let every_byte: Vec<u8> = (0..=255).collect();
     let by_byte = scheme.scale.byte_size() == Some(1);
-    let scale_src: &[u8] = if by_byte { &every_byte } else { q.scales };
+    let scale_src: &[u8] = match (by_byte, scales) {
+        (true, _) => &every_byte,
+        (false, Scales::Bytes(bytes)) => bytes,
+        (false, Scales::Length(_)) => {
+            return Err(QuantError::Scheme {
+                reason: format!(
+                    "{} scales' factors are computed from their bytes: give the scales' bytes, not only their length",
+                    scheme.scale
+                ),
+            })
+        }
+    };
     let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
         // gpt-oss: the scale bytes are exponents (`ldexp`), no factors.
         (_, Convention::GptOss) => Vec::new(),
@@ -315,13 +386,16 @@ pub(crate) fn plan(
                 .collect()
         }
     };
-    let gpt_oss_experts = (scheme.convention == Convention::GptOss).then(|| {
-        if q.shape.len() >= 3 {
-            q.shape[0]
-        } else {
-            1
-        }
-    });
+    let gpt_oss_experts =
+        (scheme.convention == Convention::GptOss).then(
+            || {
+                if shape.len() >= 3 {
+                    shape[0]
+                } else {
+                    1
+                }
+            },
+        );
     Ok(DequantPlan {
         rows,
         cols,

@@ -46,9 +46,9 @@ mod quantize;
 mod scheme;
 mod simd;
 
-pub use dequant::{dequantize, dequantize_into, Quantized};
+pub use dequant::{dequantize, dequantize_into, DequantPlan, Quantized, Scales};
 pub use error::QuantError;
-pub use plans::{matrix_shape, scale_layout, DequantPlan, Quantizer, ScalePlan};
+pub use plans::{matrix_shape, scale_layout, Quantizer, ScalePlan};
 pub use quantize::{quantize, quantize_into, quantize_rows, QuantizedTensor, TensorAmax};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 

@@ -11,32 +11,10 @@
 
 use dtcast_dtype::DType;
 
-use crate::dequant::{check_len, rows_cols, Quantized};
+use crate::dequant::{check_len, rows_cols, DequantPlan, Quantized, Scales};
 use crate::quantize::{fold_amax, reads_nan_as_default, Apply, Job};
 use crate::scheme::{Convention, Granularity, Scheme};
 use crate::QuantError;
-
-/// How a backend dequantizes one tensor: what each element code reads as, each scale's factor,
-/// and where the scales are.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DequantPlan {
-    /// Rows of the tensor (its leading dimensions together).
-    pub rows: usize,
-    /// Columns (its last dimension).
-    pub cols: usize,
-    /// The float32 value each element code reads as (16 for float4, 256 for float8), NaN bits
-    /// included.
-    pub values: Vec<f32>,
-    /// Each scale's factor: indexed by the scale's stored byte where
-    /// [`by_scale_byte`](DequantPlan::by_scale_byte) (256 entries), else by the scale's index.
-    /// Empty for gpt-oss, whose scale bytes are exponents.
-    pub factors: Vec<f32>,
-    /// Whether scales are one byte each and [`factors`](DequantPlan::factors) is looked up by it.
-    pub by_scale_byte: bool,
-    /// gpt-oss: the number of experts; the output is `[experts, cols, rows / experts]` and each
-    /// element is `ldexp(value, byte - 127)` (exact in float64, then rounded to float32).
-    pub gpt_oss_experts: Option<usize>,
-}
 
 impl DequantPlan {
     /// The plan for `q` under `scheme` into `out`, after every check [`dequantize`](crate::dequantize)
@@ -56,22 +34,29 @@ impl DequantPlan {
     }
 
     /// [`DequantPlan::new`] for a tensor whose elements are elsewhere (on a GPU): only their
-    /// length in bytes is checked.
+    /// length in bytes is checked, and one-byte scales' ([`Scales::Length`]).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::{DequantPlan, Scales, Scheme};
+    /// let scheme = Scheme::named("ct_nvfp4", DType::BFloat16)?;
+    /// // A [2, 32] NVFP4 tensor: 32 bytes of codes, four float8 scales, a global scale.
+    /// let plan = DequantPlan::from_parts(32, &[2, 32], Scales::Length(4), Some(2.0), &scheme, DType::BFloat16)?;
+    /// assert_eq!(plan.factors[0x38], 0.5); // float8_e4m3fn 1.0 divided by the global scale
+    /// // Float32 scales are read: their length alone is not enough.
+    /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
+    /// assert!(DequantPlan::from_parts(2, &[2, 1], Scales::Length(8), None, &channel, DType::BFloat16).is_err());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
     pub fn from_parts(
         element_bytes: usize,
         shape: &[usize],
-        scales: &[u8],
+        scales: Scales,
         global_scale: Option<f32>,
         scheme: &Scheme,
         out: DType,
     ) -> Result<DequantPlan, QuantError> {
-        let q = Quantized {
-            elements: &[],
-            shape,
-            scales,
-            global_scale,
-        };
-        crate::dequant::plan(element_bytes, &q, scheme, out)
+        crate::dequant::plan_of_parts(element_bytes, shape, scales, global_scale, scheme, out)
     }
 
     /// The dense tensor's shape: `[rows, cols]`'s leading dimensions as given, or gpt-oss's

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use dtcast_dtype::DType;
-use dtcast_quant::{scale_layout, DequantPlan, Quantizer, Scheme};
+use dtcast_quant::{scale_layout, DequantPlan, Quantizer, Scales, Scheme};
 
 use super::{backend_of, compile, cuda_error, kernel_source, lane, quirk_args, Cuda, CudaStorage};
 use crate::backend::{Backend, Storage};
@@ -202,17 +202,19 @@ pub fn dequantize(
     out: DType,
 ) -> Result<Tensor, TensorError> {
     let cuda = cuda_of(elements)?;
-    // The scales come to the host: wide scales' factors are computed there.
-    let scale_bytes = cuda.download_vec(scales.storage().as_ref())?;
+    // Wide scales come to the host, where their factors are computed; one-byte scales' factors
+    // are a table of the 256 bytes, so only their length is needed.
+    let scale_len = scales.storage().len();
+    let downloaded = match scheme.scale.byte_size() {
+        Some(1) => None,
+        _ => Some(cuda.download_vec(scales.storage().as_ref())?),
+    };
+    let scale_view = downloaded
+        .as_deref()
+        .map_or(Scales::Length(scale_len), Scales::Bytes);
     let element_bytes = elements.storage().len();
-    let plan = DequantPlan::from_parts(
-        element_bytes,
-        shape,
-        &scale_bytes,
-        global_scale,
-        scheme,
-        out,
-    )?;
+    let plan =
+        DequantPlan::from_parts(element_bytes, shape, scale_view, global_scale, scheme, out)?;
     let (rows, cols) = (plan.rows as u64, plan.cols as u64);
     let n = plan.rows * plan.cols;
     let len = n * out.byte_size().unwrap_or(4);
