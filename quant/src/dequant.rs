@@ -280,130 +280,167 @@ pub(crate) fn plan(
     out: DType,
 ) -> Result<DequantPlan, QuantError> {
     let scales = Scales::Bytes(q.scales);
-    plan_of_parts(element_bytes, q.shape, scales, q.global_scale, scheme, out)
+    DequantPlan::from_parts(element_bytes, q.shape, scales, q.global_scale, scheme, out)
 }
 
-/// [`plan`] from a tensor's parts, its scales only by their length where that is all it needs
-/// ([`DequantPlan::from_parts`]).
-pub(crate) fn plan_of_parts(
-    element_bytes: usize,
-    shape: &[usize],
-    scales: Scales,
-    global_scale: Option<f32>,
-    scheme: &Scheme,
-    out: DType,
-) -> Result<DequantPlan, QuantError> {
-    if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
-        return Err(QuantError::OutputDType { dtype: out });
+impl DequantPlan {
+    /// The plan for `q` under `scheme` into `out`, after every check [`dequantize`](crate::dequantize)
+    /// makes (shape, lengths, scheme, global scale, output dtype).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::{DequantPlan, Quantized, Scheme};
+    /// let q = Quantized { elements: &[0x72; 16], shape: &[1, 32], scales: &[126], global_scale: None };
+    /// let plan = DequantPlan::new(&q, &Scheme::named("ao_mxfp4_floor", DType::Float32)?, DType::Float32)?;
+    /// assert_eq!((plan.values[2], plan.values[7]), (1.0, 6.0)); // float4 codes 0x2 and 0x7
+    /// assert_eq!(plan.factors[126], 0.5); // E8M0 byte 126 is 2^-1
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn new(q: &Quantized, scheme: &Scheme, out: DType) -> Result<DequantPlan, QuantError> {
+        plan(q.elements.len(), q, scheme, out)
     }
-    let (rows, cols) = rows_cols(shape)?;
-    let n = rows * cols;
-    let needed = scheme
-        .element
-        .storage_bytes(n)
-        .map_err(|_| QuantError::Shape {
-            reason: format!("{n} {} elements do not end on a byte", scheme.element),
-        })?;
-    check_len("elements", needed, element_bytes)?;
-    scheme.check()?;
-    let count = scheme.scale_count(rows, cols)?;
-    let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
-    check_len("scales", count * scale_bytes, scales.len())?;
-    if global_scale.is_some() != scheme.global_scale {
-        return Err(QuantError::GlobalScale {
-            needed: scheme.global_scale,
+
+    /// [`DequantPlan::new`] for a tensor whose elements are elsewhere (on a GPU): only their
+    /// length in bytes is checked, and one-byte scales' ([`Scales::Length`]).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::{DequantPlan, Scales, Scheme};
+    /// let scheme = Scheme::named("ct_nvfp4", DType::BFloat16)?;
+    /// // A [2, 32] NVFP4 tensor: 32 bytes of codes, four float8 scales, a global scale.
+    /// let plan = DequantPlan::from_parts(32, &[2, 32], Scales::Length(4), Some(2.0), &scheme, DType::BFloat16)?;
+    /// assert_eq!(plan.factors[0x38], 0.5); // float8_e4m3fn 1.0 divided by the global scale
+    /// // Float32 scales are read: their length alone is not enough.
+    /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
+    /// assert!(DequantPlan::from_parts(2, &[2, 1], Scales::Length(8), None, &channel, DType::BFloat16).is_err());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn from_parts(
+        element_bytes: usize,
+        shape: &[usize],
+        scales: Scales,
+        global_scale: Option<f32>,
+        scheme: &Scheme,
+        out: DType,
+    ) -> Result<DequantPlan, QuantError> {
+        if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
+            return Err(QuantError::OutputDType { dtype: out });
+        }
+        let (rows, cols) = rows_cols(shape)?;
+        let n = rows * cols;
+        let needed = scheme
+            .element
+            .storage_bytes(n)
+            .map_err(|_| QuantError::Shape {
+                reason: format!("{n} {} elements do not end on a byte", scheme.element),
+            })?;
+        check_len("elements", needed, element_bytes)?;
+        scheme.check()?;
+        let count = scheme.scale_count(rows, cols)?;
+        let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
+        check_len("scales", count * scale_bytes, scales.len())?;
+        if global_scale.is_some() != scheme.global_scale {
+            return Err(QuantError::GlobalScale {
+                needed: scheme.global_scale,
+            });
+        }
+        let global = global_scale.unwrap_or(1.0);
+        // What each element code reads as, in float32 (the value the product takes).
+        let codes = 1usize << scheme.element.bits();
+        let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
+        let mut table = if scheme.element.is_packed() {
+            let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
+            f32s(&torch_cast(&packed, scheme.element, DType::Float32))
+        } else {
+            f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
+        };
+        if scheme.convention == Convention::TorchAo {
+            // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
+            // the default NaN, without its sign.
+            for v in table.iter_mut().filter(|v| v.is_nan()) {
+                *v = f32::from_bits(0x7FC0_0000);
+            }
+        }
+        // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
+        // wider scales (a few per tensor, row or block): each scale's factor.
+        let every_byte: Vec<u8> = (0..=255).collect();
+        let by_byte = scheme.scale.byte_size() == Some(1);
+        let scale_src: &[u8] = match (by_byte, scales) {
+            (true, _) => &every_byte,
+            (false, Scales::Bytes(bytes)) => bytes,
+            (false, Scales::Length(_)) => {
+                return Err(QuantError::Scheme {
+                    reason: format!(
+                        "{} scales' factors are computed from their bytes: give the scales' bytes, not only their length",
+                        scheme.scale
+                    ),
+                })
+            }
+        };
+        let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
+            // gpt-oss: the scale bytes are exponents (`ldexp`), no factors.
+            (_, Convention::GptOss) => Vec::new(),
+            // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
+            (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
+                let factors: Vec<f32> = scale_src
+                    .iter()
+                    .map(|&e| {
+                        if e == 255 {
+                            f32::from_bits(0x7FC0_0000)
+                        } else {
+                            pow2(i32::from(e) - 127)
+                        }
+                    })
+                    .collect();
+                table = in_dtype(&table, out);
+                in_dtype(&factors, out)
+            }
+            // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
+            (ScaleRule::PowerOfTwo(_), _) => {
+                let factors: Vec<f32> = scale_src
+                    .iter()
+                    .map(|&e| pow2(i32::from(e) - 127))
+                    .collect();
+                in_dtype(&factors, DType::BFloat16)
+            }
+            // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
+            // scale.
+            (ScaleRule::AbsMax, convention) => {
+                f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
+                    .into_iter()
+                    .map(|s| match (scheme.global_scale, convention) {
+                        (false, _) => s,
+                        (true, Convention::TorchAo) => mul(s, global),
+                        (true, _) => s / global,
+                    })
+                    .collect()
+            }
+        };
+        let gpt_oss_experts = (scheme.convention == Convention::GptOss).then(|| {
+            if shape.len() >= 3 {
+                shape[0]
+            } else {
+                1
+            }
         });
+        Ok(DequantPlan {
+            rows,
+            cols,
+            values: table,
+            factors,
+            by_scale_byte: by_byte,
+            gpt_oss_experts,
+        })
     }
-    let global = global_scale.unwrap_or(1.0);
-    // What each element code reads as, in float32 (the value the product takes).
-    let codes = 1usize << scheme.element.bits();
-    let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
-    let mut table = if scheme.element.is_packed() {
-        let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
-        f32s(&torch_cast(&packed, scheme.element, DType::Float32))
-    } else {
-        f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
-    };
-    if scheme.convention == Convention::TorchAo {
-        // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
-        // the default NaN, without its sign.
-        for v in table.iter_mut().filter(|v| v.is_nan()) {
-            *v = f32::from_bits(0x7FC0_0000);
+
+    /// The dense tensor's shape: `[rows, cols]`'s leading dimensions as given, or gpt-oss's
+    /// `[experts, cols, rows / experts]`.
+    pub fn output_shape(&self, shape: &[usize]) -> Vec<usize> {
+        match self.gpt_oss_experts {
+            Some(experts) => vec![experts, self.cols, self.rows / experts.max(1)],
+            None => shape.to_vec(),
         }
     }
-    // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
-    // wider scales (a few per tensor, row or block): each scale's factor.
-    let every_byte: Vec<u8> = (0..=255).collect();
-    let by_byte = scheme.scale.byte_size() == Some(1);
-    let scale_src: &[u8] = match (by_byte, scales) {
-        (true, _) => &every_byte,
-        (false, Scales::Bytes(bytes)) => bytes,
-        (false, Scales::Length(_)) => {
-            return Err(QuantError::Scheme {
-                reason: format!(
-                    "{} scales' factors are computed from their bytes: give the scales' bytes, not only their length",
-                    scheme.scale
-                ),
-            })
-        }
-    };
-    let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
-        // gpt-oss: the scale bytes are exponents (`ldexp`), no factors.
-        (_, Convention::GptOss) => Vec::new(),
-        // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.
-        (ScaleRule::PowerOfTwo(_), Convention::TorchAo) => {
-            let factors: Vec<f32> = scale_src
-                .iter()
-                .map(|&e| {
-                    if e == 255 {
-                        f32::from_bits(0x7FC0_0000)
-                    } else {
-                        pow2(i32::from(e) - 127)
-                    }
-                })
-                .collect();
-            table = in_dtype(&table, out);
-            in_dtype(&factors, out)
-        }
-        // compressed-tensors: bfloat16 powers of two (255: 2^128 = inf).
-        (ScaleRule::PowerOfTwo(_), _) => {
-            let factors: Vec<f32> = scale_src
-                .iter()
-                .map(|&e| pow2(i32::from(e) - 127))
-                .collect();
-            in_dtype(&factors, DType::BFloat16)
-        }
-        // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
-        // scale.
-        (ScaleRule::AbsMax, convention) => {
-            f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
-                .into_iter()
-                .map(|s| match (scheme.global_scale, convention) {
-                    (false, _) => s,
-                    (true, Convention::TorchAo) => mul(s, global),
-                    (true, _) => s / global,
-                })
-                .collect()
-        }
-    };
-    let gpt_oss_experts =
-        (scheme.convention == Convention::GptOss).then(
-            || {
-                if shape.len() >= 3 {
-                    shape[0]
-                } else {
-                    1
-                }
-            },
-        );
-    Ok(DequantPlan {
-        rows,
-        cols,
-        values: table,
-        factors,
-        by_scale_byte: by_byte,
-        gpt_oss_experts,
-    })
 }
 
 /// The float32 value of each of the `N` codes of `element` (16 for float4, 256 for float8), as

@@ -4,70 +4,18 @@
 //! the CPU's bytes.
 //!
 //! Dequantizing is, for every scheme, `out[i] = round_out(values[code(i)] × factor(scale(i)))`
-//! (the product with x86's NaN rules, [`DequantPlan`]); gpt-oss is `ldexp` instead. Quantizing is
-//! an amax per scale (the first NaN, else the largest magnitude), then a plan from the amaxes
-//! ([`Quantizer::plan`], the references' scale rules), then every element scaled, rounded and
-//! encoded by the plan's few rules ([`ScalePlan`]).
+//! (the product with x86's NaN rules, [`DequantPlan`](crate::DequantPlan), which lives beside
+//! [`Quantized`](crate::Quantized) in `dequant.rs` since the CPU path works from it); gpt-oss is
+//! `ldexp` instead. Quantizing is an amax per scale (the first NaN, else the largest magnitude),
+//! then a plan from the amaxes ([`Quantizer::plan`], the references' scale rules), then every
+//! element scaled, rounded and encoded by the plan's few rules ([`ScalePlan`]).
 
 use dtcast_dtype::DType;
 
-use crate::dequant::{check_len, rows_cols, DequantPlan, Quantized, Scales};
+use crate::dequant::{check_len, rows_cols};
 use crate::quantize::{fold_amax, reads_nan_as_default, Apply, Job};
 use crate::scheme::{Convention, Granularity, Scheme};
 use crate::QuantError;
-
-impl DequantPlan {
-    /// The plan for `q` under `scheme` into `out`, after every check [`dequantize`](crate::dequantize)
-    /// makes (shape, lengths, scheme, global scale, output dtype).
-    ///
-    /// ```
-    /// use dtcast_dtype::DType;
-    /// use dtcast_quant::{DequantPlan, Quantized, Scheme};
-    /// let q = Quantized { elements: &[0x72; 16], shape: &[1, 32], scales: &[126], global_scale: None };
-    /// let plan = DequantPlan::new(&q, &Scheme::named("ao_mxfp4_floor", DType::Float32)?, DType::Float32)?;
-    /// assert_eq!((plan.values[2], plan.values[7]), (1.0, 6.0)); // float4 codes 0x2 and 0x7
-    /// assert_eq!(plan.factors[126], 0.5); // E8M0 byte 126 is 2^-1
-    /// # Ok::<(), dtcast_quant::QuantError>(())
-    /// ```
-    pub fn new(q: &Quantized, scheme: &Scheme, out: DType) -> Result<DequantPlan, QuantError> {
-        crate::dequant::plan(q.elements.len(), q, scheme, out)
-    }
-
-    /// [`DequantPlan::new`] for a tensor whose elements are elsewhere (on a GPU): only their
-    /// length in bytes is checked, and one-byte scales' ([`Scales::Length`]).
-    ///
-    /// ```
-    /// use dtcast_dtype::DType;
-    /// use dtcast_quant::{DequantPlan, Scales, Scheme};
-    /// let scheme = Scheme::named("ct_nvfp4", DType::BFloat16)?;
-    /// // A [2, 32] NVFP4 tensor: 32 bytes of codes, four float8 scales, a global scale.
-    /// let plan = DequantPlan::from_parts(32, &[2, 32], Scales::Length(4), Some(2.0), &scheme, DType::BFloat16)?;
-    /// assert_eq!(plan.factors[0x38], 0.5); // float8_e4m3fn 1.0 divided by the global scale
-    /// // Float32 scales are read: their length alone is not enough.
-    /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
-    /// assert!(DequantPlan::from_parts(2, &[2, 1], Scales::Length(8), None, &channel, DType::BFloat16).is_err());
-    /// # Ok::<(), dtcast_quant::QuantError>(())
-    /// ```
-    pub fn from_parts(
-        element_bytes: usize,
-        shape: &[usize],
-        scales: Scales,
-        global_scale: Option<f32>,
-        scheme: &Scheme,
-        out: DType,
-    ) -> Result<DequantPlan, QuantError> {
-        crate::dequant::plan_of_parts(element_bytes, shape, scales, global_scale, scheme, out)
-    }
-
-    /// The dense tensor's shape: `[rows, cols]`'s leading dimensions as given, or gpt-oss's
-    /// `[experts, cols, rows / experts]`.
-    pub fn output_shape(&self, shape: &[usize]) -> Vec<usize> {
-        match self.gpt_oss_experts {
-            Some(experts) => vec![experts, self.cols, self.rows / experts.max(1)],
-            None => shape.to_vec(),
-        }
-    }
-}
 
 /// How a backend scales and encodes the elements of one tensor, from the amax of each of its
 /// scales: the references' scale rules, applied by [`Quantizer::plan`].

@@ -238,17 +238,17 @@ pub(crate) trait MlValue {
 }
 
 /// Converts a step's `4 * LANES` codes into bfloat16/float16 by looking them up
-/// (`lookup::codes`: the scalar rule's bits, which [`MlValue::value`] computes) where the source
-/// has at most 64 codes and `V` reaches a 64-entry table in a few register permutes (measured:
-/// float6 → bfloat16/float16 about 2.5× as fast on AVX-512 as the computation, in cache);
-/// `false`, with nothing written, elsewhere.
+/// (`lookup::codes`: the scalar rule's bits, which [`MlValue::value`] computes) where `V` looks
+/// codes of the source's width up in registers ([`Vector::LOOKUP_BITS`]: AVX-512 6, by permutes
+/// over a 64-entry table, measured about 2.5× as fast as the computation for float6 →
+/// bfloat16/float16, in cache; AVX2 4, by byte shuffles); `false`, with nothing written, elsewhere.
 ///
 /// # Safety
 /// As [`Step::step`].
 #[inline(always)]
 unsafe fn looked_up<V: Vector, K: Step, const STREAM: bool>(s: *const u8, d: *mut u8) -> bool {
     let bits = K::S::DTYPE.bits();
-    if !V::PERMUTES_64 || bits > 6 {
+    if bits > V::LOOKUP_BITS {
         return false;
     }
     let table = super::lookup::codes::<K>();

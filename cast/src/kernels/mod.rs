@@ -344,8 +344,8 @@ mod tests {
 
     #[test]
     fn the_plain_lookup_reads_codes_where_packing_puts_them() {
-        // `Vector::lookup_u16`'s provided body (AVX-512's own is held to the scalar rules by the
-        // cast tests of float6/float4 → bfloat16/float16): every code of random packed bytes,
+        // `Vector::lookup_u16`'s provided body (AVX-512's and AVX2's own are held to the scalar
+        // rules by the cast tests of float6/float4 → bfloat16/float16): every code of random packed bytes,
         // unpacked by `dtcast_dtype::packing`, looked up in a table of distinct entries.
         use vector::Vector;
         type Plain = portable::Lanes;

@@ -128,10 +128,11 @@ pub(crate) trait Vector: Copy {
 
     // ---- codes looked up
 
-    /// Whether [`lookup_u16`](Vector::lookup_u16) permutes registers (a few instructions for
-    /// `4 * LANES` codes), so that looking narrow codes up beats computing their values; the
-    /// provided body is a plain loop.
-    const PERMUTES_64: bool = false;
+    /// The widest codes (4 or 6 bits) that [`lookup_u16`](Vector::lookup_u16) looks up by
+    /// shuffling or permuting registers (a few instructions for `4 * LANES` codes), so that
+    /// looking narrow codes up beats computing their values; 0 where it is the plain loop
+    /// ([`plain_lookup_u16`], the provided body).
+    const LOOKUP_BITS: usize = 0;
 
     /// Reads `4 * LANES` codes of `BITS` (4 or 6) bits packed at `s` (the layout of
     /// `dtcast_dtype::packing`) and writes each one's entry of `table` as a little-endian u16 at
@@ -142,24 +143,8 @@ pub(crate) trait Vector: Copy {
         d: *mut u8,
         table: &[u16; 64],
     ) {
-        let n = 4 * Self::LANES;
-        // SAFETY: the caller's contract: `n * BITS / 8` bytes at `s`, `2 * n` at `d`.
-        let (s, d) = unsafe {
-            (
-                core::slice::from_raw_parts(s, n * BITS / 8),
-                core::slice::from_raw_parts_mut(d, 2 * n),
-            )
-        };
-        for (k, out) in d.as_chunks_mut::<2>().0.iter_mut().enumerate() {
-            let code = if BITS == 6 {
-                let g = &s[3 * (k / 4)..];
-                let word = u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16;
-                word >> (6 * (k % 4)) & 0x3F
-            } else {
-                u32::from(s[k / 2] >> (4 * (k % 2)) & 0xF)
-            };
-            *out = table[code as usize].to_le_bytes();
-        }
+        // SAFETY: the caller's contract.
+        unsafe { plain_lookup_u16::<BITS>(4 * Self::LANES, s, d, table) }
     }
 
     // ---- float16, with the algorithm as the provided body.
@@ -231,6 +216,36 @@ pub(crate) trait Vector: Copy {
             let code = sum.shr::<13>().and(high).add(sum.and(low));
             code.or(self.sra::<16>().and(Self::splat(0xFFFF_8000)))
         }
+    }
+}
+
+/// [`Vector::lookup_u16`] as a plain loop over `n` codes.
+///
+/// # Safety
+/// `n * BITS / 8` bytes readable at `s`, `2 * n` writable at `d`.
+#[inline(always)]
+pub(crate) unsafe fn plain_lookup_u16<const BITS: usize>(
+    n: usize,
+    s: *const u8,
+    d: *mut u8,
+    table: &[u16; 64],
+) {
+    // SAFETY: the caller's contract.
+    let (s, d) = unsafe {
+        (
+            core::slice::from_raw_parts(s, n * BITS / 8),
+            core::slice::from_raw_parts_mut(d, 2 * n),
+        )
+    };
+    for (k, out) in d.as_chunks_mut::<2>().0.iter_mut().enumerate() {
+        let code = if BITS == 6 {
+            let g = &s[3 * (k / 4)..];
+            let word = u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16;
+            word >> (6 * (k % 4)) & 0x3F
+        } else {
+            u32::from(s[k / 2] >> (4 * (k % 2)) & 0xF)
+        };
+        *out = table[code as usize].to_le_bytes();
     }
 }
 

@@ -3,7 +3,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::{spread_u6, squeeze_u6, Vector};
+use super::super::vector::{plain_lookup_u16, spread_u6, squeeze_u6, Vector};
 use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
@@ -30,6 +30,7 @@ unsafe fn bytes4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
 impl Vector for __m256i {
     const LANES: usize = 8;
     type Mask = __m256i;
+    const LOOKUP_BITS: usize = 4;
 
     // Every method: the caller guarantees AVX2 + F16C (checked once by `kernel`) and the memory
     // named in the trait's contract; each body is one or a few intrinsics.
@@ -97,6 +98,42 @@ impl Vector for __m256i {
                     _mm256_cvtepu8_epi32(hi),
                     _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(hi, hi)),
                 ]
+            }
+        }
+        unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
+            s: *const u8,
+            d: *mut u8,
+            table: &[u16; 64],
+        ) {
+            if BITS != 4 {
+                // Six-bit codes are not looked up here (`LOOKUP_BITS`): the plain loop.
+                // SAFETY: the caller's contract.
+                return unsafe { plain_lookup_u16::<BITS>(32, s, d, table) };
+            }
+            // SAFETY: the caller's contract: 16 bytes (32 codes) at `s`, 64 bytes at `d`;
+            // `table`'s first 16 entries are 32 bytes.
+            unsafe {
+                // The 16 entries' low bytes in one 16-byte table and their high bytes in
+                // another, each in both 128-bit lanes (what a byte shuffle indexes).
+                let entries = _mm256_loadu_si256(table.as_ptr().cast());
+                let evens_odds = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+                let split = _mm256_shuffle_epi8(entries, _mm256_broadcastsi128_si256(evens_odds));
+                let low_bytes = _mm256_permute4x64_epi64::<0b10_00_10_00>(split);
+                let high_bytes = _mm256_permute4x64_epi64::<0b11_01_11_01>(split);
+                // The 32 codes as bytes in element order (byte j's low nibble, then its high).
+                let packed = _mm_loadu_si128(s.cast());
+                let mask = _mm_set1_epi8(0xF);
+                let (lo, hi) = (_mm_and_si128(packed, mask), _mm_and_si128(_mm_srli_epi16::<4>(packed), mask));
+                let codes = _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
+                    _mm_unpackhi_epi8(lo, hi),
+                );
+                let (l, h) = (_mm256_shuffle_epi8(low_bytes, codes), _mm256_shuffle_epi8(high_bytes, codes));
+                // Each entry's two bytes side by side: codes 0-7 | 16-23 and 8-15 | 24-31,
+                // put back in order.
+                let (a, b) = (_mm256_unpacklo_epi8(l, h), _mm256_unpackhi_epi8(l, h));
+                _mm256_permute2x128_si256::<0x20>(a, b).store::<STREAM>(d);
+                _mm256_permute2x128_si256::<0x31>(a, b).store::<STREAM>(d.add(32));
             }
         }
         unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {

@@ -114,7 +114,7 @@ const SIX_BIT_BYTES: __mmask64 = (1 << 48) - 1;
 impl Vector for __m512i {
     const LANES: usize = 16;
     type Mask = __mmask16;
-    const PERMUTES_64: bool = true;
+    const LOOKUP_BITS: usize = 6;
 
     // Every method: the caller guarantees the AVX-512 subsets (checked once by `kernel`) and the
     // memory named in the trait's contract; each body is one or a few intrinsics.
