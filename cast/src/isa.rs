@@ -56,11 +56,72 @@ pub fn isas() -> Vec<Isa> {
     Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
 }
 
-/// The best set this machine runs (what [`cast`](crate::cast) uses), detected once.
+/// The set [`isa`] names: decided on first use (or by [`pin_isa`]) and never changed after.
+static CHOSEN: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+
+/// The best set this machine runs (what [`cast`](crate::cast) uses), detected once — or the set
+/// [`pin_isa`] chose.
 pub fn isa() -> Isa {
-    static BEST: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-    *BEST.get_or_init(|| isas().last().copied().unwrap_or(Isa::Scalar))
+    *CHOSEN.get_or_init(|| isas().last().copied().unwrap_or(Isa::Scalar))
 }
+
+/// Makes [`isa`] name `set` for the rest of the process, so that [`cast`](crate::cast) and
+/// everything built on it (dtcast-quant's one-pass forms, which need AVX-512, among them) run
+/// what a machine whose best set is `set` runs: for measuring that machine's path on this one
+/// (`dtcast bench --scheme … --backend avx2`). Call it before the first cast.
+///
+/// Errors if this machine cannot run `set`, or if [`isa`] already named another set (a cast
+/// has run).
+///
+/// ```
+/// use dtcast_cast::{isa, pin_isa, Isa};
+/// pin_isa(Isa::Portable)?; // every machine runs it
+/// assert_eq!(isa(), Isa::Portable);
+/// assert!(pin_isa(Isa::Scalar).is_err()); // decided already
+/// # Ok::<(), dtcast_cast::PinIsaError>(())
+/// ```
+pub fn pin_isa(set: Isa) -> Result<(), PinIsaError> {
+    if !set.is_available() {
+        return Err(PinIsaError::Unavailable(set));
+    }
+    let chosen = *CHOSEN.get_or_init(|| set);
+    if chosen == set {
+        Ok(())
+    } else {
+        Err(PinIsaError::Decided(chosen))
+    }
+}
+
+/// Why [`pin_isa`] could not pin a set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PinIsaError {
+    /// This machine (or this build) cannot run the set.
+    Unavailable(Isa),
+    /// [`isa`] has named this other set already.
+    Decided(Isa),
+}
+
+impl fmt::Display for PinIsaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinIsaError::Unavailable(set) => {
+                let available: Vec<&str> = isas().into_iter().map(Isa::name).collect();
+                write!(
+                    f,
+                    "the {set} kernels are not available on this machine (available: {})",
+                    available.join(", ")
+                )
+            }
+            PinIsaError::Decided(set) => write!(
+                f,
+                "the kernel set is decided already ({set}): pin one before the first cast"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PinIsaError {}
 
 impl fmt::Display for Isa {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -89,7 +89,7 @@ use split::{first_index, pieces, CHUNK_ELEMENTS, PARALLEL_THRESHOLD};
 
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
-pub use isa::{isa, isas, Isa, ParseIsaError};
+pub use isa::{isa, isas, pin_isa, Isa, ParseIsaError, PinIsaError};
 pub use lanes::Quirks;
 pub use mode::{CastMode, ParseCastModeError};
 

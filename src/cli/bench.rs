@@ -73,7 +73,7 @@ impl Figures {
 pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError> {
     if !args.scheme.is_empty() {
         let cast_flags = !args.pairs.is_empty()
-            || !args.backend.is_empty()
+            || args.backend.len() > 1
             || args.alloc
             || args.scratch
             || args.transfers
@@ -81,10 +81,14 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         if !args.device.is_cpu() || cast_flags {
             return Err(
                 "--scheme measures the scaled formats on the CPU with their own kernels; leave out \
-                 --pairs, --device, --backend, --mode, --alloc, --scratch and --transfers (--threads, \
-                 --elements, --repeat and --json apply)"
+                 --pairs, --device, --mode, --alloc, --scratch and --transfers (--threads, \
+                 --elements, --repeat, --json and one --backend apply)"
                     .into(),
             );
+        }
+        if let [set] = args.backend[..] {
+            // What a machine whose best kernels are `set` runs, for every step of the schemes.
+            dtcast_cast::pin_isa(set).map_err(|e| e.to_string())?;
         }
         return super::bench_quant::run(args, out);
     }

@@ -48,7 +48,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds; GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds; GB/s count bytes read + written",
+            dtcast_cast::isa(),
             args.repeat
         )?;
         writeln!(
@@ -102,7 +103,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             if args.json {
                 writeln!(
                     out,
-                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"kernels\":\"{}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
+                    dtcast_cast::isa(),
                     gbps(w),
                     gbps(c)
                 )?;

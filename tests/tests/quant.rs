@@ -757,13 +757,44 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
         }
         // --threads is honoured (it once was silently ignored here).
         assert_eq!(row["threads"].as_u64(), Some(1), "{row}");
+        assert_eq!(
+            row["kernels"].as_str(),
+            Some(dtcast::cast::isa().name()),
+            "{row}"
+        );
     }
+    // One --backend: the schemes run what a machine whose best kernels those are runs (a
+    // process of its own: the choice is the process's, and this one's is made).
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dtcast-child"))
+        .args([
+            "bench",
+            "--scheme",
+            "nvfp4",
+            "--elements",
+            "8192",
+            "--repeat",
+            "1",
+            "--backend",
+            "portable",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.lines().count() == 2
+            && stdout
+                .lines()
+                .all(|l| l.contains("\"kernels\":\"portable\"")),
+        "{stdout}"
+    );
     let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
     // The cast benchmark's flags do not apply to schemes: an error, not a silent no-op.
     for flag in [
-        &["--backend", "scalar"][..],
+        &["--backend", "scalar,portable"][..],
         &["--alloc"],
         &["--mode", "exact"],
     ] {
