@@ -15,13 +15,22 @@ use dtcast_dtype::DType;
 use crate::arith::mul;
 
 /// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 (the usual output)
-/// or float32 (float16's rounding goes through the general path), on a CPU with AVX-512 (without
-/// a register permute the general path's SIMD casts are the faster).
+/// on a CPU with AVX-512 or AVX2, or into float32 with AVX-512 (float16's rounding goes through
+/// the general path, as does everything on CPUs without either).
 pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
     element == DType::Float4E2M1Fn
         && matches!(group, 16 | 32)
-        && matches!(out, DType::BFloat16 | DType::Float32)
-        && avx512()
+        && match out {
+            DType::BFloat16 => avx512() || avx2(),
+            DType::Float32 => avx512(),
+            _ => false,
+        }
+}
+
+/// Whether dtcast's casts run AVX2 here (and not AVX-512): bfloat16 outputs are looked up by
+/// byte shuffles, one 16-entry table of low bytes and one of high bytes.
+fn avx2() -> bool {
+    cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx2
 }
 
 /// Orders the one-pass forms' streaming stores before whatever follows (once per piece written:
@@ -98,6 +107,15 @@ pub(crate) trait Groups {
     /// The CPU runs AVX-512 F and BW.
     #[cfg(target_arch = "x86_64")]
     unsafe fn lanes16(&self, g0: usize, g1: usize) -> core::arch::x86_64::__m512i;
+
+    /// Group `g`'s 16 outputs (bfloat16) as their 16 low bytes, then their 16 high bytes: the
+    /// two tables a byte shuffle looks codes up in.
+    fn split16(&self, g: usize) -> [u8; 32];
+}
+
+/// A table of 16 bfloat16 outputs as its low bytes, then its high bytes.
+fn split(t: &[u32; 16]) -> [u8; 32] {
+    core::array::from_fn(|i| (t[i % 16] >> (8 * (i / 16))) as u8)
 }
 
 /// Each group's outputs computed from its factor.
@@ -134,6 +152,10 @@ impl Groups for ByFactor<'_> {
             x86::u16_tables(a, b)
         }
     }
+    #[inline(always)]
+    fn split16(&self, g: usize) -> [u8; 32] {
+        split(&self.table(g))
+    }
 }
 
 /// The outputs of each of the 256 scale bytes' factors (E8M0 or float8 scales: a tensor's
@@ -143,6 +165,8 @@ pub(crate) struct ByteTables {
     u32s: Vec<[u32; 16]>,
     /// The same entries as 16-bit values (bfloat16 output), 32 bytes a table: one load.
     u16s: Vec<[u16; 16]>,
+    /// The same entries' low bytes, then their high bytes ([`Groups::split16`]).
+    split: Vec<[u8; 32]>,
 }
 
 impl ByteTables {
@@ -151,7 +175,8 @@ impl ByteTables {
         debug_assert_eq!(factors.len(), 256);
         let u32s: Vec<[u32; 16]> = factors.iter().map(|&f| table(values, f, out)).collect();
         let u16s = u32s.iter().map(|t| t.map(|e| e as u16)).collect();
-        ByteTables { u32s, u16s }
+        let split = u32s.iter().map(split).collect();
+        ByteTables { u32s, u16s, split }
     }
 }
 
@@ -189,6 +214,10 @@ impl Groups for ByByte<'_> {
             _mm512_inserti64x4::<1>(a, _mm256_loadu_si256(b.as_ptr().cast()))
         }
     }
+    #[inline(always)]
+    fn split16(&self, g: usize) -> [u8; 32] {
+        self.tables.split[usize::from(self.scales[g])]
+    }
 }
 
 /// Dequantizes `src` (packed float4 codes, the first of each byte in its low nibble; groups of
@@ -210,6 +239,18 @@ pub(crate) fn dequantize<G: Groups>(
         let (d, d_tail) = dst.split_at_mut(32 * steps * size);
         // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
         unsafe { x86::dequantize(s, group, groups, out, d) };
+        portable(s_tail, group, groups, steps * 32 / group, out, d_tail);
+        store_fence();
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() && size == 2 {
+        // The same steps on AVX2, bfloat16 only.
+        let steps = src.len() / 16;
+        let (s, s_tail) = src.split_at(16 * steps);
+        let (d, d_tail) = dst.split_at_mut(64 * steps);
+        // SAFETY: `isa()` names AVX2 only when this CPU runs it.
+        unsafe { x86::dequantize_avx2(s, group, groups, d) };
         portable(s_tail, group, groups, steps * 32 / group, out, d_tail);
         store_fence();
         return;
@@ -353,6 +394,73 @@ mod x86 {
         // SAFETY: as above; the caller fences (`store_fence`) once its piece is written.
         unsafe { lines.finish() };
     }
+
+    /// [`super::dequantize`] into bfloat16 on AVX2, for a multiple of 32 codes: each step's
+    /// 32 codes looked up by two byte shuffles (low bytes, high bytes), each 128-bit lane with
+    /// its group's tables (codes 0-15 are the first group of 16 and 16-31 the second; a group
+    /// of 32 has its tables in both lanes), the two bytes of each entry then put side by side.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn dequantize_avx2<G: Groups>(
+        src: &[u8],
+        group: usize,
+        groups: &G,
+        dst: &mut [u8],
+    ) {
+        let steps = src.len() / 16;
+        // Streaming stores where the destination allows them (the caller fences).
+        let stream = (dst.as_ptr() as usize).is_multiple_of(32);
+        let nibble = _mm_set1_epi8(0xF);
+        for k in 0..steps {
+            let (g0, g1) = if group == 16 {
+                (2 * k, 2 * k + 1)
+            } else {
+                (k, k)
+            };
+            let (t0, t1) = (groups.split16(g0), groups.split16(g1));
+            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes bytes 64k..64k+64
+            // of `dst`, inside both (`dst` holds 4 bytes per byte of `src`); `t0` and `t1` are
+            // 32 bytes each; AVX2 by this function's contract.
+            unsafe {
+                let table = |half: usize| {
+                    _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_loadu_si128(t0.as_ptr().add(16 * half).cast())),
+                        _mm_loadu_si128(t1.as_ptr().add(16 * half).cast()),
+                    )
+                };
+                let packed = _mm_loadu_si128(src.as_ptr().add(16 * k).cast());
+                let (lo, hi) = (
+                    _mm_and_si128(packed, nibble),
+                    _mm_and_si128(_mm_srli_epi16::<4>(packed), nibble),
+                );
+                // The 32 codes as bytes in element order: byte j's low nibble, then its high.
+                let codes = _mm256_inserti128_si256::<1>(
+                    _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
+                    _mm_unpackhi_epi8(lo, hi),
+                );
+                let low = _mm256_shuffle_epi8(table(0), codes);
+                let high = _mm256_shuffle_epi8(table(1), codes);
+                let (a, b) = (
+                    _mm256_unpacklo_epi8(low, high),
+                    _mm256_unpackhi_epi8(low, high),
+                );
+                let d = dst.as_mut_ptr().add(64 * k).cast::<__m256i>();
+                let (first, second) = (
+                    _mm256_permute2x128_si256::<0x20>(a, b),
+                    _mm256_permute2x128_si256::<0x31>(a, b),
+                );
+                if stream {
+                    _mm256_stream_si256(d, first);
+                    _mm256_stream_si256(d.add(1), second);
+                } else {
+                    _mm256_storeu_si256(d, first);
+                    _mm256_storeu_si256(d.add(1), second);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -398,6 +506,26 @@ mod tests {
             })
             .collect();
         assert!(bad.is_empty(), "{bad:?}");
+    }
+
+    /// [`Groups`] behind a `dyn`, for running one check over both kinds.
+    trait Check {
+        fn avx2(&self, src: &[u8], group: usize, dst: &mut [u8]);
+        fn portable(&self, src: &[u8], group: usize, dst: &mut [u8]);
+    }
+
+    impl<G: Groups> Check for G {
+        fn avx2(&self, src: &[u8], group: usize, dst: &mut [u8]) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the caller checked that this CPU runs AVX2.
+            unsafe {
+                x86::dequantize_avx2(src, group, self, dst);
+            }
+            store_fence();
+        }
+        fn portable(&self, src: &[u8], group: usize, dst: &mut [u8]) {
+            portable(src, group, self, 0, DType::BFloat16, dst);
+        }
     }
 
     #[test]
@@ -480,6 +608,19 @@ mod tests {
                         dequantize(&src, group, &by_byte, out, &mut a[at..at + n]);
                         portable(&src, group, &bytes_as_factors, 0, out, &mut b[at..at + n]);
                         assert_eq!(a, b, "by byte: {what}");
+                        // AVX2's form, whatever set this machine's casts chose.
+                        #[cfg(target_arch = "x86_64")]
+                        if out == DType::BFloat16 && std::arch::is_x86_feature_detected!("avx2") {
+                            let whole = 16 * (src.len() / 16);
+                            let (src, n) = (&src[..whole], 4 * whole);
+                            for groups in [&by_factor as &dyn Check, &by_byte] {
+                                a.fill(0);
+                                b.fill(0);
+                                groups.avx2(src, group, &mut a[at..at + n]);
+                                groups.portable(src, group, &mut b[at..at + n]);
+                                assert_eq!(a, b, "AVX2: {what}");
+                            }
+                        }
                     }
                 }
             }
