@@ -110,6 +110,8 @@ pub(crate) trait Groups {
 
     /// Group `g`'s 16 outputs (bfloat16) as their 16 low bytes, then their 16 high bytes: the
     /// two tables a byte shuffle looks codes up in.
+    // (Only x86's AVX2 form shuffles bytes.)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn split16(&self, g: usize) -> [u8; 32];
 }
 
@@ -166,6 +168,7 @@ pub(crate) struct ByteTables {
     /// The same entries as 16-bit values (bfloat16 output), 32 bytes a table: one load.
     u16s: Vec<[u16; 16]>,
     /// The same entries' low bytes, then their high bytes ([`Groups::split16`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     split: Vec<[u8; 32]>,
 }
 
