@@ -9,10 +9,15 @@ use dtcast_dtype::DType;
 
 use crate::lookup4::{avx512, bf16_bits, scale_entry};
 
-/// Whether this path serves: float8_e4m3fn elements to bfloat16, on a CPU with AVX-512 (else
-/// the general path's SIMD casts are the faster).
+/// Whether this path serves: float8_e4m3fn elements to bfloat16, on a CPU with AVX-512 or AVX2
+/// (F16C converts the float16 the codes are moved into; elsewhere the general path).
 pub(crate) fn supports(element: DType, out: DType) -> bool {
-    element == DType::Float8E4M3Fn && out == DType::BFloat16 && avx512()
+    element == DType::Float8E4M3Fn && out == DType::BFloat16 && (avx512() || avx2())
+}
+
+/// Whether dtcast's casts run AVX2 (+ F16C) here, and not AVX-512.
+fn avx2() -> bool {
+    cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx2
 }
 
 /// Dequantizes one run of `src` (float8_e4m3fn codes, `values`: each code's float32 value) with
@@ -26,6 +31,16 @@ pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
         let (d, d_tail) = dst.split_at_mut(64 * steps);
         // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
         unsafe { x86::groups(s, 32 * steps, &[f], d) };
+        portable(s_tail, values, f, d_tail);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        let steps = src.len() / 16;
+        let (s, s_tail) = src.split_at(16 * steps);
+        let (d, d_tail) = dst.split_at_mut(32 * steps);
+        // SAFETY: `isa()` names AVX2 (with F16C) only when this CPU runs it.
+        unsafe { x86::groups_avx2(s, 16 * steps, &[f], values, d) };
         portable(s_tail, values, f, d_tail);
         return;
     }
@@ -49,6 +64,13 @@ pub(crate) fn groups(
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 && group.is_multiple_of(32) {
         // SAFETY: as in `run`; `src` is whole groups, each a multiple of 32 codes.
         unsafe { x86::groups(src, group, factors, dst) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx2() && group.is_multiple_of(16) {
+        // SAFETY: `isa()` names AVX2 (with F16C) only when this CPU runs it; `src` is whole
+        // groups, each a multiple of 16 codes.
+        unsafe { x86::groups_avx2(src, group, factors, values, dst) };
         return;
     }
     for ((s, d), &f) in src
@@ -195,6 +217,77 @@ mod x86 {
         // per piece (`lookup4::store_fence`).
         unsafe { lines.finish() };
     }
+
+    /// [`step_half`] on AVX2 (+ F16C), 16 codes: the same float16 moves, conversions, products
+    /// and rounding, eight lanes at a time.
+    #[inline(always)]
+    unsafe fn step_half_avx2(s: *const u8, factor: __m256) -> __m256i {
+        // SAFETY: the caller's contract: 16 bytes at `s`; AVX2 and F16C.
+        unsafe {
+            let codes = _mm_loadu_si128(s.cast());
+            let moved = _mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(codes));
+            let half = _mm256_add_epi16(moved, _mm256_and_si256(moved, _mm256_set1_epi16(0x4000)));
+            let convert = |h: __m128i| {
+                let bits = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(h), factor));
+                let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
+                let bias = _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF));
+                _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, bias))
+            };
+            let (low, high) = (
+                convert(_mm256_castsi256_si128(half)),
+                convert(_mm256_extracti128_si256::<1>(half)),
+            );
+            // Packing works per 128-bit lane: elements 0-3, 8-11, 4-7, 12-15, put back in order.
+            let rounded = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
+            let nan = _mm_cmpeq_epi8(
+                _mm_and_si128(codes, _mm_set1_epi8(0x7F)),
+                _mm_set1_epi8(0x7F),
+            );
+            _mm256_or_si256(rounded, _mm256_cvtepi8_epi16(nan))
+        }
+    }
+
+    /// [`super::groups`] on AVX2 (+ F16C), for groups of a multiple of 16 codes: groups whose
+    /// factor the float16 route cannot take (NaN, inf, 2^119 or more) by the loop.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn groups_avx2(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        values: &[f32; 256],
+        dst: &mut [u8],
+    ) {
+        // Streaming stores where the destination allows them (the caller fences).
+        let stream = (dst.as_ptr() as usize).is_multiple_of(32);
+        for (g, &f) in factors.iter().enumerate() {
+            let (s, d) = (
+                &src[g * group..][..group],
+                &mut dst[2 * g * group..][..2 * group],
+            );
+            if f.abs() >= f32::from_bits(0x7B00_0000) || f.is_nan() {
+                super::portable(s, values, f, d);
+                continue;
+            }
+            let factor = _mm256_set1_ps(f * 256.0);
+            for k in 0..group / 16 {
+                // SAFETY: step `k` reads bytes 16k..16k+16 of the group's codes and writes 32
+                // bytes at 32k of its output, inside both; AVX2 and F16C by this function's
+                // contract.
+                unsafe {
+                    let out = step_half_avx2(s.as_ptr().add(16 * k), factor);
+                    let at = d.as_mut_ptr().add(32 * k).cast::<__m256i>();
+                    if stream {
+                        _mm256_stream_si256(at, out);
+                    } else {
+                        _mm256_storeu_si256(at, out);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,6 +339,39 @@ mod tests {
                 crate::lookup4::store_fence();
                 portable(&src, &values, f, &mut b[at..at + n]);
                 assert_eq!(a, b, "factor {f:e}, skew {skew}");
+            }
+        }
+        // AVX2's form, whatever set this machine's casts chose: every code with every kind of
+        // factor, at every start within a line (streamed or not), and in groups of 16 and 32.
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            let whole = &src[..512];
+            for f in factors {
+                for skew in (0..64).step_by(2) {
+                    let mut a = vec![0u8; 2 * whole.len() + 128];
+                    let mut b = a.clone();
+                    let at = a.as_ptr().align_offset(64) + skew;
+                    let n = 2 * whole.len();
+                    // SAFETY: this CPU runs AVX2 and F16C (checked above).
+                    unsafe { x86::groups_avx2(whole, 512, &[f], &values, &mut a[at..at + n]) };
+                    crate::lookup4::store_fence();
+                    portable(whole, &values, f, &mut b[at..at + n]);
+                    assert_eq!(a, b, "AVX2: factor {f:e}, skew {skew}");
+                }
+            }
+            for group in [16, 32] {
+                let src = &src[..group * factors.len()];
+                let mut a = vec![0u8; 2 * src.len()];
+                let mut b = a.clone();
+                // SAFETY: as above.
+                unsafe { x86::groups_avx2(src, group, &factors, &values, &mut a) };
+                crate::lookup4::store_fence();
+                for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors) {
+                    portable(s, &values, f, d);
+                }
+                assert_eq!(a, b, "AVX2: groups of {group}");
             }
         }
         // Groups of 32 (one factor of each kind apiece) and of 16 (the loop).
