@@ -7,7 +7,7 @@
 
 use dtcast_dtype::DType;
 
-use crate::lookup4::{avx512, bf16_bits, scale_entry};
+use crate::lookup4::{avx2, avx512, bf16_bits, scale_entry};
 
 /// Whether this path serves: float8_e4m3fn elements to bfloat16, on a CPU with AVX-512 or AVX2
 /// (F16C converts the float16 the codes are moved into; elsewhere the general path).
@@ -15,9 +15,11 @@ pub(crate) fn supports(element: DType, out: DType) -> bool {
     element == DType::Float8E4M3Fn && out == DType::BFloat16 && (avx512() || avx2())
 }
 
-/// Whether dtcast's casts run AVX2 (+ F16C) here, and not AVX-512.
-fn avx2() -> bool {
-    cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx2
+/// Whether a factor takes the SIMD forms' float16 route (finite and below 2^119, so that `f·2^8`
+/// is still finite); the others (NaN, inf, huge) take the loop's or x86's plain product.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn by_float16(f: f32) -> bool {
+    f.abs() < f32::from_bits(0x7B00_0000)
 }
 
 /// Dequantizes one run of `src` (float8_e4m3fn codes, `values`: each code's float32 value) with
@@ -192,7 +194,7 @@ mod x86 {
             // Finite and below 2^119 (times 2^8 still finite): by way of float16. Otherwise a
             // NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF), and the rest x86's
             // product.
-            let fast = f.abs() < f32::from_bits(0x7B00_0000);
+            let fast = super::by_float16(f);
             let factor = _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f });
             for k in g * per_group..(g + 1) * per_group {
                 // SAFETY: step `k` reads bytes 32k..32k+32 of `src` and writes 64 bytes at 64k
@@ -267,7 +269,7 @@ mod x86 {
                 &src[g * group..][..group],
                 &mut dst[2 * g * group..][..2 * group],
             );
-            if f.abs() >= f32::from_bits(0x7B00_0000) || f.is_nan() {
+            if !super::by_float16(f) {
                 super::portable(s, values, f, d);
                 continue;
             }
@@ -294,6 +296,9 @@ mod x86 {
 mod tests {
     use super::*;
     use dtcast_cast::{cast, CastMode};
+
+    /// A form of [`run`] or of [`groups`] without its table: codes, factor or group size, out.
+    type Form<'a, T> = &'a dyn Fn(&[u8], T, &mut [u8]);
 
     #[test]
     fn simd_and_portable_agree_on_every_code_and_kind_of_factor() {
@@ -328,63 +333,55 @@ mod tests {
             2f32.powi(-130),
             448.0 * 1.9,
         ];
-        for f in factors {
-            // Every start within a cache line: streamed, re-cut into lines, or ordinary stores.
-            for skew in (0..64).step_by(2) {
-                let mut a = vec![0u8; 2 * src.len() + 128];
-                let mut b = a.clone();
-                let at = a.as_ptr().align_offset(64) + skew;
-                let n = 2 * src.len();
-                run(&src, &values, f, &mut a[at..at + n]);
-                crate::lookup4::store_fence();
-                portable(&src, &values, f, &mut b[at..at + n]);
-                assert_eq!(a, b, "factor {f:e}, skew {skew}");
-            }
-        }
-        // AVX2's form, whatever set this machine's casts chose: every code with every kind of
-        // factor, at every start within a line (streamed or not), and in groups of 16 and 32.
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("f16c")
-        {
-            let whole = &src[..512];
+        // A form of `run` against the loop: every code with every kind of factor, at every
+        // start within a cache line (streamed, re-cut into lines, or ordinary stores).
+        let check_runs = |form: &str, src: &[u8], run: Form<f32>| {
             for f in factors {
                 for skew in (0..64).step_by(2) {
-                    let mut a = vec![0u8; 2 * whole.len() + 128];
+                    let mut a = vec![0u8; 2 * src.len() + 128];
                     let mut b = a.clone();
                     let at = a.as_ptr().align_offset(64) + skew;
-                    let n = 2 * whole.len();
-                    // SAFETY: this CPU runs AVX2 and F16C (checked above).
-                    unsafe { x86::groups_avx2(whole, 512, &[f], &values, &mut a[at..at + n]) };
+                    let n = 2 * src.len();
+                    run(src, f, &mut a[at..at + n]);
                     crate::lookup4::store_fence();
-                    portable(whole, &values, f, &mut b[at..at + n]);
-                    assert_eq!(a, b, "AVX2: factor {f:e}, skew {skew}");
+                    portable(src, &values, f, &mut b[at..at + n]);
+                    assert_eq!(a, b, "{form}: factor {f:e}, skew {skew}");
                 }
             }
+        };
+        // A form of `groups` against the loop: groups of 32 (one factor of each kind apiece) and
+        // of 16.
+        let check_groups = |form: &str, groups: Form<usize>| {
             for group in [16, 32] {
                 let src = &src[..group * factors.len()];
                 let mut a = vec![0u8; 2 * src.len()];
                 let mut b = a.clone();
-                // SAFETY: as above.
-                unsafe { x86::groups_avx2(src, group, &factors, &values, &mut a) };
+                groups(src, group, &mut a);
                 crate::lookup4::store_fence();
                 for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors) {
                     portable(s, &values, f, d);
                 }
-                assert_eq!(a, b, "AVX2: groups of {group}");
+                assert_eq!(a, b, "{form}: groups of {group}");
             }
-        }
-        // Groups of 32 (one factor of each kind apiece) and of 16 (the loop).
-        for group in [16, 32] {
-            let src = &src[..group * factors.len()];
-            let mut a = vec![0u8; 2 * src.len()];
-            let mut b = a.clone();
-            groups(src, &values, group, &factors, &mut a);
-            crate::lookup4::store_fence();
-            for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors) {
-                portable(s, &values, f, d);
-            }
-            assert_eq!(a, b, "groups of {group}");
+        };
+        // The set this machine's casts chose (every code twice over, with a tail the loop takes).
+        check_runs("chosen", &src, &|s, f, d| run(s, &values, f, d));
+        check_groups("chosen", &|s, group, d| {
+            groups(s, &values, group, &factors, d)
+        });
+        // AVX2's form, whatever set this machine's casts chose.
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("f16c")
+        {
+            check_runs("AVX2", &src[..512], &|s, f, d| {
+                // SAFETY: this CPU runs AVX2 and F16C (checked above).
+                unsafe { x86::groups_avx2(s, s.len(), &[f], &values, d) }
+            });
+            check_groups("AVX2", &|s, group, d| {
+                // SAFETY: as above.
+                unsafe { x86::groups_avx2(s, group, &factors, &values, d) }
+            });
         }
     }
 }

@@ -27,9 +27,9 @@ pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
         }
 }
 
-/// Whether dtcast's casts run AVX2 here (and not AVX-512): bfloat16 outputs are looked up by
-/// byte shuffles, one 16-entry table of low bytes and one of high bytes.
-fn avx2() -> bool {
+/// Whether dtcast's casts run AVX2 (with F16C) here, and not AVX-512: the one-pass forms'
+/// second instruction set (float4 into bfloat16 by byte shuffles, `e4m3`'s float16 route).
+pub(crate) fn avx2() -> bool {
     cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx2
 }
 
