@@ -240,21 +240,41 @@ mod x86 {
         let mut bad: __mmask16 = 0;
         // 32 elements (16 bytes out) per step: one group of 32 or two of 16.
         let steps = out.len() / 16;
-        for k in 0..steps {
+        let mut step = |k: usize| {
             let (g0, g1) = if group == 16 {
                 (2 * k, 2 * k + 1)
             } else {
                 (k, k)
             };
-            // SAFETY: step `k` reads elements 32k..32k + 32 of `src` and writes bytes
-            // 16k..16k + 16 of `out`, inside both (`out` holds half a byte per element).
+            // SAFETY: step `k` reads elements 32k..32k + 32 of `src`, inside it (`out` holds
+            // half a byte per element, and `k < steps`).
             unsafe {
                 let s = src.as_ptr().add(32 * k * size);
                 let (f0, f1) = (_mm512_set1_ps(factors[g0]), _mm512_set1_ps(factors[g1]));
                 let a = codes::<DIVIDE, ROUND>(load::<BF16>(s), f0, zero, &mut bad);
                 let b = codes::<DIVIDE, ROUND>(load::<BF16>(s.add(16 * size)), f1, zero, &mut bad);
-                _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast(), pack(a, b));
+                pack(a, b)
             }
+        };
+        // Four steps fill a 64-byte vector, written as whole cache lines with streaming stores
+        // (`lines.rs`): the packed output skips the read-for-ownership that ordinary stores
+        // cost, a fifth of this pass's memory traffic.
+        let whole = steps / 4;
+        // SAFETY: vector `q` holds bytes 64q..64q + 64 of `out`, inside it for `q < whole`; the
+        // fence below orders the streamed lines before the output is read elsewhere.
+        unsafe {
+            let mut lines = crate::lines::Lines::new(out.as_mut_ptr());
+            for q in 0..whole {
+                let (r0, r1) = (step(4 * q), step(4 * q + 1));
+                let (r2, r3) = (step(4 * q + 2), step(4 * q + 3));
+                let low = _mm512_castsi256_si512(_mm256_set_m128i(r1, r0));
+                lines.push(_mm512_inserti64x4::<1>(low, _mm256_set_m128i(r3, r2)));
+            }
+            lines.finish();
+        }
+        for k in 4 * whole..steps {
+            // SAFETY: bytes 16k..16k + 16 of `out`, inside it.
+            unsafe { _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast(), step(k)) }
         }
         if !out.len().is_multiple_of(16) {
             // A last group of 16: one vector, 8 bytes out.
@@ -266,6 +286,7 @@ mod x86 {
                 _mm_storel_epi64(out.as_mut_ptr().add(16 * steps).cast(), pack(a, a));
             }
         }
+        _mm_sfence();
         bad == 0
     }
 

@@ -1,8 +1,9 @@
-//! Streaming stores wherever a destination starts: the one-pass dequantizers produce 64-byte
-//! vectors in order; [`Lines`] re-cuts them into whole aligned cache lines (one two-register
-//! permute per line) and sends those with streaming stores, so the output skips the
-//! read-for-ownership of ordinary stores even when the caller's buffer is not 64-byte aligned
-//! (a heap buffer usually starts 16 bytes past a line). The partial lines at either end get
+//! Streaming stores wherever a destination starts: the one-pass dequantizers (and the float4
+//! quantizer, four steps to a vector) produce 64-byte vectors in order; [`Lines`] re-cuts them
+//! into whole aligned cache lines (one two-register permute per line) and sends those with
+//! streaming stores, so the output skips the read-for-ownership of ordinary stores even when the
+//! caller's buffer is not 64-byte aligned (a heap buffer usually starts 16 bytes past a line).
+//! The partial lines at either end get
 //! masked ordinary stores, which never overlap the streamed lines.
 
 use core::arch::x86_64::*;
