@@ -223,6 +223,16 @@ mod x86 {
         }
     }
 
+    /// Four 16-byte pieces as one vector, the first at the lowest address.
+    #[inline(always)]
+    unsafe fn join(r0: __m128i, r1: __m128i, r2: __m128i, r3: __m128i) -> __m512i {
+        // SAFETY: AVX-512 F by the caller's contract.
+        unsafe {
+            let low = _mm512_castsi256_si512(_mm256_set_m128i(r1, r0));
+            _mm512_inserti64x4::<1>(low, _mm256_set_m128i(r3, r2))
+        }
+    }
+
     /// [`super::encode`] on AVX-512.
     ///
     /// # Safety
@@ -266,9 +276,7 @@ mod x86 {
             let mut lines = crate::lines::Lines::new(out.as_mut_ptr());
             for q in 0..whole {
                 let (r0, r1) = (step(4 * q), step(4 * q + 1));
-                let (r2, r3) = (step(4 * q + 2), step(4 * q + 3));
-                let low = _mm512_castsi256_si512(_mm256_set_m128i(r1, r0));
-                lines.push(_mm512_inserti64x4::<1>(low, _mm256_set_m128i(r3, r2)));
+                lines.push(join(r0, r1, step(4 * q + 2), step(4 * q + 3)));
             }
             lines.finish();
         }
@@ -348,6 +356,8 @@ mod x86 {
     ) -> bool {
         let set = |v: i16| _mm512_set1_epi16(v);
         let mut bad: __mmask32 = 0;
+        // SAFETY: the vectors pushed are `out`'s bytes in order, 512 per block (below).
+        let mut lines = unsafe { crate::lines::Lines::new(out.as_mut_ptr()) };
         for b in 0..blocks {
             // SAFETY: block `b` reads bytes 2048b..2048b + 2048 of `src` (32 groups of 32
             // bfloat16), writes scales 32b..32b + 32 and bytes 512b..512b + 512 of `out`; all
@@ -356,6 +366,8 @@ mod x86 {
                 let s = src.as_ptr().add(2048 * b);
                 let maxima = crate::amax16::x86::block::<32>(s);
                 if _mm512_cmpge_epu16_mask(maxima, set(0x7F60)) != 0 {
+                    // The two-pass path rewrites the band: the streamed lines first ordered.
+                    _mm_sfence();
                     return false;
                 }
                 // The amax's exponent once rounded up at float4's mantissa width (bit 21 of the
@@ -371,14 +383,22 @@ mod x86 {
                 let mut shifts = [0i16; 32];
                 let k = _mm512_slli_epi16::<7>(_mm512_sub_epi16(set(127), e));
                 _mm512_storeu_si512(shifts.as_mut_ptr().cast(), k);
-                for (g, &shift) in shifts.iter().enumerate() {
+                let mut group = |g: usize| {
                     let x = _mm512_loadu_si512(s.add(64 * g).cast());
-                    let c = codes_pow2(x, set(shift), true, &mut bad);
-                    let pairs = _mm512_or_si512(c, _mm512_srli_epi32::<12>(c));
-                    let at = out.as_mut_ptr().add(512 * b + 16 * g);
-                    _mm_storeu_si128(at.cast(), _mm512_cvtepi32_epi8(pairs));
+                    let c = codes_pow2(x, set(shifts[g]), true, &mut bad);
+                    _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32::<12>(c)))
+                };
+                // Four groups' 16 bytes to a vector, streamed as whole lines (as `encode`).
+                for q in 0..8 {
+                    let (r0, r1) = (group(4 * q), group(4 * q + 1));
+                    lines.push(join(r0, r1, group(4 * q + 2), group(4 * q + 3)));
                 }
             }
+        }
+        // SAFETY: as above; the fence orders the streamed lines before the output is read.
+        unsafe {
+            lines.finish();
+            _mm_sfence();
         }
         bad == 0
     }
