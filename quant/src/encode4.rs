@@ -268,7 +268,7 @@ mod x86 {
         };
         // Four steps fill a 64-byte vector, written as whole cache lines with streaming stores
         // (`lines.rs`): the packed output skips the read-for-ownership that ordinary stores
-        // cost, a fifth of this pass's memory traffic.
+        // cost (from bfloat16, a sixth of this pass's memory traffic).
         let whole = steps / 4;
         // SAFETY: vector `q` holds bytes 64q..64q + 64 of `out`, inside it for `q < whole`; the
         // fence below orders the streamed lines before the output is read elsewhere.

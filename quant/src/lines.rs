@@ -3,8 +3,8 @@
 //! into whole aligned cache lines (one two-register permute per line) and sends those with
 //! streaming stores, so the output skips the read-for-ownership of ordinary stores even when the
 //! caller's buffer is not 64-byte aligned (a heap buffer usually starts 16 bytes past a line).
-//! The partial lines at either end get
-//! masked ordinary stores, which never overlap the streamed lines.
+//! The partial lines at either end get masked ordinary stores, which never overlap the streamed
+//! lines.
 
 use core::arch::x86_64::*;
 
