@@ -206,7 +206,7 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
     match isa {
         Isa::Scalar => None,
         // Where a destination element depends on at most 16 bits of its source, portable code
-        // looks it up (`lookup.rs`).
+        // looks it up where that measured faster (`lookup.rs`).
         Isa::Portable => {
             let (kernel, streaming) = lookup::kernels::<K>()
                 .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>));

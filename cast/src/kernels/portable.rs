@@ -215,8 +215,12 @@ impl Vector for Lanes {
         // SAFETY: the caller's contract: 8 * N readable bytes.
         let wide: [u64; N] =
             core::array::from_fn(|i| u64::from_le_bytes(unsafe { read::<8>(p, i) }));
-        // Without NaNs (nearly always), the plain conversion: a loop LLVM vectorises.
-        if !wide.iter().any(|&b| f64::from_bits(b).is_nan()) {
+        // Without NaNs (nearly always), the plain conversion: a loop LLVM vectorises (a fold,
+        // not `any`: a short-circuiting test is not vectorised).
+        if !wide
+            .iter()
+            .fold(false, |nan, &b| nan | f64::from_bits(b).is_nan())
+        {
             return Lanes::from_fn(|i| (f64::from_bits(wide[i]) as f32).to_bits());
         }
         Lanes::from_fn(|i| f64_to_f32_bits(wide[i]))
@@ -240,11 +244,16 @@ impl Vector for Lanes {
         // Each f64 as its two 32-bit words, the NaN fix-up chosen word by word with a mask from
         // the f32 bits: selects of 32-bit lanes vectorise where 64-bit compares are missing (SSE2).
         let mut words = [0u32; 2 * N];
-        // Without NaNs (nearly always), the plain conversion: a loop LLVM vectorises.
-        if !self.0.iter().any(|&b| (b & 0x7FFF_FFFF) > 0x7F80_0000) {
-            let wide: [u64; N] = self.0.map(|b| f64::from(f32::from_bits(b)).to_bits());
+        // Without NaNs (nearly always), the plain conversion: a loop LLVM vectorises (`cvtps2pd`
+        // on SSE2), stored as it is — split into 32-bit words, it went through general registers.
+        // (A fold, not `any`: a short-circuiting test is not vectorised.)
+        let nan = (self.0.iter()).fold(false, |nan, &b| nan | ((b & 0x7FFF_FFFF) > 0x7F80_0000));
+        if !nan {
+            let wide: [u64; N] = self
+                .0
+                .map(|b| f64::from(f32::from_bits(b)).to_bits().to_le());
             // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
-            return unsafe { put_u32::<STREAM, { 2 * N }>(p, split_u64(wide)) };
+            return unsafe { put::<STREAM>(p, bytemuck::cast_slice(&wide)) };
         }
         for (pair, b) in words.chunks_exact_mut(2).zip(self.0) {
             let w = f64::from(f32::from_bits(b)).to_bits();
