@@ -85,17 +85,6 @@ unsafe fn put_u32<const STREAM: bool, const W: usize>(p: *mut u8, words: [u32; W
     unsafe { put::<STREAM>(p, bytemuck::cast_slice(&words)) }
 }
 
-/// 64-bit words as pairs of 32-bit words in little-endian order (low half first).
-#[inline(always)]
-fn split_u64(wide: [u64; N]) -> [u32; 2 * N] {
-    let mut out = [0; 2 * N];
-    for (pair, w) in out.chunks_exact_mut(2).zip(wide) {
-        pair[0] = w as u32;
-        pair[1] = (w >> 32) as u32;
-    }
-    out
-}
-
 /// f64 → f32 as the scalar rule (`formats::f64_to_f32`): nearest-even, NaN quieted keeping its
 /// sign and top payload bits.
 #[inline(always)]
@@ -278,9 +267,10 @@ impl Vector for Lanes {
     }
     #[inline(always)]
     unsafe fn store_i32_as_i64<const STREAM: bool>(self, p: *mut u8) {
-        let wide: [u64; N] = self.0.map(|x| i64::from(x as i32) as u64);
+        // Stored as 64-bit words, as `store_f32_as_f64` stores them.
+        let wide: [u64; N] = self.0.map(|x| (i64::from(x as i32) as u64).to_le());
         // SAFETY: the caller's contract: 8 * N writable bytes, aligned when streaming.
-        unsafe { put_u32::<STREAM, { 2 * N }>(p, split_u64(wide)) }
+        unsafe { put::<STREAM>(p, bytemuck::cast_slice(&wide)) }
     }
 
     #[inline(always)]
