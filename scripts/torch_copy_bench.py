@@ -17,7 +17,8 @@ PAIRS = [
     ("float64", "float32"), ("float32", "float64"), ("float64", "bfloat16"), ("float32", "int32"),
     ("int32", "float32"), ("int64", "int32"), ("uint8", "float32"), ("float32", "uint8"),
     ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2"), ("bool", "float32"), ("int32", "int64"),
-    ("float16", "bfloat16"), ("bfloat16", "float16"),
+    ("float16", "bfloat16"), ("bfloat16", "float16"), ("bfloat16", "float8_e4m3fn"),
+    ("float16", "float8_e4m3fn"), ("bfloat16", "float8_e5m2"), ("float16", "float8_e5m2"),
 ]
 
 

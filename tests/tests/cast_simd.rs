@@ -179,29 +179,40 @@ fn the_checked_screen_never_clears_a_bad_element() {
 #[test]
 fn fast_kernels_match_when_streaming_into_large_buffers() {
     // Destinations of 1 MiB and more are written with streaming stores after an aligned prologue;
-    // one thread splits the buffer into four pieces, each past that size. Offsetting the
-    // destination by one element moves the prologue.
-    let n = (1 << 22) + 37;
-    let src: Vec<u8> = (0..n * 8)
-        .map(|i| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 31) as u8)
-        .collect();
+    // one thread splits the buffer into four pieces, each at least that size, and the tail is
+    // not a whole step. Offsetting the destination by a few elements moves the prologue. Every
+    // instruction set and every hot pair, packed ones included: the portable set's tables stream
+    // chunks that they assemble in buffers of their own.
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
-    for &(from, to) in &byte_pairs() {
-        let bytes = &src[..n * from.byte_size().unwrap()];
+    for &(from, to) in hot_pairs() {
+        // 4 MiB of destination and 40 elements more, in whole bytes of every dtype (multiples of
+        // 8 elements).
+        let n = (1 << 25) / to.bits() / 8 * 8 + 40;
+        let src: Vec<u8> = (0..from.storage_bytes(n).unwrap())
+            .map(|i| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 31) as u8)
+            .collect();
+        // The fewest elements that fill whole bytes (float6: 4, 4-bit: 2, others: 1).
+        let group = [1, 2, 4]
+            .into_iter()
+            .find(|k| (k * to.bits()).is_multiple_of(8))
+            .unwrap();
+        let len = to.storage_bytes(n).unwrap();
         for mode in [CastMode::Torch, CastMode::Saturate] {
-            let mut scalar = vec![0u8; n * to.byte_size().unwrap()];
-            cast_reference(bytes, from, &mut scalar, to, mode).unwrap();
-            for offset in [0, to.byte_size().unwrap()] {
-                let mut fast = vec![0u8; n * to.byte_size().unwrap() + offset];
-                one.install(|| cast(bytes, from, &mut fast[offset..], to, mode))
-                    .unwrap();
-                assert!(
-                    fast[offset..] == scalar[..],
-                    "{from} -> {to} ({mode}, offset {offset}) differs from the scalar rules"
-                );
+            let mut scalar = vec![0u8; len];
+            cast_reference(&src, from, &mut scalar, to, mode).unwrap();
+            for isa in isas().into_iter().filter(|b| *b != Isa::Scalar) {
+                for offset in [0, to.storage_bytes(group).unwrap()] {
+                    let mut fast = vec![0u8; len + offset];
+                    one.install(|| cast_with_isa(&src, from, &mut fast[offset..], to, mode, isa))
+                        .unwrap();
+                    assert!(
+                        fast[offset..] == scalar[..],
+                        "{from} -> {to} ({mode}, {isa}, offset {offset}) differs from the scalar rules"
+                    );
+                }
             }
         }
     }

@@ -107,7 +107,7 @@ pub(crate) type ScreenedKernel = fn(src: &[u8], dst: &mut [u8], screen: KeyRun) 
 
 /// The pairs of torch's dtypes with SIMD kernels, in the order `dtcast bench` lists them, with
 /// their steps in Torch and Saturate rounding.
-const BASIC: [(DType, DType, Pick); 18] = {
+const BASIC: [(DType, DType, Pick); 22] = {
     use DType::*;
     [
         (
@@ -159,6 +159,26 @@ const BASIC: [(DType, DType, Pick); 18] = {
             Float32,
             Float8E5M2,
             pick_screened::<F32ToE5M2<false>, F32ToE5M2<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E4M3Fn,
+            pick::<Bf16ToE4M3Fn<false>, Bf16ToE4M3Fn<true>>,
+        ),
+        (
+            Float16,
+            Float8E4M3Fn,
+            pick::<F16ToE4M3Fn<false>, F16ToE4M3Fn<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E5M2,
+            pick::<Bf16ToE5M2<false>, Bf16ToE5M2<true>>,
+        ),
+        (
+            Float16,
+            Float8E5M2,
+            pick::<F16ToE5M2<false>, F16ToE5M2<true>>,
         ),
         (Bool, Float32, pick::<BoolToF32<false>, BoolToF32<true>>),
         (Int32, Int64, pick::<I32ToI64<false>, I32ToI64<true>>),

@@ -429,17 +429,21 @@ unsafe fn float8<V: Vector, M: Float8Magnitude>(b: V) -> V {
     }
 }
 
-/// Four vectors of f32 at `s` → float8 codes by rule `M`, written at `d`.
+/// Four vectors of f32 bits from `load` (at element offsets 0, w, 2w, 3w) → float8 codes by rule
+/// `M`, written at `d`.
 #[inline(always)]
-unsafe fn float8_4<V: Vector, M: Float8Magnitude, const STREAM: bool>(s: *const u8, d: *mut u8) {
+unsafe fn float8_4<V: Vector, M: Float8Magnitude, const STREAM: bool>(
+    load: impl Fn(usize) -> V,
+    d: *mut u8,
+) {
     let w = V::LANES;
-    // SAFETY: the caller's contract: four vectors of f32 at `s`, their codes' room at `d`.
+    // SAFETY: the caller's contract: four vectors at `load`'s offsets, their codes' room at `d`.
     unsafe {
         V::store_u8::<STREAM>(
-            float8::<V, M>(V::load(s)),
-            float8::<V, M>(V::load(s.add(4 * w))),
-            float8::<V, M>(V::load(s.add(8 * w))),
-            float8::<V, M>(V::load(s.add(12 * w))),
+            float8::<V, M>(load(0)),
+            float8::<V, M>(load(w)),
+            float8::<V, M>(load(2 * w)),
+            float8::<V, M>(load(3 * w)),
             d,
         )
     }
@@ -568,9 +572,29 @@ step!(F32ToU8<SATURATE>: f32 => u8, vectors = 4, |s, d, w| {
 // ---- float8
 
 step!(F32ToE4M3Fn<SATURATE>: f32 => E4M3Fn, vectors = 4, |s, d, w| {
-    float8_4::<V, E4M3FnMagnitude, STREAM>(s, d)
+    float8_4::<V, E4M3FnMagnitude, STREAM>(|i| V::load(s.add(4 * i)), d)
 });
 
 step!(F32ToE5M2<SATURATE>: f32 => E5M2, vectors = 4, |s, d, w| {
-    float8_4::<V, E5M2Magnitude<SATURATE>, STREAM>(s, d)
+    float8_4::<V, E5M2Magnitude<SATURATE>, STREAM>(|i| V::load(s.add(4 * i)), d)
+});
+
+// torch casts bfloat16 and float16 to its float8 formats through float32 (`c10::Float8_*`'s
+// constructors take a float), and both widen exactly: the codes are float32's. A NaN's payload
+// does not matter (every NaN gives the NaN code of its sign), so the float16 load may quiet it.
+
+step!(Bf16ToE4M3Fn<SATURATE>: BF16 => E4M3Fn, vectors = 4, |s, d, w| {
+    float8_4::<V, E4M3FnMagnitude, STREAM>(|i| V::load_u16(s.add(2 * i)).shl::<16>(), d)
+});
+
+step!(F16ToE4M3Fn<SATURATE>: F16 => E4M3Fn, vectors = 4, |s, d, w| {
+    float8_4::<V, E4M3FnMagnitude, STREAM>(|i| V::load_f16_as_f32(s.add(2 * i)), d)
+});
+
+step!(Bf16ToE5M2<SATURATE>: BF16 => E5M2, vectors = 4, |s, d, w| {
+    float8_4::<V, E5M2Magnitude<SATURATE>, STREAM>(|i| V::load_u16(s.add(2 * i)).shl::<16>(), d)
+});
+
+step!(F16ToE5M2<SATURATE>: F16 => E5M2, vectors = 4, |s, d, w| {
+    float8_4::<V, E5M2Magnitude<SATURATE>, STREAM>(|i| V::load_f16_as_f32(s.add(2 * i)), d)
 });
