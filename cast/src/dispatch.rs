@@ -29,6 +29,9 @@ pub(crate) struct PairFns {
     pub(crate) saturate: Kernel,
     pub(crate) check: Checker,
     pub(crate) accept_table: AcceptTable,
+    /// Table kernels in Torch and Saturate rounding (`tables.rs`), for a pair whose source is one
+    /// or two whole bytes.
+    pub(crate) tables: Option<(Kernel, Kernel)>,
 }
 
 impl PairFns {
@@ -38,6 +41,14 @@ impl PairFns {
             Rounding::Torch => self.torch,
             Rounding::Saturate => self.saturate,
         }
+    }
+
+    /// The table kernel of a rounding, where the pair has one.
+    pub(crate) fn table(&self, rounding: Rounding) -> Option<Kernel> {
+        self.tables.map(|(torch, saturate)| match rounding {
+            Rounding::Torch => torch,
+            Rounding::Saturate => saturate,
+        })
     }
 }
 
@@ -173,6 +184,7 @@ fn pair<S: Lane, D: Lane>() -> PairFns {
         saturate: convert::<S, D, true>,
         check: check_pair::<S, D>,
         accept_table: accept_table::<S, D>,
+        tables: crate::tables::kernels::<S, D>(),
     }
 }
 

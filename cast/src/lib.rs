@@ -81,6 +81,7 @@ mod plan;
 mod rules;
 mod screen;
 mod split;
+mod tables;
 
 use dtcast_dtype::{packing, DType, Element};
 use lanes::unit;

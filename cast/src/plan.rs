@@ -48,7 +48,12 @@ pub(crate) fn plan(
     // A packed source that must be verified goes block by block (its codes are checked
     // unpacked), where the kernel must take one byte per element: the scalar rules.
     let fast = select(isa, from, to, rounding).filter(|_| !(from.is_packed() && check.is_some()));
-    let scalar = fns.scalar(rounding);
+    // Without a SIMD kernel, a one- or two-byte source is looked up (`tables.rs`) on every set
+    // but the scalar one, which is the rules themselves.
+    let scalar = fns
+        .table(rounding)
+        .filter(|_| isa != Isa::Scalar)
+        .unwrap_or(fns.scalar(rounding));
     let simd = fast.is_some();
     let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
     let screened = fast.and_then(|f| f.screened);
