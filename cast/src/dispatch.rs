@@ -29,9 +29,10 @@ pub(crate) struct PairFns {
     pub(crate) saturate: Kernel,
     pub(crate) check: Checker,
     pub(crate) accept_table: AcceptTable,
-    /// Table kernels in Torch and Saturate rounding (`tables.rs`), for a pair whose source is one
-    /// or two whole bytes.
-    pub(crate) tables: Option<(Kernel, Kernel)>,
+    /// Kernels in Torch and Saturate rounding that give the rules' bytes faster than they do, for
+    /// pairs without SIMD kernels: tables (`tables.rs`) from a float16 or bfloat16 source, typed
+    /// loops (`plain.rs`) from an integer or bool one.
+    pub(crate) faster: Option<(Kernel, Kernel)>,
 }
 
 impl PairFns {
@@ -43,9 +44,9 @@ impl PairFns {
         }
     }
 
-    /// The table kernel of a rounding, where the pair has one.
-    pub(crate) fn table(&self, rounding: Rounding) -> Option<Kernel> {
-        self.tables.map(|(torch, saturate)| match rounding {
+    /// The faster non-SIMD kernel of a rounding, where the pair has one.
+    pub(crate) fn faster(&self, rounding: Rounding) -> Option<Kernel> {
+        self.faster.map(|(torch, saturate)| match rounding {
             Rounding::Torch => torch,
             Rounding::Saturate => saturate,
         })
@@ -184,7 +185,8 @@ fn pair<S: Lane, D: Lane>() -> PairFns {
         saturate: convert::<S, D, true>,
         check: check_pair::<S, D>,
         accept_table: accept_table::<S, D>,
-        tables: crate::tables::kernels::<S, D>(),
+        faster: crate::tables::kernels::<S, D>()
+            .or_else(|| crate::plain::kernels(S::DTYPE, D::DTYPE)),
     }
 }
 

@@ -77,11 +77,13 @@ mod lowp_lanes;
 mod ml;
 mod mode;
 mod packed;
+mod plain;
 mod plan;
 mod rules;
 mod screen;
 mod split;
 mod tables;
+mod through;
 
 use dtcast_dtype::{packing, DType, Element};
 use lanes::unit;
@@ -255,12 +257,12 @@ fn storage_error(e: packing::StorageError) -> CastError {
 }
 
 /// Whether a cast goes block by block through `packed.rs`: packed buffers without a SIMD kernel
-/// (which would read and write them packed), and one-byte sources without a SIMD kernel when
-/// nothing is verified (their per-byte table is faster than the scalar rules; verified casts keep
-/// their vectorised screens).
+/// (which would read and write them packed), and one-byte sources with neither a SIMD kernel nor
+/// a typed loop when nothing is verified (their per-byte table is faster than the scalar rules;
+/// verified casts keep their vectorised screens).
 fn by_blocks(from: DType, to: DType, plan: &plan::Plan) -> bool {
     let packed = from.is_packed() || to.is_packed();
-    !plan.simd && (packed || (from.bits() == 8 && plan.check.is_none()))
+    !plan.simd && (packed || (from.bits() == 8 && !plan.faster && plan.check.is_none()))
 }
 
 /// The bytes of `elements` elements of `dtype`, for counts that end on a byte (the pieces and

@@ -7,8 +7,9 @@ use crate::check::lossless;
 use crate::dispatch::{Kernel, PairFns};
 use crate::isa::Isa;
 use crate::kernels::{select, ScreenedKernel};
-use crate::mode::{CastMode, Verify};
+use crate::mode::{CastMode, Rounding, Verify};
 use crate::screen::{self, Check};
+use crate::through;
 
 /// How one cast runs.
 #[derive(Clone, Copy, Debug)]
@@ -20,8 +21,11 @@ pub(crate) struct Plan {
     /// The same, with streaming stores into any destination: for a large destination written a
     /// block at a time.
     pub(crate) streaming: Kernel,
-    /// Whether `kernel` is a SIMD kernel (else the scalar rules).
+    /// Whether `kernel` is a SIMD kernel (else the scalar rules, a table or a typed loop).
     pub(crate) simd: bool,
+    /// Whether `kernel` is two kernels through float32, a table or a typed loop (`through.rs`,
+    /// `tables.rs`, `plain.rs`).
+    pub(crate) faster: bool,
     /// `streaming` that also screens a 4- or 8-byte source, where the pair has one.
     pub(crate) screened: Option<ScreenedKernel>,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
@@ -48,19 +52,29 @@ pub(crate) fn plan(
     // A packed source that must be verified goes block by block (its codes are checked
     // unpacked), where the kernel must take one byte per element: the scalar rules.
     let fast = select(isa, from, to, rounding).filter(|_| !(from.is_packed() && check.is_some()));
-    // Without a SIMD kernel, a one- or two-byte source is looked up (`tables.rs`) on every set
-    // but the scalar one, which is the rules themselves.
-    let scalar = fns
-        .table(rounding)
-        .filter(|_| isa != Isa::Scalar)
-        .unwrap_or(fns.scalar(rounding));
+    // Without a SIMD kernel, on every set but the scalar one (which is the rules themselves): a
+    // pair into float16/bfloat16/float8 that torch rounds through float32 takes two kernels
+    // (`through.rs`, Torch rounding); a float16/bfloat16 source is looked up (`tables.rs`); a
+    // one-byte integer or bool one converted by typed loops (`plain.rs`).
+    let through = match rounding {
+        Rounding::Torch if isa != Isa::Scalar => through::kernels(from, to, isa),
+        Rounding::Torch | Rounding::Saturate => None,
+    };
+    let faster = fns.faster(rounding).filter(|_| isa != Isa::Scalar);
+    let scalar = faster.unwrap_or(fns.scalar(rounding));
     let simd = fast.is_some();
-    let (kernel, streaming) = fast.map_or((scalar, scalar), |f| (f.kernel, f.streaming));
+    let faster = !simd && (through.is_some() || faster.is_some());
+    let (kernel, streaming) = match (fast, through) {
+        (Some(f), _) => (f.kernel, f.streaming),
+        (None, Some(two)) => two,
+        (None, None) => (scalar, scalar),
+    };
     let screened = fast.and_then(|f| f.screened);
     Plan {
         kernel,
         streaming,
         simd,
+        faster,
         screened,
         check,
     }

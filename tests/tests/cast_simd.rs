@@ -475,6 +475,97 @@ fn kernels_match_on_every_one_and_two_byte_source_pattern() {
 }
 
 #[test]
+fn integer_sources_give_the_rules_bytes_aligned_or_not() {
+    // Pairs from an integer or bool dtype run typed loops where both buffers are aligned for
+    // their types, and the rules where not: both must give the rules' bytes, into every
+    // whole-byte dtype. The values: each width's edges, the integers around float32's and
+    // float64's last exact ones and their rounding ties, and random bits.
+    let edges: [u64; 16] = [
+        0,
+        1,
+        u64::MAX,
+        0x7F,
+        0x80,
+        0xFF,
+        0x7FFF,
+        0x8000,
+        0x7FFF_FFFF,
+        0x8000_0000,
+        (1 << 24) + 1,
+        (1 << 25) + 3,
+        (1 << 53) + 1,
+        u64::MAX - (1 << 10),
+        i64::MAX as u64,
+        i64::MIN as u64,
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut random = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        state ^ (state >> 29)
+    };
+    let values: Vec<u64> = edges
+        .iter()
+        .flat_map(|&e| [e, e.wrapping_neg()])
+        .chain((0..1000).map(|_| random()))
+        .collect();
+    let whole = || {
+        DType::ALL
+            .into_iter()
+            .filter(|d| !d.is_packed() && *d != DType::Float4E2M1FnX2)
+    };
+    let integers = whole().filter(|d| d.category().is_integer() || *d == DType::Bool);
+    for from in integers {
+        let size = from.byte_size().unwrap();
+        let elements: Vec<u8> = values
+            .iter()
+            .flat_map(|v| {
+                let v = if from == DType::Bool { v & 1 } else { *v };
+                v.to_le_bytes()[..size].to_vec()
+            })
+            .collect();
+        let n = values.len();
+        for to in whole().filter(|to| *to != from) {
+            let out = to.byte_size().unwrap();
+            for mode in [CastMode::Torch, CastMode::Saturate] {
+                let mut want = vec![0u8; n * out];
+                cast_reference(&elements, from, &mut want, to, mode).unwrap();
+                for b in isas() {
+                    // At offsets 0 and 1 into 8-aligned buffers: aligned, and not.
+                    for shift in [0, 1] {
+                        let mut src = vec![0u64; (n * size).div_ceil(8) + 1];
+                        let src = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut src)[shift..];
+                        src[..n * size].copy_from_slice(&elements);
+                        let mut dst = vec![0u64; (n * out).div_ceil(8) + 1];
+                        let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut dst)[shift..];
+                        cast_with_isa(&src[..n * size], from, &mut dst[..n * out], to, mode, b)
+                            .unwrap();
+                        assert!(
+                            dst[..n * out] == want[..],
+                            "{from} -> {to} ({mode}, {b:?}, offset {shift}) differs from the rules"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn float64_sources_through_float32_give_the_rules_bytes() {
+    // float64 -> float16/float8 have no SIMD kernel of their own: in Torch rounding they run
+    // float64's kernel into float32, then float32's (`through.rs`), which must be torch's double
+    // rounding as the rules define it — random float64 bits, values near the float32 rounding
+    // points, every kernel set.
+    for b in isas().into_iter().filter(|b| *b != Isa::Scalar) {
+        for to in [DType::Float16, DType::Float8E4M3Fn, DType::Float8E5M2] {
+            check_pair(DType::Float64, to, b);
+        }
+    }
+}
+
+#[test]
 fn exact_mode_finds_the_one_changed_element_in_a_large_buffer() {
     // 200,000 values every destination holds exactly (so every screen clears their blocks), and
     // one that it does not, at several places: the error names that element and its value, and

@@ -304,39 +304,10 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
                 }
             }
         }
+        fill::<K, E>(index, &at, table, &mut staged[k % 2]);
         if !STREAM {
-            if index == Index::Bits16 {
-                if let Some(bits) = between_halves(K::S::DTYPE, K::D::DTYPE, &at) {
-                    d.copy_from_slice(bytemuck::cast_slice(&bits.map(u16::to_le)));
-                    continue;
-                }
-            }
-            if K::D::DTYPE.is_packed() {
-                let mut bytes = [0u8; CHUNK];
-                packed(&at, table, db, &mut bytes);
-                d.copy_from_slice(&bytes[..out_bytes]);
-                continue;
-            }
-            let mut out = [E::default(); CHUNK];
-            look_up(&at, table, &mut out[..CHUNK / index.per_entry()]);
-            // The entries hold the destination's bytes (`build`).
-            d.copy_from_slice(bytemuck::cast_slice(&out[..CHUNK / index.per_entry()]));
+            d.copy_from_slice(&bytemuck::cast_slice(&staged[k % 2])[..out_bytes]);
             continue;
-        }
-        let slot: &mut [u64; CHUNK] = &mut staged[k % 2];
-        let mut filled = false;
-        if index == Index::Bits16 {
-            if let Some(bits) = between_halves(K::S::DTYPE, K::D::DTYPE, &at) {
-                let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
-                out[..CHUNK].copy_from_slice(&bits.map(u16::to_le));
-                filled = true;
-            }
-        }
-        if !filled && K::D::DTYPE.is_packed() {
-            packed(&at, table, db, bytemuck::cast_slice_mut(slot));
-        } else if !filled {
-            let out: &mut [E] = bytemuck::cast_slice_mut(slot);
-            look_up(&at, table, &mut out[..CHUNK / index.per_entry()]);
         }
         if let Some((j, w)) = waiting.replace((k % 2, d)) {
             stream(&staged[j], w);
@@ -347,6 +318,31 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
             stream(&staged[j], w);
         }
         super::x86::store_fence();
+    }
+}
+
+/// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
+/// in `table` (packed for a packed destination), or computed where `between_halves` can.
+#[inline(always)]
+fn fill<K: Step, E: Entry>(index: Index, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
+    if index == Index::Bits16 {
+        if let Some(bits) = between_halves(K::S::DTYPE, K::D::DTYPE, at) {
+            let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
+            out[..CHUNK].copy_from_slice(&bits.map(u16::to_le));
+            return;
+        }
+    }
+    if K::D::DTYPE.is_packed() {
+        packed(
+            at,
+            table,
+            K::D::DTYPE.bits(),
+            bytemuck::cast_slice_mut(slot),
+        );
+    } else {
+        let out: &mut [E] = bytemuck::cast_slice_mut(slot);
+        // The entries hold the destination's bytes (`build`).
+        look_up(at, table, &mut out[..CHUNK / index.per_entry()]);
     }
 }
 
