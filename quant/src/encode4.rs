@@ -158,7 +158,7 @@ pub(crate) fn encode(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use core::arch::x86_64::*;
 
     use super::Rules;
@@ -233,6 +233,37 @@ mod x86 {
         }
     }
 
+    /// Writes `step(0)`, `step(1)`, ... `step(steps - 1)` (16 bytes each) to `out` in order:
+    /// four steps fill a 64-byte vector, written as whole cache lines with streaming stores
+    /// (`lines.rs`), so the packed output skips the read-for-ownership that ordinary stores cost
+    /// (from bfloat16, a sixth of a quantizing pass's memory traffic); the last steps are stored.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F; `out` holds at least `16 * steps` bytes; the caller fences
+    /// (`_mm_sfence`) before the output is read elsewhere.
+    #[inline(always)]
+    pub(crate) unsafe fn write_steps(
+        out: &mut [u8],
+        steps: usize,
+        mut step: impl FnMut(usize) -> __m128i,
+    ) {
+        let whole = steps / 4;
+        // SAFETY: vector `q` holds bytes 64q..64q + 64 of `out`, inside it for `q < whole`; the
+        // caller fences.
+        unsafe {
+            let mut lines = crate::lines::Lines::new(out.as_mut_ptr());
+            for q in 0..whole {
+                let (r0, r1) = (step(4 * q), step(4 * q + 1));
+                lines.push(join(r0, r1, step(4 * q + 2), step(4 * q + 3)));
+            }
+            lines.finish();
+        }
+        for k in 4 * whole..steps {
+            // SAFETY: bytes 16k..16k + 16 of `out`, inside it.
+            unsafe { _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast(), step(k)) }
+        }
+    }
+
     /// [`super::encode`] on AVX-512.
     ///
     /// # Safety
@@ -250,7 +281,7 @@ mod x86 {
         let mut bad: __mmask16 = 0;
         // 32 elements (16 bytes out) per step: one group of 32 or two of 16.
         let steps = out.len() / 16;
-        let mut step = |k: usize| {
+        let step = |k: usize| {
             let (g0, g1) = if group == 16 {
                 (2 * k, 2 * k + 1)
             } else {
@@ -266,24 +297,8 @@ mod x86 {
                 pack(a, b)
             }
         };
-        // Four steps fill a 64-byte vector, written as whole cache lines with streaming stores
-        // (`lines.rs`): the packed output skips the read-for-ownership that ordinary stores
-        // cost (from bfloat16, a sixth of this pass's memory traffic).
-        let whole = steps / 4;
-        // SAFETY: vector `q` holds bytes 64q..64q + 64 of `out`, inside it for `q < whole`; the
-        // fence below orders the streamed lines before the output is read elsewhere.
-        unsafe {
-            let mut lines = crate::lines::Lines::new(out.as_mut_ptr());
-            for q in 0..whole {
-                let (r0, r1) = (step(4 * q), step(4 * q + 1));
-                lines.push(join(r0, r1, step(4 * q + 2), step(4 * q + 3)));
-            }
-            lines.finish();
-        }
-        for k in 4 * whole..steps {
-            // SAFETY: bytes 16k..16k + 16 of `out`, inside it.
-            unsafe { _mm_storeu_si128(out.as_mut_ptr().add(16 * k).cast(), step(k)) }
-        }
+        // SAFETY: `steps` 16-byte results, bytes 16k..16k + 16 of `out` each.
+        unsafe { write_steps(out, steps, step) };
         if !out.len().is_multiple_of(16) {
             // A last group of 16: one vector, 8 bytes out.
             // SAFETY: as above, for elements 32k..32k + 16 and bytes 16k..16k + 8.

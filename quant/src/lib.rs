@@ -45,6 +45,7 @@ mod plans;
 mod quantize;
 mod scheme;
 mod simd;
+mod thresholds;
 
 pub use dequant::{dequantize, dequantize_into, DequantPlan, Quantized, Scales};
 pub use error::QuantError;

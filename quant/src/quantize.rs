@@ -9,7 +9,7 @@ use crate::dequant::{check_len, rows_cols, Quantized};
 use crate::scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
-use crate::{amax16, encode4, encode8};
+use crate::{amax16, encode4, encode8, thresholds};
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
 /// scheme's layout and dtype, and the global scale where the scheme has one.
@@ -373,10 +373,11 @@ impl<'a> Job<'a> {
     /// vectorises, instead of a pass per step. `None` where it does not serve.
     fn plan_finite(&self, amax: &[f32], tensor_amax: f32) -> Option<Plan> {
         let scheme = self.scheme;
-        // Below this, an amax rounded at float4's mantissa width stays finite.
+        // Below this, an amax rounded at float4's mantissa width stays finite. (The largest
+        // bits by a fold, which LLVM vectorises: `all` stops early, one scale at a time.)
         if scheme.convention != Convention::CompressedTensors
             || amax.is_empty()
-            || !amax.iter().all(|a| a.to_bits() < 0x7F60_0000)
+            || (amax.iter()).fold(0, |top, a| top.max(a.to_bits())) >= 0x7F60_0000
         {
             return None;
         }
@@ -456,10 +457,13 @@ impl<'a> Job<'a> {
         let scale_size = scheme.scale.byte_size().unwrap_or(1);
         let first_scale = scheme.scale_range(first_row, end, cols).start;
         let band_scales = scheme.scale_range(0, band.min(self.rows), cols).len();
+        // Last band first: each thread then starts where the tensor pass (first band first)
+        // ended, on input still in the shared cache.
         elements
             .par_chunks_mut(storage(band))
             .zip(scales.par_chunks_mut(band_scales * scale_size))
             .enumerate()
+            .rev()
             .try_for_each_init(Vec::new, |buf, (b, (out, stored))| {
                 let local = b * band;
                 let band_first_scale = first_scale + b * band_scales;
@@ -610,6 +614,19 @@ impl<'a> Job<'a> {
                 if encode4::encode_pow2(src, k, &shifts, unsigned_zero, out) {
                     return true;
                 }
+            }
+        }
+        // Factors picked by one-byte scales (NVFP4): each element compared with its scale
+        // byte's thresholds instead of scaled and rounded.
+        if let Some(by_byte) = plan.byte_factors.as_deref() {
+            if self.dtype == DType::BFloat16 && plan.scales.len() == groups {
+                let rules = encode4::Rules {
+                    divide: matches!(plan.apply, Apply::Divide),
+                    round_bf16: plan.arithmetic == DType::BFloat16,
+                    unsigned_zero,
+                };
+                let src = input.bytes(local * self.cols, groups * k);
+                return thresholds::encode(src, k, &plan.scales, by_byte, rules, out);
             }
         }
         // (A fold rather than `all`, so that the check is vectorised.)
@@ -1127,6 +1144,9 @@ pub(crate) struct Plan {
     pub(crate) apply: Apply,
     pub(crate) arithmetic: DType,
     pub(crate) clamp: bool,
+    /// Where every factor is picked by its scale's byte (one-byte scales): the factor of each
+    /// byte, so that `factors[g] == byte_factors[scales[g]]` for every group `g`.
+    pub(crate) byte_factors: Option<Box<[f32; 256]>>,
 }
 
 /// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps), stored
@@ -1149,6 +1169,7 @@ fn ct_fp8(amax: &[f32], w: DType) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1194,6 +1215,7 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1227,6 +1249,7 @@ fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1257,7 +1280,26 @@ fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
         apply: Apply::Divide,
         arithmetic: DType::Float32,
         clamp: true,
+        // The same quotient of each byte's value (`e4m3fn_nearest`'s value is the cast's).
+        byte_factors: Some(Box::new(e4m3fn_values().map(|v| v / g))),
     }
+}
+
+/// float8_e4m3fn's value of each byte, as the cast gives it.
+fn e4m3fn_values() -> &'static [f32; 256] {
+    static VALUES: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
+    VALUES.get_or_init(|| {
+        let codes: Vec<u8> = (0..=255).collect();
+        let mut values = [0f32; 256];
+        for (v, wide) in values.iter_mut().zip(f32s(&torch_cast(
+            &codes,
+            DType::Float8E4M3Fn,
+            DType::Float32,
+        ))) {
+            *v = wide;
+        }
+        values
+    })
 }
 
 /// `s` (0 ..= 448, not NaN) to float8_e4m3fn as torch rounds it: its code and value. Nearest
@@ -1322,6 +1364,7 @@ fn ct_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
         apply: Apply::Divide,
         arithmetic: DType::Float32,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1359,6 +1402,7 @@ fn ao_mx(amax: &[f32], rounding: MxRounding, scheme: &Scheme) -> Plan {
         apply: Apply::Divide,
         arithmetic: DType::Float32,
         clamp: fp8,
+        byte_factors: None,
     }
 }
 
@@ -1391,6 +1435,7 @@ fn ao_mx_rceil(amax: &[f32], element_max: f32) -> Plan {
         apply: Apply::Multiply,
         arithmetic: DType::Float32,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1423,6 +1468,7 @@ fn ao_nvfp4(amax: &[f32], tensor_amax: f32, scheme: &Scheme) -> Plan {
         apply: Apply::Multiply,
         arithmetic: DType::Float32,
         clamp: true,
+        byte_factors: None,
     }
 }
 
@@ -1687,6 +1733,12 @@ mod tests {
                         fast.global.map(f32::to_bits),
                         general.global.map(f32::to_bits)
                     );
+                    // Where factors are picked by the scale byte, the byte's is the group's.
+                    for (s, f) in fast.scales.iter().zip(&fast.factors) {
+                        if let Some(by_byte) = &fast.byte_factors {
+                            assert_eq!(by_byte[usize::from(*s)].to_bits(), f.to_bits(), "{name}");
+                        }
+                    }
                 }
             }
         }
