@@ -593,10 +593,26 @@ impl<'a> Job<'a> {
             return false;
         };
         let groups = out.len() * 2 / k;
+        let unsigned_zero = scheme.convention == Convention::CompressedTensors;
+        // Factors picked by one-byte scales (NVFP4): each element compared with its scale
+        // byte's thresholds instead of scaled and rounded.
+        if let Some(by_byte) = plan.byte_factors.as_deref() {
+            if self.dtype == DType::BFloat16
+                && plan.scales.len() == groups
+                && thresholds::supports(scheme.element, k)
+            {
+                let rules = encode4::Rules {
+                    divide: matches!(plan.apply, Apply::Divide),
+                    round_bf16: plan.arithmetic == DType::BFloat16,
+                    unsigned_zero,
+                };
+                let src = input.bytes(local * self.cols, groups * k);
+                return thresholds::encode(src, k, &plan.scales, by_byte, rules, out);
+            }
+        }
         if !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
             return false;
         }
-        let unsigned_zero = scheme.convention == Convention::CompressedTensors;
         if self.dtype == DType::BFloat16 {
             // Every factor a power of two (MX scales): the product is an exponent shift.
             let shifts: Option<Vec<i32>> = (plan.factors.iter())
@@ -614,19 +630,6 @@ impl<'a> Job<'a> {
                 if encode4::encode_pow2(src, k, &shifts, unsigned_zero, out) {
                     return true;
                 }
-            }
-        }
-        // Factors picked by one-byte scales (NVFP4): each element compared with its scale
-        // byte's thresholds instead of scaled and rounded.
-        if let Some(by_byte) = plan.byte_factors.as_deref() {
-            if self.dtype == DType::BFloat16 && plan.scales.len() == groups {
-                let rules = encode4::Rules {
-                    divide: matches!(plan.apply, Apply::Divide),
-                    round_bf16: plan.arithmetic == DType::BFloat16,
-                    unsigned_zero,
-                };
-                let src = input.bytes(local * self.cols, groups * k);
-                return thresholds::encode(src, k, &plan.scales, by_byte, rules, out);
             }
         }
         // (A fold rather than `all`, so that the check is vectorised.)
@@ -1235,12 +1238,7 @@ fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
             (exponent - offset).max(0)
         };
         *s = e as u8;
-        // 2^(E-127): E = 0 is the subnormal 2^-127.
-        *f = f32::from_bits(if e == 0 {
-            0x0040_0000
-        } else {
-            (e as u32) << 23
-        });
+        *f = e8m0_factor(e as u32);
     }
     Plan {
         scales: stored,
@@ -1249,8 +1247,15 @@ fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
-        byte_factors: None,
+        byte_factors: Some(Box::new(core::array::from_fn(|e| e8m0_factor(e as u32)))),
     }
+}
+
+/// E8M0 byte `e`'s value, 2^(e-127): 0 is the subnormal 2^-127 (255, inf here, is never
+/// stored by [`ct_mx_finite`]).
+#[inline(always)]
+fn e8m0_factor(e: u32) -> f32 {
+    f32::from_bits(if e == 0 { 0x0040_0000 } else { e << 23 })
 }
 
 /// [`ct_nvfp4`]'s block scales where every amax is finite and the global scale `g` is known:

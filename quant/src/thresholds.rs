@@ -166,9 +166,10 @@ thread_local! {
     static LAST: RefCell<Option<Table>> = const { RefCell::new(None) };
 }
 
-/// Whether the comparisons serve: float4 groups of 16 or 32 on a CPU with AVX-512.
+/// Whether the comparisons serve: float4 groups of 16 or 32 (on AVX-512 by register permutes,
+/// elsewhere by a loop over each group that LLVM vectorises for the chosen instruction set).
 pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
-    crate::encode4::supports(element, group)
+    element == dtcast_dtype::DType::Float4E2M1Fn && matches!(group, 16 | 32)
 }
 
 /// Quantizes `src` (whole bfloat16 groups of `group`, little-endian; group `g`'s factor
@@ -195,16 +196,58 @@ pub(crate) fn encode(
             return false;
         };
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `supports` checked that this CPU runs AVX-512 F, BW, VL and DQ.
-        unsafe {
-            x86::encode(src, group, bytes, &table.rows, rules.unsigned_zero, out)
+        if crate::lookup4::avx512() {
+            // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
+            return unsafe {
+                x86::encode(src, group, bytes, &table.rows, rules.unsigned_zero, out)
+            };
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = (table, src, out);
-            false
-        }
+        let (rows, unsigned_zero) = (&*table.rows, rules.unsigned_zero);
+        crate::simd::with_best_isa(
+            #[inline(always)]
+            || match group {
+                16 => by_groups::<16, 8>(src, bytes, rows, unsigned_zero, out),
+                _ => by_groups::<32, 16>(src, bytes, rows, unsigned_zero, out),
+            },
+        )
     })
+}
+
+/// [`encode`] as a loop over groups of `G` elements (`H = G / 2` bytes out each), the same
+/// comparisons per element, which LLVM vectorises across a group (16-bit lanes: the
+/// magnitudes and thresholds are below 0x8000, so even SSE2's signed compares serve).
+#[inline(always)]
+fn by_groups<const G: usize, const H: usize>(
+    src: &[u8],
+    bytes: &[u8],
+    rows: &[[u16; ROW]; 256],
+    unsigned_zero: bool,
+    out: &mut [u8],
+) -> bool {
+    let mut bad = 0u16;
+    // Without compressed-tensors' zero rule every negative element keeps its sign.
+    let any_sign = u16::from(!unsigned_zero);
+    let groups = src.as_chunks::<2>().0.as_chunks::<G>().0;
+    for ((x, o), &b) in groups.iter().zip(out.as_chunks_mut::<H>().0).zip(bytes) {
+        // The row's thresholds as scalars, broadcast over the group's lanes (straight-line
+        // code: a loop over the row kept LLVM from vectorising over the elements).
+        let row = &rows[usize::from(b)];
+        let [nonzero, t1, t2, t3, t4, t5, t6, t7, too_big, ..] = *row;
+        let mut codes = [0u16; G];
+        for (c, x) in codes.iter_mut().zip(x) {
+            let x = u16::from_le_bytes(*x);
+            let m = x & 0x7FFF;
+            bad |= u16::from(m >= too_big);
+            let low = u16::from(m >= t1) + u16::from(m >= t2) + u16::from(m >= t3);
+            let high = u16::from(m >= t4) + u16::from(m >= t5) + u16::from(m >= t6);
+            let sign = (x >> 15) & (u16::from(m >= nonzero) | any_sign);
+            *c = low + high + u16::from(m >= t7) + (sign << 3);
+        }
+        for (o, pair) in o.iter_mut().zip(codes.as_chunks::<2>().0) {
+            *o = (pair[0] | pair[1] << 4) as u8;
+        }
+    }
+    bad == 0
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -388,6 +431,122 @@ mod tests {
                 for m in (0..NEVER).step_by(7).chain([0x7F7F]) {
                     let reached = (0..9).map(|k| m >= row[k]).collect::<Vec<_>>();
                     assert_eq!(reached, facts(m), "f {f}, m {m:#x}");
+                }
+            }
+        }
+    }
+
+    /// Both forms of [`encode`] — the loop over groups and, where this CPU has it, the AVX-512
+    /// one — give each element the code of its scaled value (`magnitude`, the sign unless
+    /// compressed-tensors' zero drops it), and report exactly the groups holding an element or
+    /// scaled value that is inf or NaN: random bfloat16 bits and weight-like values, random scale
+    /// bytes, groups of 16 and 32, both zero rules.
+    #[test]
+    fn both_forms_give_each_element_the_code_of_its_scaled_value() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let g = 2688.0f32 / 3.7;
+        let mut factors = [0f32; 256];
+        for (c, f) in factors.iter_mut().enumerate() {
+            // float8_e4m3fn's values over the global scale (byte 0x7F: NaN; 0x80 up: negative).
+            let (e, m) = ((c >> 3) & 15, (c & 7) as f32);
+            let v = if e == 0 {
+                m / 512.0
+            } else {
+                (8.0 + m) * 2f32.powi(e as i32 - 10)
+            };
+            *f = if c == 0x7F {
+                f32::NAN
+            } else if c >= 0x80 {
+                -v / g
+            } else {
+                v / g
+            };
+        }
+        for group in [16usize, 32] {
+            for unsigned_zero in [true, false] {
+                for round in 0..40 {
+                    let rules = Rules {
+                        divide: round % 2 == 0,
+                        round_bf16: round % 3 == 0,
+                        unsigned_zero,
+                    };
+                    let groups = 64;
+                    let n = groups * group;
+                    let bytes: Vec<u8> = (0..groups)
+                        .map(|_| {
+                            if round < 20 {
+                                (next() % 0x7E) as u8 + 1
+                            } else {
+                                next() as u8
+                            }
+                        })
+                        .collect();
+                    let src: Vec<u16> = (0..n)
+                        .map(|_| {
+                            let r = next();
+                            match r % 4 {
+                                0 => (r >> 16) as u16,
+                                1 => (r >> 20) as u16 & 0x807F,
+                                _ => {
+                                    ((f32::from_bits(0x3C00_0000 | (r as u32 & 0x807F_FFFF)) * 3.0)
+                                        .to_bits()
+                                        >> 16) as u16
+                                }
+                            }
+                        })
+                        .filter(|x| round >= 10 || x & 0x7F80 != 0x7F80)
+                        .chain(std::iter::repeat(0))
+                        .take(n)
+                        .collect();
+                    let table = Table::new(&factors, rules);
+                    let mut want = vec![0u8; n / 2];
+                    let mut clean = true;
+                    for (i, &x) in src.iter().enumerate() {
+                        let f = factors[usize::from(bytes[i / group])];
+                        let m = x & 0x7FFF;
+                        let y = if f.is_finite() && f > 0.0 {
+                            scaled(m, f, rules)
+                        } else {
+                            f32::NAN
+                        };
+                        clean &= m < 0x7F80 && y.is_finite();
+                        let signed = x >= 0x8000 && (!unsigned_zero || y != 0.0);
+                        let code = magnitude(y.min(7.0)) | u8::from(signed) << 3;
+                        want[i / 2] |= code << (4 * (i % 2));
+                    }
+                    let raw: &[u8] = bytemuck::cast_slice(&src);
+                    let mut lanes = vec![0u8; n / 2];
+                    let ok = match group {
+                        16 => {
+                            by_groups::<16, 8>(raw, &bytes, &table.rows, unsigned_zero, &mut lanes)
+                        }
+                        _ => {
+                            by_groups::<32, 16>(raw, &bytes, &table.rows, unsigned_zero, &mut lanes)
+                        }
+                    };
+                    let at = format!("group {group}, round {round}, {unsigned_zero}");
+                    assert_eq!(ok, clean, "{at}");
+                    if clean {
+                        assert_eq!(lanes, want, "{at}");
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if crate::lookup4::avx512() {
+                        let mut wide = vec![0u8; n / 2];
+                        // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
+                        let ok = unsafe {
+                            x86::encode(raw, group, &bytes, &table.rows, unsigned_zero, &mut wide)
+                        };
+                        assert_eq!(ok, clean, "{at} (AVX-512)");
+                        if clean {
+                            assert_eq!(wide, want, "{at} (AVX-512)");
+                        }
+                    }
                 }
             }
         }
