@@ -1,16 +1,18 @@
 //! float8_e4m3fn elements (FP8 per tensor, per channel, in 128×128 blocks; MXFP8) quantized in
-//! one pass on AVX-512: a run of elements that share a factor is read (bfloat16 or float32),
-//! divided or multiplied by it, rounded to bfloat16 where the reference computes in bfloat16,
-//! clamped to 448 and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps
-//! of 2^-9 below), 16 elements per step — instead of a float32 buffer written and read back by
-//! the SIMD cast. inf and NaN are reported for the general path (`quantize::encode_general`,
-//! the definition the tests there hold this to).
+//! one pass: a run of elements that share a factor is read (bfloat16 or float32), divided or
+//! multiplied by it, rounded to bfloat16 where the reference computes in bfloat16, clamped to 448
+//! and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9
+//! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
+//! elements per step in registers (`narrow::code`); elsewhere the same steps on one element, a
+//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). inf and NaN are reported
+//! for the general path (`quantize::encode_general`, the definition the tests there hold this
+//! to).
 
 use crate::encode4::Rules;
 
-/// Whether the one-pass form serves: float8_e4m3fn elements, clamped, on a CPU with AVX-512.
+/// Whether the one-pass form serves: float8_e4m3fn elements, clamped.
 pub(crate) fn supports(element: dtcast_dtype::DType, clamp: bool) -> bool {
-    element == dtcast_dtype::DType::Float8E4M3Fn && clamp && crate::lookup4::avx512()
+    element == dtcast_dtype::DType::Float8E4M3Fn && clamp
 }
 
 /// A run's kernel, picked once for its input dtype and rules ([`kernel`]).
@@ -22,8 +24,8 @@ pub(crate) type Kernel = unsafe fn(&[u8], f32, &mut [u8]) -> bool;
 /// of `out`) and returns false, with `out` unspecified, where an element is inf or NaN.
 pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
     #[cfg(target_arch = "x86_64")]
-    {
-        match (bf16, rules.divide, rules.round_bf16) {
+    if crate::lookup4::avx512() {
+        return match (bf16, rules.divide, rules.round_bf16) {
             (true, true, true) => x86::run::<true, true, true>,
             (true, true, false) => x86::run::<true, true, false>,
             (true, false, true) => x86::run::<true, false, true>,
@@ -32,18 +34,75 @@ pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
             (false, true, false) => x86::run::<false, true, false>,
             (false, false, true) => x86::run::<false, false, true>,
             (false, false, false) => x86::run::<false, false, false>,
-        }
+        };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (bf16, rules);
-        unsupported
+    loop_kernel(bf16, rules)
+}
+
+/// [`kernel`]'s loop form ([`by_lanes`]), whatever the CPU.
+fn loop_kernel(bf16: bool, rules: Rules) -> Kernel {
+    match (bf16, rules.divide, rules.round_bf16) {
+        (true, true, true) => by_lanes::<true, true, true>,
+        (true, true, false) => by_lanes::<true, true, false>,
+        (true, false, true) => by_lanes::<true, false, true>,
+        (true, false, false) => by_lanes::<true, false, false>,
+        (false, true, true) => by_lanes::<false, true, true>,
+        (false, true, false) => by_lanes::<false, true, false>,
+        (false, false, true) => by_lanes::<false, false, true>,
+        (false, false, false) => by_lanes::<false, false, false>,
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn unsupported(_: &[u8], _: f32, _: &mut [u8]) -> bool {
-    false
+/// [`kernel`]'s run as a loop over the elements, compiled for the chosen instruction set: each
+/// element through `narrow::code`'s steps for float8_e4m3fn, one lane's worth.
+fn by_lanes<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
+    src: &[u8],
+    f: f32,
+    out: &mut [u8],
+) -> bool {
+    crate::simd::with_best_isa(
+        #[inline(always)]
+        || {
+            if BF16 {
+                let src = src.as_chunks::<2>().0;
+                codes::<DIVIDE, ROUND, 2>(src, f, out, |b| u32::from(u16::from_le_bytes(*b)) << 16)
+            } else {
+                codes::<DIVIDE, ROUND, 4>(src.as_chunks::<4>().0, f, out, |b| {
+                    u32::from_le_bytes(*b)
+                })
+            }
+        },
+    )
+}
+
+/// The codes of `src` (elements of `N` bytes, `bits` their float32 bits) scaled by `f` into
+/// `out`; false where an element or its scaled value is inf or NaN.
+#[inline(always)]
+fn codes<const DIVIDE: bool, const ROUND: bool, const N: usize>(
+    src: &[[u8; N]],
+    f: f32,
+    out: &mut [u8],
+    bits: impl Fn(&[u8; N]) -> u32,
+) -> bool {
+    let mut bad = 0u32;
+    for (o, x) in out.iter_mut().zip(src) {
+        let x = f32::from_bits(bits(x));
+        let mut y = (if DIVIDE { x / f } else { x * f }).to_bits();
+        if ROUND {
+            // To bfloat16, nearest-even (a NaN is reported below, whatever its bits become).
+            y = y.wrapping_add(0x7FFF + ((y >> 16) & 1)) & 0xFFFF_0000;
+        }
+        let a = y & 0x7FFF_FFFF;
+        bad |= u32::from(a >= 0x7F80_0000);
+        // Clamped to 448; from 2^-6 three mantissa bits kept, nearest-even, by one addition on
+        // the bits; below, a multiple of 2^-9 rounded by the float addition of 2^23.
+        let a = a.min(0x43E0_0000);
+        let normal = ((a + 0x7_FFFF + ((a >> 20) & 1)) >> 20).wrapping_sub(120 << 3);
+        let small = (f32::from_bits(a) * 512.0 + 8_388_608.0).to_bits() - 0x4B00_0000;
+        let code = if a < 0x3C80_0000 { small } else { normal };
+        *o = (code | ((y >> 24) & 0x80)) as u8;
+    }
+    bad == 0
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -133,5 +192,89 @@ mod x86 {
             i += count;
         }
         bad == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loop form gives the AVX-512 form's bytes and verdicts (the quantize tests hold that
+    /// one to the general path): random float32 and bfloat16 bits, values around float8's
+    /// rounding points and 448, factors from tiny to huge, every rule, lengths that end inside
+    /// a 16-element step.
+    #[test]
+    fn the_loop_gives_the_avx512_forms_bytes() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !crate::lookup4::avx512() {
+                eprintln!("SKIPPED: no AVX-512 here; the loop form is held to the references' vectors by the quant tests");
+                return;
+            }
+            let mut state = 0x2545_F491_4F6C_DD1Du64;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            for round in 0..400 {
+                let n = (next() % 70) as usize;
+                let values: Vec<u32> = (0..n)
+                    .map(|_| {
+                        let r = next();
+                        match r % 3 {
+                            0 => r as u32,
+                            // float8's ties and their neighbours, times powers of two.
+                            1 => {
+                                let odd = ((r >> 8) % 16 * 2 + 1) as f32 / 32.0;
+                                let x = (1.0 + odd) * 2f32.powi((r >> 16) as i32 % 20 - 10);
+                                x.to_bits()
+                                    .wrapping_add((r >> 40) as u32 % 3)
+                                    .wrapping_sub(1)
+                                    | (r as u32 & 0x8000_0000)
+                            }
+                            _ => (f32::from_bits(0x3F00_0000 | (r as u32 & 0x807F_FFFF)) * 300.0)
+                                .to_bits(),
+                        }
+                    })
+                    .filter(|b| round % 4 == 0 || b & 0x7F80_0000 != 0x7F80_0000)
+                    .collect();
+                let f = [1.0f32, 0.37, 448.0 / 3.1, 1e-30, 3e30, 2f32.powi(-9)][round % 6];
+                for bf16 in [false, true] {
+                    let src: Vec<u8> = if bf16 {
+                        values
+                            .iter()
+                            .flat_map(|b| ((b >> 16) as u16).to_le_bytes())
+                            .collect()
+                    } else {
+                        values.iter().flat_map(|b| b.to_le_bytes()).collect()
+                    };
+                    for (divide, round_bf16) in
+                        [(true, true), (true, false), (false, true), (false, false)]
+                    {
+                        let rules = Rules {
+                            divide,
+                            round_bf16,
+                            unsigned_zero: false,
+                        };
+                        let (mut wide, mut lanes) =
+                            (vec![0u8; values.len()], vec![0u8; values.len()]);
+                        let wide_kernel = kernel(bf16, rules);
+                        // SAFETY: `avx512()` said this CPU runs the kernel's set; `src` holds
+                        // one element per byte of the outputs.
+                        let ok = unsafe { wide_kernel(&src, f, &mut wide) };
+                        // SAFETY: as above (the loop form needs nothing).
+                        let lanes_ok = unsafe { loop_kernel(bf16, rules)(&src, f, &mut lanes) };
+                        let at =
+                            format!("round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}");
+                        assert_eq!(ok, lanes_ok, "{at}");
+                        if ok {
+                            assert_eq!(wide, lanes, "{at}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }
