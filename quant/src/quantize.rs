@@ -594,8 +594,8 @@ impl<'a> Job<'a> {
         };
         let groups = out.len() * 2 / k;
         let unsigned_zero = scheme.convention == Convention::CompressedTensors;
-        // Factors picked by one-byte scales (NVFP4): each element compared with its scale
-        // byte's thresholds instead of scaled and rounded.
+        // Factors picked by one-byte scales (compressed-tensors' NVFP4 and MX): each element
+        // compared with its scale byte's thresholds instead of scaled and rounded.
         if let Some(by_byte) = plan.byte_factors.as_deref() {
             if self.dtype == DType::BFloat16
                 && plan.scales.len() == groups
