@@ -165,18 +165,20 @@ fn check_pair<S: Lane, D: Lane>(src: &[u8], verify: Verify, base: usize) -> Resu
 }
 
 fn accept_table<S: Lane, D: Lane>(verify: Verify) -> Option<Vec<bool>> {
-    if S::SIZE > 2 {
+    if const { S::SIZE > 2 } {
         return None;
     }
     let (q, limits) = (Quirks::of(S::DTYPE, D::DTYPE), check::Limits::of(D::DTYPE));
-    let codes = 1usize << (8 * S::SIZE);
-    let table = (0..codes)
-        .map(|code| {
-            let bytes = (code as u16).to_le_bytes();
-            problem::<D>(value(S::read(&bytes[..S::SIZE]), q), verify, q, &limits).is_none()
-        })
-        .collect();
-    Some(table)
+    Some(table_of(1 << (8 * S::SIZE), &|code| {
+        let bytes = (code as u16).to_le_bytes();
+        problem::<D>(value(S::read(&bytes[..S::SIZE]), q), verify, q, &limits).is_none()
+    }))
+}
+
+/// `accepts` of every code below `codes`, in order: written once for every pair (only the
+/// verdict is generic).
+fn table_of(codes: usize, accepts: &dyn Fn(usize) -> bool) -> Vec<bool> {
+    (0..codes).map(accepts).collect()
 }
 
 fn pair<S: Lane, D: Lane>() -> PairFns {
@@ -185,8 +187,8 @@ fn pair<S: Lane, D: Lane>() -> PairFns {
         saturate: convert::<S, D, true>,
         check: check_pair::<S, D>,
         accept_table: accept_table::<S, D>,
-        faster: crate::tables::kernels::<S, D>()
-            .or_else(|| crate::plain::kernels(S::DTYPE, D::DTYPE)),
+        // `or`, not `or_else`: a closure per pair would be a function per pair.
+        faster: crate::tables::kernels::<S, D>().or(crate::plain::kernels(S::DTYPE, D::DTYPE)),
     }
 }
 

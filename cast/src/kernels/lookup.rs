@@ -101,20 +101,39 @@ static TABLES: [OnceLock<Table>; DType::COUNT * DType::COUNT * 2] =
 /// use by a call of [`WORTH_A_TABLE`] elements or more, so that a program that only casts a few
 /// elements never pays for one (up to 65,536 scalar conversions); `None` until then.
 fn table<K: Step>(n: usize) -> Option<&'static Table> {
-    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
-    let slot = &TABLES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
+    table_of(K::S::DTYPE, K::D::DTYPE, K::SATURATE, scalar::<K>(), n)
+}
+
+/// Step `K`'s scalar kernel (over stored buffers).
+fn scalar<K: Step>() -> super::Kernel {
+    if K::SATURATE {
+        crate::dispatch::convert_stored::<K::S, K::D, true>
+    } else {
+        crate::dispatch::convert_stored::<K::S, K::D, false>
+    }
+}
+
+/// [`table`] of a pair and rounding whose scalar kernel is `rules`: written once, not per step.
+fn table_of(
+    from: DType,
+    to: DType,
+    saturate: bool,
+    rules: super::Kernel,
+    n: usize,
+) -> Option<&'static Table> {
+    let slot = &TABLES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(saturate)];
     match slot.get() {
         Some(table) => Some(table),
-        None if n >= WORTH_A_TABLE => {
-            Some(slot.get_or_init(|| build::<K>(index_of(from, to).expect("a table pair"))))
-        }
+        None if n >= WORTH_A_TABLE => Some(
+            slot.get_or_init(|| build(from, to, index_of(from, to).expect("a table pair"), rules)),
+        ),
         None => None,
     }
 }
 
-/// Runs the scalar rule over one representative source element per index.
-fn build<K: Step>(index: Index) -> Table {
-    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
+/// Runs the scalar kernel `rules` of `from` → `to` over one representative source element per
+/// index.
+fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Table {
     // The representatives, stored as the source stores them.
     let src: Vec<u8> = match index {
         Index::Code | Index::Pairs => {
@@ -137,11 +156,7 @@ fn build<K: Step>(index: Index) -> Table {
     };
     let n = from.elements_in(src.len()).expect("whole elements");
     let mut out = vec![0u8; to.storage_bytes(n).expect("whole bytes")];
-    if K::SATURATE {
-        crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut out);
-    } else {
-        crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut out);
-    }
+    rules(&src, &mut out);
     let mut codes = vec![0u8; if to.is_packed() { n } else { 0 }];
     let out = if to.is_packed() {
         packing::unpack(to, &out, &mut codes).expect("sizes from storage_bytes");
@@ -183,11 +198,7 @@ pub(crate) fn codes<K: Step>() -> &'static [u16; 64] {
         let mut src = vec![0u8; from.storage_bytes(codes.len()).expect("whole bytes")];
         packing::pack(from, &codes, &mut src).expect("sizes from storage_bytes");
         let mut out = vec![0u8; 2 * codes.len()];
-        if K::SATURATE {
-            crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut out);
-        } else {
-            crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut out);
-        }
+        scalar::<K>()(&src, &mut out);
         let mut table = [0u16; 64];
         for (entry, bytes) in table.iter_mut().zip(out.as_chunks::<2>().0) {
             *entry = u16::from_le_bytes(*bytes);
@@ -208,7 +219,9 @@ const CHUNK: usize = 128;
 
 /// The table kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
 fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    let index = index_of(K::S::DTYPE, K::D::DTYPE).expect("a table pair");
+    let (from, to) = (K::S::DTYPE, K::D::DTYPE);
+    let index = index_of(from, to).expect("a table pair");
+    let pair = Pair { from, to, index };
     let Some(table) = table::<K>(src.len() * 8 / K::S::DTYPE.bits()) else {
         // A short cast before any long one: the portable lanes (the same bytes).
         return super::portable::kernel::<K, ALWAYS_STREAM>(src, dst);
@@ -222,18 +235,27 @@ fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
         None,
         |s, d, n, stream| {
             match (table, stream) {
-                (Table::U8(t), false) => run::<K, u8, false>(s, d, n, index, t),
-                (Table::U8(t), true) => run::<K, u8, true>(s, d, n, index, t),
-                (Table::U16(t), false) => run::<K, u16, false>(s, d, n, index, t),
-                (Table::U16(t), true) => run::<K, u16, true>(s, d, n, index, t),
-                (Table::U32(t), false) => run::<K, u32, false>(s, d, n, index, t),
-                (Table::U32(t), true) => run::<K, u32, true>(s, d, n, index, t),
-                (Table::U64(t), false) => run::<K, u64, false>(s, d, n, index, t),
-                (Table::U64(t), true) => run::<K, u64, true>(s, d, n, index, t),
+                (Table::U8(t), false) => run::<u8, false>(pair, s, d, n, t),
+                (Table::U8(t), true) => run::<u8, true>(pair, s, d, n, t),
+                (Table::U16(t), false) => run::<u16, false>(pair, s, d, n, t),
+                (Table::U16(t), true) => run::<u16, true>(pair, s, d, n, t),
+                (Table::U32(t), false) => run::<u32, false>(pair, s, d, n, t),
+                (Table::U32(t), true) => run::<u32, true>(pair, s, d, n, t),
+                (Table::U64(t), false) => run::<u64, false>(pair, s, d, n, t),
+                (Table::U64(t), true) => run::<u64, true>(pair, s, d, n, t),
             }
             true
         },
     );
+}
+
+/// What the loop of a table kernel needs to know of its pair: the loop is compiled per entry
+/// width, not per pair (the pair decides a few branches per chunk).
+#[derive(Clone, Copy)]
+struct Pair {
+    from: DType,
+    to: DType,
+    index: Index,
 }
 
 /// A table entry.
@@ -251,15 +273,8 @@ impl Entry for u64 {}
 /// still in flight, which the CPU cannot forward: each load waits for the stores to retire
 /// (float4 → bfloat16 on one thread ran at 0.98 Gelem/s streaming against 3.1 not). So the
 /// buffers take turns: a chunk is streamed out while the next one is being assembled.
-#[inline(always)]
-fn run<K: Step, E: Entry, const STREAM: bool>(
-    s: &[u8],
-    d: &mut [u8],
-    n: usize,
-    index: Index,
-    table: &[E],
-) {
-    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+fn run<E: Entry, const STREAM: bool>(pair: Pair, s: &[u8], d: &mut [u8], n: usize, table: &[E]) {
+    let (sb, db, index) = (pair.from.bits(), pair.to.bits(), pair.index);
     let (in_bytes, out_bytes) = (CHUNK * sb / 8, CHUNK * db / 8);
     // Two chunks' output (8 bytes per element at most), and the destination of the one waiting.
     let mut staged = [[0u64; CHUNK]; 2];
@@ -304,7 +319,7 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
                 }
             }
         }
-        fill::<K, E>(index, &at, table, &mut staged[k % 2]);
+        fill(pair, &at, table, &mut staged[k % 2]);
         if !STREAM {
             d.copy_from_slice(&bytemuck::cast_slice(&staged[k % 2])[..out_bytes]);
             continue;
@@ -324,25 +339,20 @@ fn run<K: Step, E: Entry, const STREAM: bool>(
 /// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
 /// in `table` (packed for a packed destination), or computed where `between_halves` can.
 #[inline(always)]
-fn fill<K: Step, E: Entry>(index: Index, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
-    if index == Index::Bits16 {
-        if let Some(bits) = between_halves(K::S::DTYPE, K::D::DTYPE, at) {
+fn fill<E: Entry>(pair: Pair, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
+    if pair.index == Index::Bits16 {
+        if let Some(bits) = between_halves(pair.from, pair.to, at) {
             let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
             out[..CHUNK].copy_from_slice(&bits.map(u16::to_le));
             return;
         }
     }
-    if K::D::DTYPE.is_packed() {
-        packed(
-            at,
-            table,
-            K::D::DTYPE.bits(),
-            bytemuck::cast_slice_mut(slot),
-        );
+    if pair.to.is_packed() {
+        packed(at, table, pair.to.bits(), bytemuck::cast_slice_mut(slot));
     } else {
         let out: &mut [E] = bytemuck::cast_slice_mut(slot);
         // The entries hold the destination's bytes (`build`).
-        look_up(at, table, &mut out[..CHUNK / index.per_entry()]);
+        look_up(at, table, &mut out[..CHUNK / pair.index.per_entry()]);
     }
 }
 

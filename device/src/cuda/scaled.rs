@@ -96,7 +96,7 @@ pub fn compile_scaled_kernels(arch: Option<&str>) -> Result<(), TensorError> {
         let undo: String = functions.iter().map(|f| format!("#undef {f}\n")).collect();
         src.push_str(&format!("{rename}{line}{undo}"));
     }
-    compile(src, arch, "the scaled-format kernels").map(|_| ())
+    compile(src, arch, "the scaled-format kernels", &[]).map(|_| ())
 }
 
 impl Cuda {
@@ -116,8 +116,8 @@ impl Cuda {
             None => {
                 let src = format!("{}\n{SCALED_CU}\n{line}", kernel_source());
                 let what = format!("the scaled kernels `{}`", line.trim());
-                let ptx = match compile(src.clone(), self.arch.as_deref(), &what) {
-                    Err(_) if self.arch.is_some() => compile(src, None, &what)?,
+                let ptx = match compile(src.clone(), self.arch.as_deref(), &what, &[]) {
+                    Err(_) if self.arch.is_some() => compile(src, None, &what, &[])?,
                     other => other?,
                 };
                 let module = self.ctx.load_module(ptx).map_err(cuda_error)?;
