@@ -1,6 +1,8 @@
 //! Table kernels of the portable instruction set: where a destination element depends on at most
 //! 16 bits of its source element, the portable kernels look it up instead of computing it — except
-//! where computing measured faster (float32 destinations from whole-byte sources: [`index_of`]).
+//! where computing measured faster (float32 destinations from whole-byte sources: [`index_of`];
+//! chunks of float16/bfloat16 → float8 inside the range where 16-bit lane arithmetic was checked
+//! against the table: `rounded16.rs`).
 //!
 //! A target without wide SIMD (the x86-64 baseline's SSE2 has no lane-wise min, max or blend, and
 //! no float16 conversion) spends a dozen instructions per lane on a float8 rounding that AVX2 does
@@ -23,6 +25,7 @@ use std::sync::OnceLock;
 
 use dtcast_dtype::{packing, DType};
 
+use super::rounded16::Rounded16;
 use super::steps::Step;
 use crate::lanes::{unit, Lane};
 
@@ -81,6 +84,12 @@ impl Index {
     }
 }
 
+/// A pair's table, and the arithmetic that computes a chunk in its place where it can.
+struct Built {
+    entries: Table,
+    rounded: Option<Rounded16>,
+}
+
 /// A pair's table: one entry per index, the destination elements' codes or bits.
 enum Table {
     U8(Box<[u8]>),
@@ -94,13 +103,13 @@ enum Table {
 const WORTH_A_TABLE: usize = 4096;
 
 /// Tables per (source, destination, saturate), computed on first use.
-static TABLES: [OnceLock<Table>; DType::COUNT * DType::COUNT * 2] =
+static TABLES: [OnceLock<Built>; DType::COUNT * DType::COUNT * 2] =
     [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
 
 /// The table of step `K`'s pair and rounding for a kernel call on `n` elements: built on first
 /// use by a call of [`WORTH_A_TABLE`] elements or more, so that a program that only casts a few
 /// elements never pays for one (up to 65,536 scalar conversions); `None` until then.
-fn table<K: Step>(n: usize) -> Option<&'static Table> {
+fn table<K: Step>(n: usize) -> Option<&'static Built> {
     table_of(K::S::DTYPE, K::D::DTYPE, K::SATURATE, scalar::<K>(), n)
 }
 
@@ -120,7 +129,7 @@ fn table_of(
     saturate: bool,
     rules: super::Kernel,
     n: usize,
-) -> Option<&'static Table> {
+) -> Option<&'static Built> {
     let slot = &TABLES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(saturate)];
     match slot.get() {
         Some(table) => Some(table),
@@ -132,8 +141,8 @@ fn table_of(
 }
 
 /// Runs the scalar kernel `rules` of `from` → `to` over one representative source element per
-/// index.
-fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Table {
+/// index; and where the arithmetic of [`Rounded16`] gives those entries, keeps it too.
+fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Built {
     // The representatives, stored as the source stores them.
     let src: Vec<u8> = match index {
         Index::Code | Index::Pairs => {
@@ -170,12 +179,17 @@ fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Table {
         out.as_chunks::<W>().0.iter().map(|b| word(*b)).collect()
     }
     let width = if to.is_packed() { 1 } else { unit(to) } * index.per_entry();
-    match width {
+    let entries = match width {
         8 => Table::U64(entries(out, u64::from_ne_bytes)),
         4 => Table::U32(entries(out, u32::from_ne_bytes)),
         2 => Table::U16(entries(out, u16::from_ne_bytes)),
         _ => Table::U8(out.to_vec().into_boxed_slice()),
-    }
+    };
+    let rounded = match (&entries, index) {
+        (Table::U8(table), Index::Bits16) => Rounded16::derive(from, to, table),
+        _ => None,
+    };
+    Built { entries, rounded }
 }
 
 /// The 16-bit destination bits of every code of step `K`'s source (float6 or float4; codes past
@@ -215,16 +229,21 @@ pub(crate) fn kernels<K: Step>() -> Option<(super::Kernel, super::Kernel)> {
 
 /// Elements per chunk: a multiple of 8 (float6 groups of 4 fill whole bytes) whose output is a
 /// multiple of 16 bytes for every destination width (4 bits: 32 bytes), as streaming stores need.
-const CHUNK: usize = 128;
+pub(super) const CHUNK: usize = 128;
 
 /// The table kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
 fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     let index = index_of(from, to).expect("a table pair");
-    let pair = Pair { from, to, index };
-    let Some(table) = table::<K>(src.len() * 8 / K::S::DTYPE.bits()) else {
+    let Some(built) = table::<K>(src.len() * 8 / K::S::DTYPE.bits()) else {
         // A short cast before any long one: the portable lanes (the same bytes).
         return super::portable::kernel::<K, ALWAYS_STREAM>(src, dst);
+    };
+    let pair = Pair {
+        from,
+        to,
+        index,
+        rounded: built.rounded,
     };
     super::drive::<K, ALWAYS_STREAM>(
         src,
@@ -234,7 +253,7 @@ fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
         super::x86::STREAMS,
         None,
         |s, d, n, stream| {
-            match (table, stream) {
+            match (&built.entries, stream) {
                 (Table::U8(t), false) => run::<u8, false>(pair, s, d, n, t),
                 (Table::U8(t), true) => run::<u8, true>(pair, s, d, n, t),
                 (Table::U16(t), false) => run::<u16, false>(pair, s, d, n, t),
@@ -256,6 +275,7 @@ struct Pair {
     from: DType,
     to: DType,
     index: Index,
+    rounded: Option<Rounded16>,
 }
 
 /// A table entry.
@@ -319,7 +339,7 @@ fn run<E: Entry, const STREAM: bool>(pair: Pair, s: &[u8], d: &mut [u8], n: usiz
                 }
             }
         }
-        fill(pair, &at, table, &mut staged[k % 2]);
+        fill(&pair, &at, table, &mut staged[k % 2]);
         if !STREAM {
             d.copy_from_slice(&bytemuck::cast_slice(&staged[k % 2])[..out_bytes]);
             continue;
@@ -337,14 +357,20 @@ fn run<E: Entry, const STREAM: bool>(pair: Pair, s: &[u8], d: &mut [u8], n: usiz
 }
 
 /// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
-/// in `table` (packed for a packed destination), or computed where `between_halves` can.
+/// in `table` (packed for a packed destination), or computed where `between_halves` or the pair's [`Rounded16`] can.
 #[inline(always)]
-fn fill<E: Entry>(pair: Pair, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
+fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
     if pair.index == Index::Bits16 {
         if let Some(bits) = between_halves(pair.from, pair.to, at) {
             let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
             out[..CHUNK].copy_from_slice(&bits.map(u16::to_le));
             return;
+        }
+        // (Byte entries only: the other widths' loops do without the code.)
+        if let Some(rounded) = pair.rounded.filter(|_| size_of::<E>() == 1) {
+            if rounded.chunk(at, bytemuck::cast_slice_mut(slot)) {
+                return;
+            }
         }
     }
     if pair.to.is_packed() {

@@ -10,6 +10,7 @@
 mod lookup;
 mod ml_steps;
 mod portable;
+mod rounded16;
 mod steps;
 mod vector;
 #[cfg_attr(
