@@ -90,12 +90,16 @@ struct Built {
     rounded: Option<Rounded16>,
 }
 
+/// Entries per table: one per 16-bit index, whatever the index form (a form of fewer bits
+/// leaves the rest zero, on pages never touched), so that a `u16` index needs no bounds check.
+const ENTRIES: usize = 1 << 16;
+
 /// A pair's table: one entry per index, the destination elements' codes or bits.
 enum Table {
-    U8(Box<[u8]>),
-    U16(Box<[u16]>),
-    U32(Box<[u32]>),
-    U64(Box<[u64]>),
+    U8(Box<[u8; ENTRIES]>),
+    U16(Box<[u16; ENTRIES]>),
+    U32(Box<[u32; ENTRIES]>),
+    U64(Box<[u64; ENTRIES]>),
 }
 
 /// Elements of a kernel call from which a missing table is built: a one-pass cast calls the
@@ -173,20 +177,31 @@ fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Built {
     } else {
         &out
     };
-    // Whole-byte entries hold the destination's stored bytes (native order of those bytes), so
-    // that a chunk of entries is written as it is.
-    fn entries<const W: usize, T>(out: &[u8], word: fn([u8; W]) -> T) -> Box<[T]> {
-        out.as_chunks::<W>().0.iter().map(|b| word(*b)).collect()
+    // Whole-byte entries hold the destination's stored bytes as a little-endian number, so that
+    // entries shifted into a little-endian word are the chunk's bytes (`look_up`). A zeroed
+    // allocation: the pages no index reaches stay untouched.
+    fn entries<const W: usize, T: Copy + Default + std::fmt::Debug>(
+        out: &[u8],
+        word: fn([u8; W]) -> T,
+    ) -> Box<[T; ENTRIES]> {
+        let mut table = vec![T::default(); ENTRIES];
+        for (entry, bytes) in table.iter_mut().zip(out.as_chunks::<W>().0) {
+            *entry = word(*bytes);
+        }
+        table
+            .into_boxed_slice()
+            .try_into()
+            .expect("ENTRIES entries")
     }
     let width = if to.is_packed() { 1 } else { unit(to) } * index.per_entry();
     let entries = match width {
-        8 => Table::U64(entries(out, u64::from_ne_bytes)),
-        4 => Table::U32(entries(out, u32::from_ne_bytes)),
-        2 => Table::U16(entries(out, u16::from_ne_bytes)),
-        _ => Table::U8(out.to_vec().into_boxed_slice()),
+        8 => Table::U64(entries(out, u64::from_le_bytes)),
+        4 => Table::U32(entries(out, u32::from_le_bytes)),
+        2 => Table::U16(entries(out, u16::from_le_bytes)),
+        _ => Table::U8(entries(out, u8::from_le_bytes)),
     };
     let rounded = match (&entries, index) {
-        (Table::U8(table), Index::Bits16) => Rounded16::derive(from, to, table),
+        (Table::U8(table), Index::Bits16) => Rounded16::derive(from, to, &table[..]),
         _ => None,
     };
     Built { entries, rounded }
@@ -293,7 +308,13 @@ impl Entry for u64 {}
 /// still in flight, which the CPU cannot forward: each load waits for the stores to retire
 /// (float4 → bfloat16 on one thread ran at 0.98 Gelem/s streaming against 3.1 not). So the
 /// buffers take turns: a chunk is streamed out while the next one is being assembled.
-fn run<E: Entry, const STREAM: bool>(pair: Pair, s: &[u8], d: &mut [u8], n: usize, table: &[E]) {
+fn run<E: Entry, const STREAM: bool>(
+    pair: Pair,
+    s: &[u8],
+    d: &mut [u8],
+    n: usize,
+    table: &[E; ENTRIES],
+) {
     let (sb, db, index) = (pair.from.bits(), pair.to.bits(), pair.index);
     let (in_bytes, out_bytes) = (CHUNK * sb / 8, CHUNK * db / 8);
     // Two chunks' output (8 bytes per element at most), and the destination of the one waiting.
@@ -359,7 +380,7 @@ fn run<E: Entry, const STREAM: bool>(pair: Pair, s: &[u8], d: &mut [u8], n: usiz
 /// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
 /// in `table` (packed for a packed destination), or computed where `between_halves` or the pair's [`Rounded16`] can.
 #[inline(always)]
-fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; CHUNK]) {
+fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &mut [u64; CHUNK]) {
     if pair.index == Index::Bits16 {
         if let Some(bits) = between_halves(pair.from, pair.to, at) {
             let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
@@ -374,19 +395,30 @@ fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E], slot: &mut [u64; 
         }
     }
     if pair.to.is_packed() {
-        packed(at, table, pair.to.bits(), bytemuck::cast_slice_mut(slot));
+        packed(at, table, pair.to.bits(), slot);
     } else {
-        let out: &mut [E] = bytemuck::cast_slice_mut(slot);
         // The entries hold the destination's bytes (`build`).
-        look_up(at, table, &mut out[..CHUNK / pair.index.per_entry()]);
+        let indices = CHUNK / pair.index.per_entry();
+        look_up(
+            &at[..indices],
+            table,
+            &mut slot[..indices * size_of::<E>() / 8],
+        );
     }
 }
 
-/// The entries of `at`'s indices in `table`, into `out` (one per index; `out` may be shorter).
+/// The entries of indices `at` in `table` into `out`, eight bytes of entries per store: a store
+/// per entry measured about 1.3× slower for byte entries (memory operations, not arithmetic,
+/// bound this loop).
 #[inline(always)]
-fn look_up<E: Entry>(at: &[u16; CHUNK], table: &[E], out: &mut [E]) {
-    for (o, &i) in out.iter_mut().zip(at) {
-        *o = table[usize::from(i)];
+fn look_up<E: Entry>(at: &[u16], table: &[E; ENTRIES], out: &mut [u64]) {
+    let per_word = 8 / size_of::<E>();
+    for (word, indices) in out.iter_mut().zip(at.chunks_exact(per_word)) {
+        let mut bytes = 0u64;
+        for (k, &i) in indices.iter().enumerate() {
+            bytes |= table[usize::from(i)].into() << (8 * size_of::<E>() * k);
+        }
+        *word = bytes.to_le();
     }
 }
 
@@ -437,23 +469,37 @@ fn between_halves(from: DType, to: DType, src: &[u16; CHUNK]) -> Option<[u16; CH
 }
 
 /// The codes of a chunk's indices `at`, looked up in `table` and packed as the destination stores
-/// them (6 or 4 bits each): the first `CHUNK * bits / 8` bytes of the result. The layout is
-/// `dtcast_dtype::packing`'s, written here for a fixed-size chunk (calling `packing::pack` per
-/// chunk made float32 → float4 2.5× slower), and each byte is assembled straight from its
-/// elements' entries (through an array of codes, float32/float16 → float6 ran about 1.15× slower).
+/// them (6 or 4 bits each) into the front of `slot`. The layout is `dtcast_dtype::packing`'s,
+/// written here for a fixed-size chunk (calling `packing::pack` per chunk made float32 → float4
+/// 2.5× slower), each word assembled straight from its elements' entries (through an array of
+/// codes, float32/float16 → float6 ran about 1.15× slower).
 #[inline(always)]
-fn packed<E: Entry>(at: &[u16; CHUNK], table: &[E], bits: usize, bytes: &mut [u8]) {
-    let code = |i: u16| -> u32 { table[usize::from(i)].into() as u32 };
+fn packed<E: Entry>(at: &[u16; CHUNK], table: &[E; ENTRIES], bits: usize, slot: &mut [u64; CHUNK]) {
     if bits == 6 {
-        for (o, four) in bytes.chunks_exact_mut(3).zip(at.chunks_exact(4)) {
-            let word =
-                code(four[0]) | code(four[1]) << 6 | code(four[2]) << 12 | code(four[3]) << 18;
-            o.copy_from_slice(&word.to_le_bytes()[..3]);
-        }
+        pack_words::<E, 6>(at, table, bytemuck::cast_slice_mut(slot));
     } else {
-        for (o, pair) in bytes.iter_mut().zip(at.chunks_exact(2)) {
-            *o = (code(pair[0]) | code(pair[1]) << 4) as u8;
+        pack_words::<E, 4>(at, table, bytemuck::cast_slice_mut(slot));
+    }
+}
+
+/// [`packed`] for codes of `BITS` bits: as many codes as fill whole bytes of a word (float4
+/// 16, float6 8), one store of eight bytes each. A float6 word has two spare bytes, which the
+/// next word's store overwrites; `bytes` reaches past the chunk's output (a slot holds eight
+/// bytes per element).
+#[inline(always)]
+fn pack_words<E: Entry, const BITS: usize>(
+    at: &[u16; CHUNK],
+    table: &[E; ENTRIES],
+    bytes: &mut [u8],
+) {
+    let per_word = 64 / BITS / 8 * 8;
+    let used = per_word * BITS / 8;
+    for (k, codes) in at.chunks_exact(per_word).enumerate() {
+        let mut word = 0u64;
+        for (j, &i) in codes.iter().enumerate() {
+            word |= table[usize::from(i)].into() << (BITS * j);
         }
+        bytes[k * used..k * used + 8].copy_from_slice(&word.to_le_bytes());
     }
 }
 
