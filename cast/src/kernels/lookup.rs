@@ -383,7 +383,8 @@ fn run<E: Entry, const STREAM: bool>(
 }
 
 /// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
-/// in `table` (packed for a packed destination), or computed where `between_halves` or the pair's [`Rounded16`] can.
+/// in `table` (packed for a packed destination), or computed where `between_halves` or the
+/// pair's [`Rounded16`] can.
 #[inline(always)]
 fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &mut [u64; CHUNK]) {
     if pair.index == Index::Bits16 {
