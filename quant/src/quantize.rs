@@ -316,11 +316,15 @@ impl<'a> Job<'a> {
         if let Granularity::Group(k @ (16 | 32)) = self.scheme.granularity {
             if self.fused && self.dtype == DType::BFloat16 {
                 let mut maxima = vec![0u16; n / k];
-                (maxima.par_chunks_mut(PIECE_ELEMENTS / k).enumerate()).for_each(|(p, m)| {
-                    let first = p * PIECE_ELEMENTS;
-                    amax16::group_maxima(input.bytes(first, m.len() * k), k, m);
-                });
-                let top = maxima.par_iter().copied().max().unwrap_or(0);
+                // Each piece's largest maximum while its maxima are in the core's cache.
+                let top = (maxima.par_chunks_mut(PIECE_ELEMENTS / k).enumerate())
+                    .map(|(p, m)| {
+                        let first = p * PIECE_ELEMENTS;
+                        amax16::group_maxima(input.bytes(first, m.len() * k), k, m);
+                        m.iter().copied().max().unwrap_or(0)
+                    })
+                    .max()
+                    .unwrap_or(0);
                 // A NaN somewhere: the sequential rule says which.
                 let amax = if top > 0x7F80 {
                     tensor_amax_pass(&input, n)
@@ -331,6 +335,27 @@ impl<'a> Job<'a> {
             }
         }
         (tensor_amax_pass(&input, n), None)
+    }
+
+    /// compressed-tensors' NVFP4 scales of bfloat16 groups as a table by maximum (see
+    /// [`ScaleCodes`]), where the scheme is that, the tensor's amax finite, and `scales` (how
+    /// many the rows have) at least half the table's entries: building it costs about as much
+    /// as planning that many scales.
+    fn scale_codes(&self, tensor_amax: f32, scales: usize) -> Option<ScaleCodes> {
+        let scheme = self.scheme;
+        let serves = self.fused
+            && self.dtype == DType::BFloat16
+            && scheme.convention == Convention::CompressedTensors
+            && scheme.rule == ScaleRule::AbsMax
+            && scheme.global_scale
+            && tensor_amax.to_bits() < ScaleCodes::LIMIT << 16;
+        let top = u16::try_from(tensor_amax.to_bits() >> 16).ok()?;
+        let entries = usize::from(top) + 1;
+        if !serves || scales * 2 < entries {
+            return None;
+        }
+        let g = ct_nvfp4(&[], tensor_amax, self.dtype).global?;
+        ScaleCodes::new(top, g, self.dtype)
     }
 
     /// The plan for a run of consecutive scales, from their amax (and the tensor's).
@@ -457,6 +482,9 @@ impl<'a> Job<'a> {
         let scale_size = scheme.scale.byte_size().unwrap_or(1);
         let first_scale = scheme.scale_range(first_row, end, cols).start;
         let band_scales = scheme.scale_range(0, band.min(self.rows), cols).len();
+        // compressed-tensors' NVFP4 scales by the tensor pass's group maxima, looked up.
+        let scale_count = scheme.scale_range(first_row, end, cols).len();
+        let codes = maxima.and_then(|_| self.scale_codes(tensor_amax, scale_count));
         // Last band first: each thread then starts where the tensor pass (first band first)
         // ended, on input still in the shared cache.
         elements
@@ -467,7 +495,7 @@ impl<'a> Job<'a> {
             .try_for_each_init(Vec::new, |buf, (b, (out, stored))| {
                 let local = b * band;
                 let band_first_scale = first_scale + b * band_scales;
-                let mut amax = vec![0f32; stored.len() / scale_size];
+                let band_groups = stored.len() / scale_size;
                 let band_rows = local..(local + band).min(count);
                 let at = Rows {
                     local,
@@ -481,7 +509,15 @@ impl<'a> Job<'a> {
                         return Ok(());
                     }
                 }
-                let known = maxima.map(|m| &m[b * band_scales..][..amax.len()]);
+                let known = maxima.map(|m| &m[b * band_scales..][..band_groups]);
+                if let Some((codes, known)) = codes.as_ref().zip(known) {
+                    // Scale bytes looked up as the groups are encoded (else the steps below).
+                    let src = input.bytes(local * cols, band_rows.len() * cols);
+                    if codes.encode(src, known, stored, out) {
+                        return Ok(());
+                    }
+                }
+                let mut amax = vec![0f32; band_groups];
                 self.band_amax(&input, band_rows, &at, known, &mut amax);
                 let plan = self.plan(&amax, tensor_amax)?;
                 stored.copy_from_slice(&plan.scales);
@@ -607,7 +643,8 @@ impl<'a> Job<'a> {
                     unsigned_zero,
                 };
                 let src = input.bytes(local * self.cols, groups * k);
-                return thresholds::encode(src, k, &plan.scales, by_byte, rules, out);
+                let scales = thresholds::ScaleBytes::Given(&plan.scales);
+                return thresholds::encode(src, k, scales, by_byte, rules, plan.bounded, out);
             }
         }
         if !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
@@ -1150,6 +1187,9 @@ pub(crate) struct Plan {
     /// Where every factor is picked by its scale's byte (one-byte scales): the factor of each
     /// byte, so that `factors[g] == byte_factors[scales[g]]` for every group `g`.
     pub(crate) byte_factors: Option<Box<[f32; 256]>>,
+    /// Every element of the run is finite, every factor finite and positive, and every
+    /// group's amax divided by its factor finite: no element can scale to inf or NaN.
+    pub(crate) bounded: bool,
 }
 
 /// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps), stored
@@ -1173,6 +1213,7 @@ fn ct_fp8(amax: &[f32], w: DType) -> Plan {
         arithmetic: w,
         clamp: true,
         byte_factors: None,
+        bounded: false,
     }
 }
 
@@ -1219,6 +1260,7 @@ fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         arithmetic: w,
         clamp: true,
         byte_factors: None,
+        bounded: false,
     }
 }
 
@@ -1248,6 +1290,7 @@ fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
         arithmetic: w,
         clamp: true,
         byte_factors: Some(Box::new(core::array::from_fn(|e| e8m0_factor(e as u32)))),
+        bounded: false,
     }
 }
 
@@ -1266,6 +1309,7 @@ fn e8m0_factor(e: u32) -> f32 {
 fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
     let mut stored = vec![0u8; amax.len()];
     let mut factors = vec![0f32; amax.len()];
+    let mut bounded = true;
     for ((&a, code), f) in amax.iter().zip(&mut stored).zip(&mut factors) {
         let p = a / 6.0;
         let p = if w == DType::BFloat16 {
@@ -1277,6 +1321,7 @@ fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
         let (c, v) = if v == 0.0 { (0x20, 0.125) } else { (c, v) };
         *code = c as u8;
         *f = v / g;
+        bounded &= f.is_finite() & (*f > 0.0) & (a / *f).is_finite();
     }
     Plan {
         scales: stored,
@@ -1287,6 +1332,71 @@ fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
         clamp: true,
         // The same quotient of each byte's value (`e4m3fn_nearest`'s value is the cast's).
         byte_factors: Some(Box::new(e4m3fn_values().map(|v| v / g))),
+        bounded,
+    }
+}
+
+/// compressed-tensors' NVFP4 block scales of bfloat16 groups by their largest magnitude (the
+/// tensor pass's maxima): [`ct_nvfp4_finite`] run once on every bfloat16 magnitude up to the
+/// tensor's amax, so that a band needs no plan — no float32 amax, no arithmetic per group (two
+/// divisions and float8 rounding): the float4 comparisons look each group's scale byte up as
+/// they encode it (`thresholds::ScaleBytes::ByMaxima`).
+struct ScaleCodes {
+    /// The scale byte of each magnitude's bits (`0..=top`; zero above, never used).
+    codes: Box<[u8; 0x8000]>,
+    top: u16,
+    /// Each scale byte's factor (its value over the global scale).
+    byte_factors: Box<[f32; 256]>,
+}
+
+impl ScaleCodes {
+    /// Magnitude bits from here up (near bfloat16's largest, and inf and NaN) are planned by
+    /// [`Job::plan`]: the limit `plan_finite` keeps.
+    const LIMIT: u32 = 0x7F60;
+
+    /// The table for magnitudes up to `top` (below [`ScaleCodes::LIMIT`]) under the global
+    /// scale `g`; `None` where some magnitude's plan is not bounded (an element could scale to
+    /// inf), for the plan per band to handle.
+    fn new(top: u16, g: f32, w: DType) -> Option<ScaleCodes> {
+        let amax: Vec<f32> = (0..=top)
+            .map(|m| f32::from_bits(u32::from(m) << 16))
+            .collect();
+        let plan = with_best_isa(
+            #[inline(always)]
+            || ct_nvfp4_finite(&amax, g, w),
+        );
+        if !plan.bounded {
+            return None;
+        }
+        let mut codes = Box::new([0u8; 0x8000]);
+        codes[..plan.scales.len()].copy_from_slice(&plan.scales);
+        Some(ScaleCodes {
+            codes,
+            top,
+            byte_factors: plan.byte_factors?,
+        })
+    }
+
+    /// Groups of 16 bfloat16 elements `src` with these maxima (magnitude bits) quantized by
+    /// the float4 comparisons, their scale bytes into `stored`, if every maximum is in the
+    /// table (false, with nothing meaningful written, where one is not).
+    fn encode(&self, src: &[u8], maxima: &[u16], stored: &mut [u8], out: &mut [u8]) -> bool {
+        // (A fold rather than `all`, so that the check is vectorised.)
+        if maxima.iter().fold(0, |top, &m| top.max(m)) > self.top {
+            return false;
+        }
+        let scales = thresholds::ScaleBytes::ByMaxima {
+            maxima,
+            codes: &self.codes,
+            stored,
+        };
+        let rules = encode4::Rules {
+            divide: true,
+            round_bf16: false,
+            unsigned_zero: true,
+        };
+        // Every magnitude up to `top` was bounded when the table was built.
+        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out)
     }
 }
 
@@ -1370,6 +1480,7 @@ fn ct_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
         arithmetic: DType::Float32,
         clamp: true,
         byte_factors: None,
+        bounded: false,
     }
 }
 
@@ -1408,6 +1519,7 @@ fn ao_mx(amax: &[f32], rounding: MxRounding, scheme: &Scheme) -> Plan {
         arithmetic: DType::Float32,
         clamp: fp8,
         byte_factors: None,
+        bounded: false,
     }
 }
 
@@ -1441,6 +1553,7 @@ fn ao_mx_rceil(amax: &[f32], element_max: f32) -> Plan {
         arithmetic: DType::Float32,
         clamp: true,
         byte_factors: None,
+        bounded: false,
     }
 }
 
@@ -1474,6 +1587,7 @@ fn ao_nvfp4(amax: &[f32], tensor_amax: f32, scheme: &Scheme) -> Plan {
         arithmetic: DType::Float32,
         clamp: true,
         byte_factors: None,
+        bounded: false,
     }
 }
 

@@ -9,8 +9,9 @@
 //! value is inf or NaN". So each is decided by the smallest bfloat16 magnitude at which it
 //! holds: a scale byte's *row* of thresholds, found once per tensor by binary search over the
 //! scalar arithmetic itself ([`Table`]). An element's code is then three comparisons (a binary
-//! search over the seven code thresholds, the thresholds picked by a register permute), two more
-//! for the sign and the inf/NaN report — about 27 instructions per 32 elements, where dividing,
+//! search over the seven code thresholds, picked from the row by an in-lane byte shuffle), two
+//! more for the sign and the inf/NaN report (the report skipped where the caller knows that no
+//! element can scale to inf or NaN) — about 27 instructions per 32 elements, where dividing,
 //! rounding and encoding take about 45 and two divisions. Without AVX-512 the same comparisons
 //! run as a loop over each group that LLVM vectorises for the chosen instruction set. The bytes
 //! are the same by construction; the tests hold them to the general path's.
@@ -174,21 +175,48 @@ pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
     element == dtcast_dtype::DType::Float4E2M1Fn && matches!(group, 16 | 32)
 }
 
+/// Where the comparisons find each group's scale byte.
+pub(crate) enum ScaleBytes<'a> {
+    /// One per group.
+    Given(&'a [u8]),
+    /// Looked up by the group's largest magnitude bits, `codes[maxima[g]]`, and written to
+    /// `stored[g]` as the groups are encoded (on AVX-512 the lookups ride along with the vector
+    /// work instead of taking a pass of their own).
+    ByMaxima {
+        maxima: &'a [u16],
+        codes: &'a [u8; 0x8000],
+        stored: &'a mut [u8],
+    },
+}
+
 /// Quantizes `src` (whole bfloat16 groups of `group`, little-endian; group `g`'s factor
-/// `factors[bytes[g]]`, applied by `rules`) into `out` (packed, the first element of each byte
-/// in its low nibble). False, with `out` unspecified, where an element is inf or NaN or its
-/// scaled value is, or a used factor is not finite and positive (the general path's business).
+/// `factors[byte]`, its scale byte found as `scales` says, applied by `rules`) into `out`
+/// (packed, the first element of each byte in its low nibble). False, with `out` unspecified,
+/// where an element is inf or NaN or its scaled value is, or a used factor is not finite and
+/// positive (the general path's business), or the scale bytes do not match the groups.
+/// `bounded`: the caller knows that none of these can happen (every element and factor finite,
+/// every factor positive, every group's amax over its factor finite), so on AVX-512 the
+/// comparisons skip that check.
 pub(crate) fn encode(
     src: &[u8],
     group: usize,
-    bytes: &[u8],
+    scales: ScaleBytes,
     factors: &[f32; 256],
     rules: Rules,
+    bounded: bool,
     out: &mut [u8],
 ) -> bool {
     debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
-    debug_assert_eq!(out.len() * 2, bytes.len() * group);
-    debug_assert_eq!(src.len(), out.len() * 4);
+    let groups = out.len() * 2 / group;
+    let matched = match &scales {
+        ScaleBytes::Given(bytes) => bytes.len() == groups,
+        ScaleBytes::ByMaxima { maxima, stored, .. } => {
+            maxima.len() == groups && stored.len() == groups
+        }
+    };
+    if !matched || src.len() != out.len() * 4 || !(out.len() * 2).is_multiple_of(group) {
+        return false;
+    }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
         if !last.as_ref().is_some_and(|t| t.serves(factors, rules)) {
@@ -197,14 +225,55 @@ pub(crate) fn encode(
         let Some(table) = last.as_ref() else {
             return false;
         };
+        let (rows, unsigned_zero) = (&*table.rows, rules.unsigned_zero);
         #[cfg(target_arch = "x86_64")]
         if crate::lookup4::avx512() {
-            // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
+            // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; every pick is of
+            // a group below `groups`, which each source holds (checked above).
             return unsafe {
-                x86::encode(src, group, bytes, &table.rows, rules.unsigned_zero, out)
+                match scales {
+                    ScaleBytes::Given(bytes) => x86::encode_any(
+                        src,
+                        group,
+                        bounded,
+                        |g| *bytes.get_unchecked(g),
+                        rows,
+                        unsigned_zero,
+                        out,
+                    ),
+                    ScaleBytes::ByMaxima {
+                        maxima,
+                        codes,
+                        stored,
+                    } => x86::encode_any(
+                        src,
+                        group,
+                        bounded,
+                        |g| {
+                            let code = codes[usize::from(*maxima.get_unchecked(g) & 0x7FFF)];
+                            *stored.get_unchecked_mut(g) = code;
+                            code
+                        },
+                        rows,
+                        unsigned_zero,
+                        out,
+                    ),
+                }
             };
         }
-        let (rows, unsigned_zero) = (&*table.rows, rules.unsigned_zero);
+        let bytes: &[u8] = match scales {
+            ScaleBytes::Given(bytes) => bytes,
+            ScaleBytes::ByMaxima {
+                maxima,
+                codes,
+                stored,
+            } => {
+                for (s, &m) in stored.iter_mut().zip(maxima) {
+                    *s = codes[usize::from(m & 0x7FFF)];
+                }
+                stored
+            }
+        };
         crate::simd::with_best_isa(
             #[inline(always)]
             || match group {
@@ -259,36 +328,56 @@ mod x86 {
 
     use super::{BAD, NONZERO, ROW};
 
-    /// The codes (one per 16-bit lane) of 32 bfloat16 elements `x`, lanes 0..16 under the row
-    /// in words 0..16 of `rows`, lanes 16..32 under the row in words 16..32; lanes whose
-    /// element or scaled value is inf or NaN are added to `bad`.
+    /// The 16-bit `vpshufb` index of word `i` (0..8) of a 128-bit lane: its bytes `2i`, `2i + 1`.
+    const fn word(i: usize) -> i16 {
+        (0x0100 + 0x0202 * i) as i16
+    }
+
+    /// The codes (one per 16-bit lane) of 32 bfloat16 elements `x`, each under the thresholds
+    /// in words 0..8 of its own 128-bit lane of `near` (a row's first eight words: `NONZERO`
+    /// and the code steps, which `vpshufb` picks within a lane, one cheap instruction); where
+    /// `CHECK`, lanes whose element or scaled value is inf or NaN are added to `bad`, by the
+    /// `BAD` word of the rows in `full` (lanes 0..16 under words 0..16, lanes 16..32 under
+    /// words 16..32).
     #[inline(always)]
-    unsafe fn codes(
+    unsafe fn codes<const CHECK: bool>(
         x: __m512i,
-        rows: __m512i,
+        near: __m512i,
+        full: __m512i,
+        fixed: &Fixed,
         unsigned_zero: bool,
         bad: &mut __mmask32,
     ) -> __m512i {
         // SAFETY: AVX-512 F and BW by the caller's contract.
         unsafe {
-            let set = |v: usize| _mm512_set1_epi16(v as i16);
-            // Each lane's own row: word i of the upper half is word 16 + i of `rows`.
-            let base =
-                _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(ROW as i16));
-            let at = |i: __m512i| _mm512_permutexvar_epi16(i, rows);
-            let reached = |i: __m512i, m: __m512i| _mm512_cmpge_epu16_mask(m, at(i));
+            let set = |v: i16| _mm512_set1_epi16(v);
             let m = _mm512_and_si512(x, set(0x7FFF));
-            *bad |= reached(_mm512_add_epi16(base, set(BAD)), m);
-            // The magnitude code, bit by bit: 4, then 2 and 1 above what is found.
-            let c = _mm512_maskz_mov_epi16(reached(_mm512_add_epi16(base, set(4)), m), set(4));
-            let next = _mm512_add_epi16(base, _mm512_add_epi16(c, set(2)));
-            let c = _mm512_mask_add_epi16(c, reached(next, m), c, set(2));
-            let next = _mm512_add_epi16(base, _mm512_add_epi16(c, set(1)));
-            let c = _mm512_mask_add_epi16(c, reached(next, m), c, set(1));
+            if CHECK {
+                // Each lane's own row: word i of the upper half is word 16 + i of `full`.
+                let base =
+                    _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi16(ROW as i16));
+                let at = _mm512_add_epi16(base, set(BAD as i16));
+                *bad |= _mm512_cmpge_epu16_mask(m, _mm512_permutexvar_epi16(at, full));
+            }
+            let reached = |i: __m512i| _mm512_cmpge_epu16_mask(m, _mm512_shuffle_epi8(near, i));
+            // The magnitude code, bit by bit: 4, then 2 and 1 above what is found, counted in
+            // steps of `word(1) - word(0)` so that `c + word(k)` picks word `code + k`.
+            let step = word(1) - word(0);
+            let c = _mm512_maskz_mov_epi16(reached(fixed.four), set(4 * step));
+            let c = _mm512_mask_add_epi16(
+                c,
+                reached(_mm512_add_epi16(c, set(word(2)))),
+                c,
+                set(2 * step),
+            );
+            let c =
+                _mm512_mask_add_epi16(c, reached(_mm512_add_epi16(c, set(word(1)))), c, set(step));
+            // `code * 0x0202` to `code`.
+            let c = _mm512_srli_epi16::<9>(c);
             // The sign; compressed-tensors drops it from a scaled value of zero.
             let negative = _mm512_movepi16_mask(x);
             let signed = if unsigned_zero {
-                negative & reached(_mm512_add_epi16(base, set(NONZERO)), m)
+                negative & reached(fixed.nonzero)
             } else {
                 negative
             };
@@ -296,47 +385,106 @@ mod x86 {
         }
     }
 
-    /// 32 codes (16-bit lanes) packed into 16 bytes, the first of each pair in the low nibble.
-    #[inline(always)]
-    unsafe fn pack(c: __m512i) -> __m128i {
-        // SAFETY: AVX-512 F by the caller's contract.
-        unsafe { _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32::<12>(c))) }
+    /// The `vpshufb` indices that do not depend on the element, built once per call where LLVM
+    /// cannot see that they are constants: it would otherwise turn each shuffle by a constant
+    /// into two (`vpshuflw`/`vpshufhw` and `vpshufd`).
+    struct Fixed {
+        four: __m512i,
+        nonzero: __m512i,
     }
 
-    /// [`super::encode`] on AVX-512.
+    impl Fixed {
+        #[inline(always)]
+        unsafe fn new() -> Fixed {
+            // SAFETY: AVX-512 F by the caller's contract.
+            unsafe {
+                Fixed {
+                    four: core::hint::black_box(_mm512_set1_epi16(word(4))),
+                    nonzero: core::hint::black_box(_mm512_set1_epi16(word(NONZERO))),
+                }
+            }
+        }
+    }
+
+    /// 32 codes (16-bit lanes) packed into 16 bytes, the first of each pair in the low nibble:
+    /// each pair's `first + 16 * second` by one multiply-add, then each 32-bit lane's low byte.
+    #[inline(always)]
+    unsafe fn pack(c: __m512i) -> __m128i {
+        // SAFETY: AVX-512 F and BW by the caller's contract.
+        unsafe { _mm512_cvtepi32_epi8(_mm512_madd_epi16(c, _mm512_set1_epi32(0x0010_0001))) }
+    }
+
+    /// [`super::encode`] on AVX-512 for any group size and bound, each group's scale byte
+    /// `pick(g)`.
     ///
     /// # Safety
-    /// The CPU runs AVX-512 F, BW, VL and DQ.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn encode(
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `pick` may be called with every group of `out`.
+    #[inline(always)]
+    pub(super) unsafe fn encode_any(
         src: &[u8],
         group: usize,
-        bytes: &[u8],
+        bounded: bool,
+        pick: impl FnMut(usize) -> u8,
+        rows: &[[u16; ROW]; 256],
+        unsigned_zero: bool,
+        out: &mut [u8],
+    ) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match (group, bounded) {
+                (16, true) => encode::<16, false>(src, pick, rows, unsigned_zero, out),
+                (16, false) => encode::<16, true>(src, pick, rows, unsigned_zero, out),
+                (_, true) => encode::<32, false>(src, pick, rows, unsigned_zero, out),
+                (_, false) => encode::<32, true>(src, pick, rows, unsigned_zero, out),
+            }
+        }
+    }
+
+    /// [`super::encode`] on AVX-512, for groups of `G` (16 or 32): a constant, so the loop has
+    /// no branch on it; group `g`'s scale byte is `pick(g)`. Where `CHECK` is false the caller
+    /// knows that no element is inf or NaN and none scales to either, and nothing is reported.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `pick` may be called with every group of `out`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn encode<const G: usize, const CHECK: bool>(
+        src: &[u8],
+        mut pick: impl FnMut(usize) -> u8,
         rows: &[[u16; ROW]; 256],
         unsigned_zero: bool,
         out: &mut [u8],
     ) -> bool {
         let mut bad: __mmask32 = 0;
-        let row = |b: u8| rows[usize::from(b)].as_ptr().cast::<__m256i>();
-        // The two rows of step `k`'s 32 elements: groups 2k and 2k + 1, or group k twice.
-        let pair = |k: usize| {
-            if group == 16 {
-                (bytes[2 * k], bytes[2 * k + 1])
-            } else {
-                (bytes[k], bytes[k])
-            }
-        };
+        let row = |b: u8| rows[usize::from(b)].as_ptr();
         let steps = out.len() / 16;
+        // SAFETY: AVX-512 by the caller's contract.
+        let fixed = unsafe { Fixed::new() };
         // SAFETY: step `k` reads bytes 64k..64k + 64 of `src` (32 elements: `out` holds half a
-        // byte per element, and `k < steps`); the rows are 32 bytes each.
-        let step = |k: usize, bad: &mut __mmask32| unsafe {
-            let (b0, b1) = pair(k);
-            let r = _mm512_inserti64x4::<1>(
-                _mm512_castsi256_si512(_mm256_loadu_si256(row(b0))),
-                _mm256_loadu_si256(row(b1)),
-            );
+        // byte per element, and `k < steps`), and rows of 32 bytes each.
+        let mut step = |k: usize, bad: &mut __mmask32| unsafe {
+            // The scale bytes of the step's 32 elements: groups 2k and 2k + 1, or group k.
+            let (b0, b1) = if G == 16 {
+                (pick(2 * k), pick(2 * k + 1))
+            } else {
+                let b = pick(k);
+                (b, b)
+            };
+            let low = _mm512_broadcast_i32x4(_mm_loadu_si128(row(b0).cast()));
+            let near = if G == 16 {
+                _mm512_mask_broadcast_i32x4(low, 0xFF00, _mm_loadu_si128(row(b1).cast()))
+            } else {
+                low
+            };
+            let full = if CHECK {
+                _mm512_inserti64x4::<1>(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(row(b0).cast())),
+                    _mm256_loadu_si256(row(b1).cast()),
+                )
+            } else {
+                near
+            };
             let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
-            pack(codes(x, r, unsigned_zero, bad))
+            pack(codes::<CHECK>(x, near, full, &fixed, unsigned_zero, bad))
         };
         // SAFETY: as `write_steps` asks: `steps` 16-byte results for `out`.
         unsafe { crate::encode4::x86::write_steps(out, steps, |k| step(k, &mut bad)) };
@@ -344,12 +492,20 @@ mod x86 {
             // A last group of 16: the low half of a vector, 8 bytes out.
             // SAFETY: bytes 64k..64k + 32 of `src` and 16k..16k + 8 of `out`, inside both.
             unsafe {
-                let b = bytes[2 * steps];
-                let r = _mm512_castsi256_si512(_mm256_loadu_si256(row(b)));
+                let b = row(pick(2 * steps));
+                let near = _mm512_broadcast_i32x4(_mm_loadu_si128(b.cast()));
+                let full = _mm512_castsi256_si512(_mm256_loadu_si256(b.cast()));
                 // The upper half zero: no element, nothing to report.
                 let x =
                     _mm512_zextsi256_si512(_mm256_loadu_si256(src.as_ptr().add(64 * steps).cast()));
-                let packed = pack(codes(x, r, unsigned_zero, &mut bad));
+                let packed = pack(codes::<CHECK>(
+                    x,
+                    near,
+                    full,
+                    &fixed,
+                    unsigned_zero,
+                    &mut bad,
+                ));
                 _mm_storel_epi64(out.as_mut_ptr().add(16 * steps).cast(), packed);
             }
         }
@@ -540,15 +696,46 @@ mod tests {
                     }
                     #[cfg(target_arch = "x86_64")]
                     if crate::lookup4::avx512() {
-                        let mut wide = vec![0u8; n / 2];
-                        // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
-                        let ok = unsafe {
-                            x86::encode(raw, group, &bytes, &table.rows, unsigned_zero, &mut wide)
-                        };
-                        assert_eq!(ok, clean, "{at} (AVX-512)");
-                        if clean {
-                            assert_eq!(wide, want, "{at} (AVX-512)");
+                        // Checked, and (where the input allows it) bounded: nothing looked for.
+                        for bounded in [false, clean] {
+                            let mut wide = vec![0u8; n / 2];
+                            // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ;
+                            // `bytes` has a byte for every group.
+                            let ok = unsafe {
+                                let pick = |g: usize| bytes[g];
+                                let rows = &table.rows;
+                                x86::encode_any(
+                                    raw,
+                                    group,
+                                    bounded,
+                                    pick,
+                                    rows,
+                                    unsigned_zero,
+                                    &mut wide,
+                                )
+                            };
+                            assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
+                            if clean {
+                                assert_eq!(wide, want, "{at} (AVX-512, bounded {bounded})");
+                            }
                         }
+                    }
+                    // The scale bytes looked up by maxima (each group its own, `g`), written out
+                    // as they are used.
+                    let maxima: Vec<u16> = (0..groups as u16).collect();
+                    let mut codes = Box::new([0u8; 0x8000]);
+                    codes[..groups].copy_from_slice(&bytes);
+                    let mut stored = vec![0u8; groups];
+                    let mut looked_up = vec![0u8; n / 2];
+                    let scales = ScaleBytes::ByMaxima {
+                        maxima: &maxima,
+                        codes: &codes,
+                        stored: &mut stored,
+                    };
+                    let ok = encode(raw, group, scales, &factors, rules, false, &mut looked_up);
+                    assert_eq!(ok, clean, "{at} (by maxima)");
+                    if clean {
+                        assert_eq!((looked_up, stored), (want, bytes), "{at} (by maxima)");
                     }
                 }
             }
