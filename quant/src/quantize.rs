@@ -709,17 +709,23 @@ impl<'a> Job<'a> {
             unsigned_zero: false,
         };
         let divide = matches!(plan.apply, Apply::Divide);
-        // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`).
+        // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`),
+        // and so is dividing a bfloat16 by a bfloat16 where the quotient is rounded to bfloat16
+        // (`reciprocal_serves_bf16`).
         let (by_division, by_product) = (
             encode8::kernel(bf16, rules(divide)),
             encode8::kernel(bf16, rules(false)),
         );
+        let bf16_quotients = bf16 && plan.arithmetic == DType::BFloat16;
         for (j, row) in out.chunks_exact_mut(cols).enumerate() {
             let local = rows.local + j;
             for (start, end, g) in scheme.runs(rows.first_row + local, cols) {
                 let f = plan.factors[g - rows.first_scale];
                 let (kernel, f) = match encode4::power_of_two_exponent(f) {
                     Some(k) if divide && (-126..=127).contains(&k) => (by_product, 1.0 / f),
+                    _ if divide && bf16_quotients && reciprocal_serves_bf16(f) => {
+                        (by_product, 1.0 / f)
+                    }
                     _ => (by_division, f),
                 };
                 let src = input.bytes(local * cols + start, end - start);
@@ -1155,6 +1161,19 @@ fn tensor_amax_pass(input: &Input, n: usize) -> f32 {
         })
         .collect();
     parts.into_iter().fold(0.0, fold_amax)
+}
+
+/// Whether `x / f`, rounded to float32 and then to bfloat16, equals `x * (1 / f)` (the
+/// reciprocal rounded to float32), rounded the same way, for every bfloat16 `x`: where `f` is a
+/// bfloat16 itself and its reciprocal a normal float32. The product is within about one float32
+/// ulp (2^-23 relative) of the quotient; the quotient of two 8-bit significands is either a
+/// bfloat16 itself (an odd part divides the other) or at least 2^-17 (relative) away from every
+/// bfloat16 rounding midpoint — `|2^9 mx - (2n+1) ms| >= 1` over `2^9 ms` — so both round to the
+/// same bfloat16 (subnormal quotients likewise, at least 2^-142 from a midpoint against an error
+/// near 2^-149). A multiplication instead of a division per element: compressed-tensors' FP8 of
+/// bfloat16 weights divides by a bfloat16 scale in bfloat16 arithmetic.
+fn reciprocal_serves_bf16(f: f32) -> bool {
+    f.to_bits() & 0xFFFF == 0 && (pow2(-126)..=pow2(126)).contains(&f)
 }
 
 /// The running amax `a` after a later part's `p`: a NaN already there stays, else `p`'s NaN,
@@ -1934,6 +1953,39 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `reciprocal_serves_bf16`'s claim: for every finite bfloat16 `x` (both signs, subnormals)
+    /// and bfloat16 factors of every significand at exponents across the range it accepts,
+    /// `x / f` and `x * (1 / f)` round to the same bfloat16; and it refuses what is not a
+    /// bfloat16 or has no normal reciprocal.
+    #[test]
+    fn a_bfloat16_quotient_is_the_product_by_the_reciprocal() {
+        let round = |y: f32| {
+            let b = y.to_bits();
+            b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16
+        };
+        for e in [-126i32, -100, -40, -7, -1, 0, 1, 8, 40, 100, 125] {
+            for m in 0..128u32 {
+                let f = f32::from_bits(((e + 127) as u32) << 23 | m << 16);
+                assert!(reciprocal_serves_bf16(f), "{f:e}");
+                let r = 1.0 / f;
+                for x in (0..=0xFFFFu32).filter(|b| b & 0x7F80 != 0x7F80) {
+                    let x = f32::from_bits(x << 16);
+                    assert_eq!(round(x / f), round(x * r), "{x:e} / {f:e}");
+                }
+            }
+        }
+        for f in [
+            1.0f32 + 1.0 / 256.0,
+            pow2(-127),
+            pow2(127),
+            0.0,
+            -1.0,
+            f32::INFINITY,
+        ] {
+            assert!(!reciprocal_serves_bf16(f), "{f:e}");
         }
     }
 
