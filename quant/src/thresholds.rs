@@ -189,6 +189,33 @@ pub(crate) enum ScaleBytes<'a> {
     },
 }
 
+/// `$run` with `$pick` a closure giving group `g`'s scale byte from `$scales` (a
+/// [`ScaleBytes`]), one instantiation per source. The caller's `unsafe` block vouches that every
+/// group picked lies inside the source (`get_unchecked`).
+#[cfg(target_arch = "x86_64")]
+macro_rules! with_pick {
+    ($scales:expr, |$pick:ident| $run:expr) => {
+        match $scales {
+            ScaleBytes::Given(bytes) => {
+                let $pick = |g: usize| *bytes.get_unchecked(g);
+                $run
+            }
+            ScaleBytes::ByMaxima {
+                maxima,
+                codes,
+                stored,
+            } => {
+                let $pick = |g: usize| {
+                    let code = codes[usize::from(*maxima.get_unchecked(g) & 0x7FFF)];
+                    *stored.get_unchecked_mut(g) = code;
+                    code
+                };
+                $run
+            }
+        }
+    };
+}
+
 /// Quantizes `src` (whole bfloat16 groups of `group`, little-endian; group `g`'s factor
 /// `factors[byte]`, its scale byte found as `scales` says, applied by `rules`) into `out`
 /// (packed, the first element of each byte in its low nibble). False, with `out` unspecified,
@@ -231,34 +258,19 @@ pub(crate) fn encode(
             // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; every pick is of
             // a group below `groups`, which each source holds (checked above).
             return unsafe {
-                match scales {
-                    ScaleBytes::Given(bytes) => x86::encode_any(
-                        src,
-                        group,
-                        bounded,
-                        |g| *bytes.get_unchecked(g),
-                        rows,
-                        unsigned_zero,
-                        out,
-                    ),
-                    ScaleBytes::ByMaxima {
-                        maxima,
-                        codes,
-                        stored,
-                    } => x86::encode_any(
-                        src,
-                        group,
-                        bounded,
-                        |g| {
-                            let code = codes[usize::from(*maxima.get_unchecked(g) & 0x7FFF)];
-                            *stored.get_unchecked_mut(g) = code;
-                            code
-                        },
-                        rows,
-                        unsigned_zero,
-                        out,
-                    ),
-                }
+                with_pick!(scales, |pick| {
+                    x86::encode_any(src, group, bounded, pick, rows, unsigned_zero, out)
+                })
+            };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::lookup4::avx2() {
+            // SAFETY: `avx2()` says this CPU runs AVX2; every pick is of a group below
+            // `groups`, which each source holds (checked above).
+            return unsafe {
+                with_pick!(scales, |pick| {
+                    x86::avx2::encode_any(src, group, bounded, pick, rows, unsigned_zero, out)
+                })
             };
         }
         let bytes: &[u8] = match scales {
@@ -495,22 +507,157 @@ mod x86 {
                 let b = row(pick(2 * steps));
                 let near = _mm512_broadcast_i32x4(_mm_loadu_si128(b.cast()));
                 let full = _mm512_castsi256_si512(_mm256_loadu_si256(b.cast()));
-                // The upper half zero: no element, nothing to report.
                 let x =
                     _mm512_zextsi256_si512(_mm256_loadu_si256(src.as_ptr().add(64 * steps).cast()));
+                let mut reported: __mmask32 = 0;
                 let packed = pack(codes::<CHECK>(
                     x,
                     near,
                     full,
                     &fixed,
                     unsigned_zero,
-                    &mut bad,
+                    &mut reported,
                 ));
+                // Lanes 16..32 hold no element (and no row: nothing of theirs is reported).
+                bad |= reported & 0xFFFF;
                 _mm_storel_epi64(out.as_mut_ptr().add(16 * steps).cast(), packed);
             }
         }
         _mm_sfence();
         bad == 0
+    }
+
+    /// The same comparisons on AVX2: a group of 16 elements per 256-bit register (16-bit
+    /// lanes), its row's first eight words in both 128-bit lanes so that `vpshufb` picks the
+    /// thresholds; AVX2 compares signed 16-bit lanes only, which serves because magnitudes and
+    /// thresholds are below 0x8000, and says "not reached" (`t > m`) rather than "reached".
+    pub(crate) mod avx2 {
+        use core::arch::x86_64::*;
+
+        use super::super::{BAD, NONZERO, ROW};
+        use super::word;
+
+        /// The codes (16-bit lanes) of 16 elements `x` under the thresholds of `near` (a row's
+        /// first eight words in each 128-bit lane); where `CHECK`, whether one is at least
+        /// `bad_at` (the row's `BAD` word) is or-ed into `bad` (as lanes of all ones).
+        #[inline(always)]
+        unsafe fn codes<const CHECK: bool>(
+            x: __m256i,
+            near: __m256i,
+            bad_at: i16,
+            unsigned_zero: bool,
+            bad: &mut __m256i,
+        ) -> __m256i {
+            // SAFETY: AVX2 by the caller's contract.
+            unsafe {
+                let set = |v: i16| _mm256_set1_epi16(v);
+                let m = _mm256_and_si256(x, set(0x7FFF));
+                if CHECK {
+                    // m >= bad_at, as m > bad_at - 1 (0 - 1 is -1: every m).
+                    let reached = _mm256_cmpgt_epi16(m, set(bad_at.wrapping_sub(1)));
+                    *bad = _mm256_or_si256(*bad, reached);
+                }
+                // Lanes where `m` is below the threshold that index `i` picks.
+                let below = |i: __m256i| _mm256_cmpgt_epi16(_mm256_shuffle_epi8(near, i), m);
+                let step = word(1) - word(0);
+                let c = _mm256_andnot_si256(below(set(word(4))), set(4 * step));
+                let next = _mm256_add_epi16(c, set(word(2)));
+                let c = _mm256_add_epi16(c, _mm256_andnot_si256(below(next), set(2 * step)));
+                let next = _mm256_add_epi16(c, set(word(1)));
+                let c = _mm256_add_epi16(c, _mm256_andnot_si256(below(next), set(step)));
+                // `code * 0x0202` to `code`.
+                let c = _mm256_srli_epi16::<9>(c);
+                // The sign (8) where negative; compressed-tensors drops it from a scaled zero.
+                let negative = _mm256_srai_epi16::<15>(x);
+                let signed = if unsigned_zero {
+                    _mm256_andnot_si256(below(set(word(NONZERO))), negative)
+                } else {
+                    negative
+                };
+                _mm256_or_si256(c, _mm256_and_si256(signed, set(8)))
+            }
+        }
+
+        /// Two groups' codes (16-bit lanes each) packed into 16 bytes, the first of each pair in
+        /// the low nibble, `a`'s first.
+        #[inline(always)]
+        unsafe fn pack(a: __m256i, b: __m256i) -> __m128i {
+            // SAFETY: AVX2 by the caller's contract.
+            unsafe {
+                // Each pair as `first + 16 * second` in a 32-bit lane (at most 255).
+                let pairs = _mm256_set1_epi32(0x0010_0001);
+                let (a, b) = (_mm256_madd_epi16(a, pairs), _mm256_madd_epi16(b, pairs));
+                // Words a0-3 b0-3 | a4-7 b4-7, reordered to a0-7 | b0-7, then bytes.
+                let words = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b));
+                let bytes = _mm256_packus_epi16(words, words);
+                _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(bytes))
+            }
+        }
+
+        /// [`super::super::encode`] on AVX2 for groups of 16 or 32 and either bound, group `g`'s
+        /// scale byte `pick(g)`.
+        ///
+        /// # Safety
+        /// The CPU runs AVX2; `pick` may be called with every group of `out`.
+        #[inline(always)]
+        pub(crate) unsafe fn encode_any(
+            src: &[u8],
+            group: usize,
+            bounded: bool,
+            pick: impl FnMut(usize) -> u8,
+            rows: &[[u16; ROW]; 256],
+            unsigned_zero: bool,
+            out: &mut [u8],
+        ) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe {
+                if bounded {
+                    encode::<false>(src, group, pick, rows, unsigned_zero, out)
+                } else {
+                    encode::<true>(src, group, pick, rows, unsigned_zero, out)
+                }
+            }
+        }
+
+        /// [`encode_any`] with the inf/NaN check or without (`CHECK`).
+        ///
+        /// # Safety
+        /// As [`encode_any`].
+        #[target_feature(enable = "avx2")]
+        unsafe fn encode<const CHECK: bool>(
+            src: &[u8],
+            group: usize,
+            mut pick: impl FnMut(usize) -> u8,
+            rows: &[[u16; ROW]; 256],
+            unsigned_zero: bool,
+            out: &mut [u8],
+        ) -> bool {
+            let mut bad = _mm256_setzero_si256();
+            // Every 16 elements (8 bytes out) under one row: groups of 32 are two such halves.
+            let halves = out.len() / 8;
+            let per_group = group / 16;
+            // SAFETY: half `h` reads bytes 32h..32h + 32 of `src` (which holds 4 bytes per byte
+            // of `out`); a row is 32 bytes.
+            let mut half = |h: usize, bad: &mut __m256i| unsafe {
+                let row = &rows[usize::from(pick(h / per_group))];
+                let near = _mm256_broadcastsi128_si256(_mm_loadu_si128(row.as_ptr().cast()));
+                let x = _mm256_loadu_si256(src.as_ptr().add(32 * h).cast());
+                codes::<CHECK>(x, near, row[BAD] as i16, unsigned_zero, bad)
+            };
+            let mut h = 0;
+            while h + 2 <= halves {
+                let (a, b) = (half(h, &mut bad), half(h + 1, &mut bad));
+                // SAFETY: bytes 8h..8h + 16 of `out`, inside it.
+                unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * h).cast(), pack(a, b)) };
+                h += 2;
+            }
+            if h < halves {
+                let a = half(h, &mut bad);
+                // SAFETY: bytes 8h..8h + 8 of `out`, inside it.
+                unsafe { _mm_storel_epi64(out.as_mut_ptr().add(8 * h).cast(), pack(a, a)) };
+            }
+            _mm256_testz_si256(bad, bad) == 1
+        }
     }
 }
 
@@ -635,7 +782,8 @@ mod tests {
                         round_bf16: round % 3 == 0,
                         unsigned_zero,
                     };
-                    let groups = 64;
+                    // An odd count too: a last group of 16 alone in a vector.
+                    let groups = 64 + round % 3;
                     let n = groups * group;
                     let bytes: Vec<u8> = (0..groups)
                         .map(|_| {
@@ -717,6 +865,25 @@ mod tests {
                             assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
                             if clean {
                                 assert_eq!(wide, want, "{at} (AVX-512, bounded {bounded})");
+                            }
+                        }
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if std::is_x86_feature_detected!("avx2") {
+                        for bounded in [false, clean] {
+                            let mut wide = vec![0u8; n / 2];
+                            // SAFETY: this CPU runs AVX2; `bytes` has a byte for every group.
+                            let ok = unsafe {
+                                let pick = |g: usize| bytes[g];
+                                let rows = &table.rows;
+                                let zero = unsigned_zero;
+                                x86::avx2::encode_any(
+                                    raw, group, bounded, pick, rows, zero, &mut wide,
+                                )
+                            };
+                            assert_eq!(ok, clean, "{at} (AVX2, bounded {bounded})");
+                            if clean {
+                                assert_eq!(wide, want, "{at} (AVX2, bounded {bounded})");
                             }
                         }
                     }
