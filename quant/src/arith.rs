@@ -30,6 +30,22 @@ pub(crate) fn bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The positive default NaN: what torch's bfloat16 arithmetic leaves for any NaN.
+pub(crate) const DEFAULT_NAN: f32 = f32::from_bits(0x7FC0_0000);
+
+/// `y` rounded to bfloat16 (to nearest even; inf stays, the largest finite values become inf)
+/// and read back, a NaN as the default NaN: torch's bfloat16 arithmetic.
+#[inline(always)]
+pub(crate) fn round_bf16(y: f32) -> f32 {
+    let b = y.to_bits();
+    let rounded = f32::from_bits(b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000);
+    if y.is_nan() {
+        DEFAULT_NAN
+    } else {
+        rounded
+    }
+}
+
 /// `2^e` in float32 (subnormal below 2^-126, inf above 2^127), as `torch.pow(2.0, e)`.
 pub(crate) fn pow2(e: i32) -> f32 {
     (f64::from_bits(((i64::from(e) + 1023) as u64) << 52)) as f32

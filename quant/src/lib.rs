@@ -43,6 +43,7 @@ mod lookup4;
 mod narrow;
 mod plans;
 mod quantize;
+mod rules;
 mod scheme;
 mod simd;
 mod thresholds;

@@ -13,7 +13,8 @@
 use dtcast_dtype::DType;
 
 use crate::dequant::{check_len, rows_cols};
-use crate::quantize::{fold_amax, reads_nan_as_default, Apply, Job};
+use crate::quantize::{fold_amax, reads_nan_as_default, Job};
+use crate::rules::Apply;
 use crate::scheme::{Convention, Granularity, Scheme};
 use crate::QuantError;
 
