@@ -53,6 +53,25 @@ fn loop_kernel(bf16: bool, rules: Rules) -> Kernel {
     }
 }
 
+/// MX float8 of bfloat16 groups of 32 whose factors are powers of two: group `g`'s elements
+/// times `2^shifts[g]` (-127 ..= 127), clamped to 448 and rounded to float8_e4m3fn, 32 at a time
+/// on 16-bit lanes (AVX-512; `None` elsewhere). The product is an exponent shift, exact wherever
+/// it is normal — and where it is not, its code is zero whatever the arithmetic before it
+/// (bfloat16 rounding or not), the sign kept. `Some(false)`, with `out` unspecified, where an
+/// element is inf or NaN, or subnormal with a shift up (the per-run kernels' business).
+pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> Option<bool> {
+    if src.len() != out.len() * 2 || out.len() != shifts.len() * 32 {
+        return Some(false);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx512() {
+        // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; the lengths match
+        // (checked above).
+        return Some(unsafe { x86::pow2_groups(src, shifts, out) });
+    }
+    None
+}
+
 /// [`kernel`]'s run as a loop over the elements, compiled for the chosen instruction set: each
 /// element through `narrow::code`'s steps for float8_e4m3fn, one lane's worth.
 fn by_lanes<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
@@ -190,6 +209,79 @@ mod x86 {
                 }
             }
             i += count;
+        }
+        bad == 0
+    }
+
+    /// float8_e4m3fn codes (16-bit lanes) of 32 bfloat16 magnitudes `a` already scaled and
+    /// clamped to 448 (`0x43E0`): from float8's smallest normal (2^-6, `0x3C80`) up, four
+    /// mantissa bits dropped to nearest-even and the exponent rebiased; below it a multiple of
+    /// 2^-9, the significand (implicit bit included) shifted right by `125 - exponent` to
+    /// nearest-even (at most 15: anything smaller rounds to 0 there, as bfloat16's own
+    /// subnormals do).
+    #[inline(always)]
+    unsafe fn e4m3_codes16(a: __m512i) -> __m512i {
+        // SAFETY: AVX-512 F and BW by the caller's contract.
+        unsafe {
+            let set = |v: u16| _mm512_set1_epi16(v as i16);
+            let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(a), set(1));
+            let rounded = _mm512_add_epi16(_mm512_add_epi16(a, set(7)), odd);
+            let normal = _mm512_sub_epi16(_mm512_srli_epi16::<4>(rounded), set(120 << 3));
+            let exponent = _mm512_srli_epi16::<7>(a);
+            let shift = _mm512_min_epu16(_mm512_subs_epu16(set(125), exponent), set(15));
+            let significand = _mm512_or_si512(_mm512_and_si512(a, set(0x7F)), set(0x80));
+            let half = _mm512_sub_epi16(
+                _mm512_sllv_epi16(set(1), _mm512_sub_epi16(shift, set(1))),
+                set(1),
+            );
+            let kept_odd = _mm512_and_si512(_mm512_srlv_epi16(significand, shift), set(1));
+            let sum = _mm512_add_epi16(_mm512_add_epi16(significand, half), kept_odd);
+            let small = _mm512_srlv_epi16(sum, shift);
+            let below = _mm512_cmplt_epu16_mask(a, set(0x3C80));
+            _mm512_mask_blend_epi16(below, normal, small)
+        }
+    }
+
+    /// [`super::pow2_groups`] on AVX-512.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds 64 bytes and `out` 32 per shift.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+        let set = |v: u16| _mm512_set1_epi16(v as i16);
+        let mut bad: __mmask32 = 0;
+        for (g, &k) in shifts.iter().enumerate() {
+            if !(-127..=127).contains(&k) {
+                return false;
+            }
+            // SAFETY: group `g`'s 64 input bytes and 32 output bytes lie inside both.
+            unsafe {
+                let x = _mm512_loadu_si512(src.as_ptr().add(64 * g).cast());
+                let a = _mm512_and_si512(x, set(0x7FFF));
+                // inf and NaN; a subnormal scaled up is not an exponent shift.
+                bad |= _mm512_cmpge_epu16_mask(a, set(0x7F80));
+                let field = set((k.unsigned_abs() as u16) << 7);
+                let scaled = if k >= 0 {
+                    let nonzero = _mm512_test_epi16_mask(a, a);
+                    let subnormal = _mm512_cmplt_epu16_mask(a, set(0x80)) & nonzero;
+                    bad |= if k > 0 { subnormal } else { 0 };
+                    // Zeros stay zero; nothing else comes near the top of the 16 bits (the
+                    // largest finite bfloat16 plus the largest shift), and the sum is clamped.
+                    _mm512_maskz_adds_epu16(nonzero, a, field)
+                } else {
+                    // Below the smallest normal the difference is tiny or saturates at zero: its
+                    // code is zero either way.
+                    _mm512_subs_epu16(a, field)
+                };
+                let codes = e4m3_codes16(_mm512_min_epu16(scaled, set(0x43E0)));
+                // The sign bit to the code's top bit.
+                let signed =
+                    _mm512_ternarylogic_epi32::<0xF8>(codes, _mm512_srli_epi16::<8>(x), set(0x80));
+                _mm256_storeu_si256(
+                    out.as_mut_ptr().add(32 * g).cast(),
+                    _mm512_cvtepi16_epi8(signed),
+                );
+            }
         }
         bad == 0
     }

@@ -707,12 +707,31 @@ impl<'a> Job<'a> {
             return false;
         }
         let bf16 = self.dtype == DType::BFloat16;
+        let divide = matches!(plan.apply, Apply::Divide);
+        if bf16 && scheme.granularity == Granularity::Group(32) {
+            // MX: every factor a power of two, so each group is an exponent shift, 32 elements at
+            // a time on 16-bit lanes (where the CPU has them and nothing needs the runs below).
+            let first = (rows.first_row + rows.local) * (cols / 32) - rows.first_scale;
+            let factors = plan.factors.get(first..first + out.len() / 32);
+            let shifts: Option<Vec<i32>> = factors.and_then(|factors| {
+                (factors.iter())
+                    .map(|&f| {
+                        encode4::power_of_two_exponent(f).map(|k| if divide { -k } else { k })
+                    })
+                    .collect()
+            });
+            if let Some(shifts) = shifts {
+                let src = input.bytes(rows.local * cols, out.len());
+                if encode8::pow2_groups(src, &shifts, out) == Some(true) {
+                    return true;
+                }
+            }
+        }
         let rules = |divide| encode4::Rules {
             divide,
             round_bf16: plan.arithmetic == DType::BFloat16,
             unsigned_zero: false,
         };
-        let divide = matches!(plan.apply, Apply::Divide);
         // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`),
         // and so is dividing a bfloat16 by a bfloat16 where the quotient is rounded to bfloat16
         // (`reciprocal_serves_bf16`).
@@ -1333,6 +1352,9 @@ mod tests {
                             x
                         }
                     }
+                    // bfloat16's smallest magnitudes: subnormals and the lowest normals, both
+                    // signs, which MX scales shift up by up to 127 binades.
+                    6 => f32::from_bits((r as u32 & 0x807F_FFFF) | (((r >> 32) % 3) as u32) << 23),
                     // Zero groups (signed) among small values.
                     _ if (i / 32) % 3 == 0 => {
                         if r & 1 == 1 {
@@ -1396,9 +1418,9 @@ mod tests {
 
     /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`) give the general
     /// path's bytes: every scheme they serve, both input dtypes, inputs of every kind (weights,
-    /// any finite value, inf/NaN/zeros/subnormals, the float4 and float8 grids' ties, zero
-    /// groups), shapes with an odd number of groups of 16 per band, partial blocks, several
-    /// bands.
+    /// any finite value, inf/NaN/zeros/subnormals, the float4 and float8 grids' ties, bfloat16's
+    /// smallest magnitudes, zero groups), shapes with an odd number of groups of 16 per band,
+    /// partial blocks, several bands.
     #[test]
     fn the_one_pass_forms_give_the_general_paths_bytes() {
         let schemes = [
@@ -1424,7 +1446,7 @@ mod tests {
                 let Ok(scheme) = Scheme::named(name, dtype) else {
                     continue;
                 };
-                for kind in 0..6 {
+                for kind in 0..7 {
                     for shape in [[3, 32], [1, 16 * 33], [4099, 96], [37, 4096], [130, 200]] {
                         let group = match scheme.granularity {
                             Granularity::Group(k) => k,
