@@ -4,9 +4,10 @@
 //! and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9
 //! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
 //! elements per step in registers (`narrow::code`); elsewhere the same steps on one element, a
-//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). inf and NaN are reported
-//! for the general path (`quantize::encode_general`, the definition the tests there hold this
-//! to).
+//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16 on
+//! AVX-512, whose factors are powers of two, skip the float32 lanes: an exponent shift and the
+//! rounding on 16-bit lanes, 32 elements a step ([`pow2_groups`]). inf and NaN are reported for
+//! the general path (`quantize::encode_general`, the definition the tests there hold this to).
 
 use crate::encode4::Rules;
 
@@ -367,6 +368,82 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The exponent-shift form gives the multiplying kernel's bytes (by `2^k`, with bfloat16
+    /// rounding and without: the product is exact where it matters) wherever it does not report:
+    /// random bfloat16 bits (subnormals, zeros, inf and NaN among them) and bfloat16's smallest
+    /// magnitudes, every shift from -127 to 127; and it reports every group holding inf or NaN.
+    #[test]
+    fn the_exponent_shift_gives_the_products_bytes() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !crate::lookup4::avx512() {
+                eprintln!("SKIPPED: no AVX-512 here, where the exponent-shift form runs");
+                return;
+            }
+            let mut state = 0x9E37_79B9_7F4A_7C15u64;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let (mut reported, mut compared) = (0, 0);
+            for k in -127i32..=127 {
+                for round in 0..8 {
+                    let values: Vec<u16> = (0..32)
+                        .map(|_| {
+                            let r = next();
+                            match round % 4 {
+                                0 => r as u16,
+                                1 => (r as u16) & 0x80FF,
+                                2 if r % 11 == 0 => {
+                                    [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
+                                }
+                                _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,
+                            }
+                        })
+                        .collect();
+                    let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    let mut shifted = [0u8; 32];
+                    let ok = pow2_groups(&src, &[k], &mut shifted) == Some(true);
+                    let special = values.iter().any(|v| v & 0x7F80 == 0x7F80);
+                    assert!(!(ok && special), "k {k}: inf or NaN not reported");
+                    if !ok {
+                        reported += 1;
+                        continue;
+                    }
+                    let f = f32::from_bits(if k >= -126 {
+                        ((k + 127) as u32) << 23
+                    } else {
+                        0x0040_0000
+                    });
+                    for round_bf16 in [true, false] {
+                        let rules = Rules {
+                            divide: false,
+                            round_bf16,
+                            unsigned_zero: false,
+                        };
+                        let mut product = [0u8; 32];
+                        // SAFETY: `avx512()` said this CPU runs the kernel's set; `src` holds
+                        // one element per byte of the output.
+                        // A product that overflows is reported there, and clamped by the
+                        // general path (`quantize`'s tests hold both forms to it).
+                        if unsafe { kernel(true, rules)(&src, f, &mut product) } {
+                            assert_eq!(shifted, product, "k {k}, round {round}, {values:04x?}");
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+            // Not everything was left to the other kernels (half the groups are subnormals
+            // shifted up, or hold inf or NaN, by construction).
+            assert!(
+                compared >= 255 * 8 / 2,
+                "{compared} comparisons, {reported} groups reported"
+            );
         }
     }
 }
