@@ -55,22 +55,74 @@ fn loop_kernel(bf16: bool, rules: Rules) -> Kernel {
 }
 
 /// MX float8 of bfloat16 groups of 32 whose factors are powers of two: group `g`'s elements
-/// times `2^shifts[g]` (-127 ..= 127), clamped to 448 and rounded to float8_e4m3fn, 32 at a time
-/// on 16-bit lanes (AVX-512; `None` elsewhere). The product is an exponent shift, exact wherever
-/// it is normal — and where it is not, its code is zero whatever the arithmetic before it
-/// (bfloat16 rounding or not), the sign kept. `Some(false)`, with `out` unspecified, where an
-/// element is inf or NaN, or subnormal with a shift up (the per-run kernels' business).
-pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> Option<bool> {
-    if src.len() != out.len() * 2 || out.len() != shifts.len() * 32 {
-        return Some(false);
+/// times `2^shifts[g]` (-127 ..= 127), clamped to 448 and rounded to float8_e4m3fn on 16-bit
+/// lanes (AVX-512: 32 a step; elsewhere [`pow2_lanes`], a loop LLVM vectorises). The product
+/// is an exponent shift, exact wherever it is normal — and where it is not, its code is zero
+/// whatever the arithmetic before it (bfloat16 rounding or not), the sign kept. False, with
+/// `out` unspecified, where an element is inf or NaN, or subnormal with a shift up (the per-run
+/// kernels' business).
+pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+    if src.len() != out.len() * 2
+        || out.len() != shifts.len() * 32
+        || shifts.iter().any(|k| !(-127..=127).contains(k))
+    {
+        return false;
     }
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() {
         // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; the lengths match
         // (checked above).
-        return Some(unsafe { x86::pow2_groups(src, shifts, out) });
+        return unsafe { x86::pow2_groups(src, shifts, out) };
     }
-    None
+    crate::simd::with_best_isa(
+        #[inline(always)]
+        || pow2_lanes(src, shifts, out),
+    )
+}
+
+/// [`pow2_groups`] as a loop over each group's elements (shifts already checked), the steps of
+/// the AVX-512 form on one element: the definition it is tested against.
+#[inline(always)]
+fn pow2_lanes(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+    let mut bad = false;
+    let groups = src
+        .as_chunks::<64>()
+        .0
+        .iter()
+        .zip(out.as_chunks_mut::<32>().0);
+    for ((group, codes), &k) in groups.zip(shifts) {
+        let field = (k.unsigned_abs() as u16) << 7;
+        for (code, x) in codes.iter_mut().zip(group.as_chunks::<2>().0) {
+            let x = u16::from_le_bytes(*x);
+            let a = x & 0x7FFF;
+            // inf and NaN; a subnormal scaled up is not an exponent shift.
+            bad |= (a >= 0x7F80) | ((k > 0) & (a != 0) & (a < 0x80));
+            // Zeros stay zero; below the smallest normal the difference saturates or is tiny:
+            // its code is zero either way.
+            let scaled = match (k >= 0, a != 0) {
+                (true, true) => a.saturating_add(field),
+                (true, false) => 0,
+                (false, _) => a.saturating_sub(field),
+            };
+            *code = e4m3_code16(scaled.min(0x43E0)) | ((x >> 8) & 0x80) as u8;
+        }
+    }
+    !bad
+}
+
+/// The float8_e4m3fn code of a bfloat16 magnitude `a` at most 448 (`0x43E0`): from float8's
+/// smallest normal (2^-6, `0x3C80`) up, four mantissa bits dropped to nearest-even and the
+/// exponent rebiased; below it a multiple of 2^-9, the significand (implicit bit included)
+/// shifted right by `125 - exponent` to nearest-even (at most 15: anything smaller rounds to 0
+/// there, as bfloat16's own subnormals do).
+#[inline(always)]
+fn e4m3_code16(a: u16) -> u8 {
+    let normal = ((a + 7 + ((a >> 4) & 1)) >> 4).wrapping_sub(120 << 3);
+    let shift = 125u16.saturating_sub(a >> 7).min(15);
+    let significand = (a & 0x7F) | 0x80;
+    let half = (1u16 << shift.max(1)) / 2 - 1;
+    let small = (significand + half + ((significand >> shift) & 1)) >> shift;
+    (if a < 0x3C80 { small } else { normal }) as u8
 }
 
 /// [`kernel`]'s run as a loop over the elements, compiled for the chosen instruction set: each
@@ -214,12 +266,7 @@ mod x86 {
         bad == 0
     }
 
-    /// float8_e4m3fn codes (16-bit lanes) of 32 bfloat16 magnitudes `a` already scaled and
-    /// clamped to 448 (`0x43E0`): from float8's smallest normal (2^-6, `0x3C80`) up, four
-    /// mantissa bits dropped to nearest-even and the exponent rebiased; below it a multiple of
-    /// 2^-9, the significand (implicit bit included) shifted right by `125 - exponent` to
-    /// nearest-even (at most 15: anything smaller rounds to 0 there, as bfloat16's own
-    /// subnormals do).
+    /// [`super::e4m3_code16`] on 32 magnitudes (16-bit lanes) at once.
     #[inline(always)]
     unsafe fn e4m3_codes16(a: __m512i) -> __m512i {
         // SAFETY: AVX-512 F and BW by the caller's contract.
@@ -246,15 +293,13 @@ mod x86 {
     /// [`super::pow2_groups`] on AVX-512.
     ///
     /// # Safety
-    /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds 64 bytes and `out` 32 per shift.
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds 64 bytes and `out` 32 per shift, each
+    /// shift in -127 ..= 127.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
     pub(super) unsafe fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
         let set = |v: u16| _mm512_set1_epi16(v as i16);
         let mut bad: __mmask32 = 0;
         for (g, &k) in shifts.iter().enumerate() {
-            if !(-127..=127).contains(&k) {
-                return false;
-            }
             // SAFETY: group `g`'s 64 input bytes and 32 output bytes lie inside both.
             unsafe {
                 let x = _mm512_loadu_si512(src.as_ptr().add(64 * g).cast());
@@ -371,79 +416,84 @@ mod tests {
         }
     }
 
-    /// The exponent-shift form gives the multiplying kernel's bytes (by `2^k`, with bfloat16
-    /// rounding and without: the product is exact where it matters) wherever it does not report:
-    /// random bfloat16 bits (subnormals, zeros, inf and NaN among them) and bfloat16's smallest
-    /// magnitudes, every shift from -127 to 127; and it reports every group holding inf or NaN.
+    /// The exponent-shift forms (the loop, and AVX-512's where the CPU has it) give the
+    /// multiplying kernel's bytes (by `2^k`, with bfloat16 rounding and without: the product is
+    /// exact where it matters) wherever they do not report, and report alike: random bfloat16
+    /// bits (subnormals, zeros, inf and NaN among them) and bfloat16's smallest magnitudes,
+    /// every shift from -127 to 127; every group holding inf or NaN is reported.
     #[test]
     fn the_exponent_shift_gives_the_products_bytes() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if !crate::lookup4::avx512() {
-                eprintln!("SKIPPED: no AVX-512 here, where the exponent-shift form runs");
-                return;
-            }
-            let mut state = 0x9E37_79B9_7F4A_7C15u64;
-            let mut next = move || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state
-            };
-            let (mut reported, mut compared) = (0, 0);
-            for k in -127i32..=127 {
-                for round in 0..8 {
-                    let values: Vec<u16> = (0..32)
-                        .map(|_| {
-                            let r = next();
-                            match round % 4 {
-                                0 => r as u16,
-                                1 => (r as u16) & 0x80FF,
-                                2 if r % 11 == 0 => {
-                                    [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
-                                }
-                                _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut reported, mut compared) = (0, 0);
+        for k in -127i32..=127 {
+            for round in 0..8 {
+                let values: Vec<u16> = (0..32)
+                    .map(|_| {
+                        let r = next();
+                        match round % 4 {
+                            0 => r as u16,
+                            1 => (r as u16) & 0x80FF,
+                            2 if r % 11 == 0 => {
+                                [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
                             }
-                        })
-                        .collect();
-                    let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                    let mut shifted = [0u8; 32];
-                    let ok = pow2_groups(&src, &[k], &mut shifted) == Some(true);
-                    let special = values.iter().any(|v| v & 0x7F80 == 0x7F80);
-                    assert!(!(ok && special), "k {k}: inf or NaN not reported");
-                    if !ok {
-                        reported += 1;
-                        continue;
-                    }
-                    let f = f32::from_bits(if k >= -126 {
-                        ((k + 127) as u32) << 23
-                    } else {
-                        0x0040_0000
-                    });
-                    for round_bf16 in [true, false] {
-                        let rules = Rules {
-                            divide: false,
-                            round_bf16,
-                            unsigned_zero: false,
-                        };
-                        let mut product = [0u8; 32];
-                        // SAFETY: `avx512()` said this CPU runs the kernel's set; `src` holds
-                        // one element per byte of the output.
-                        // A product that overflows is reported there, and clamped by the
-                        // general path (`quantize`'s tests hold both forms to it).
-                        if unsafe { kernel(true, rules)(&src, f, &mut product) } {
-                            assert_eq!(shifted, product, "k {k}, round {round}, {values:04x?}");
-                            compared += 1;
+                            _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,
                         }
+                    })
+                    .collect();
+                let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let mut shifted = [0u8; 32];
+                let ok = pow2_lanes(&src, &[k], &mut shifted);
+                #[cfg(target_arch = "x86_64")]
+                if crate::lookup4::avx512() {
+                    let mut wide = [0u8; 32];
+                    // SAFETY: `avx512()` says this CPU runs AVX-512; 64 bytes in, 32 out, and
+                    // the shift is in range.
+                    let wide_ok = unsafe { x86::pow2_groups(&src, &[k], &mut wide) };
+                    assert_eq!(wide_ok, ok, "k {k}, {values:04x?}");
+                    if ok {
+                        assert_eq!(wide, shifted, "k {k}, {values:04x?}");
+                    }
+                }
+                let special = values.iter().any(|v| v & 0x7F80 == 0x7F80);
+                assert!(!(ok && special), "k {k}: inf or NaN not reported");
+                if !ok {
+                    reported += 1;
+                    continue;
+                }
+                let f = f32::from_bits(if k >= -126 {
+                    ((k + 127) as u32) << 23
+                } else {
+                    0x0040_0000
+                });
+                for round_bf16 in [true, false] {
+                    let rules = Rules {
+                        divide: false,
+                        round_bf16,
+                        unsigned_zero: false,
+                    };
+                    let mut product = [0u8; 32];
+                    // A product that overflows is reported there, and clamped by the general
+                    // path (`quantize`'s tests hold both forms to it).
+                    // SAFETY: `kernel` picked what this CPU runs; `src` holds one element per
+                    // byte of the output.
+                    if unsafe { kernel(true, rules)(&src, f, &mut product) } {
+                        assert_eq!(shifted, product, "k {k}, round {round}, {values:04x?}");
+                        compared += 1;
                     }
                 }
             }
-            // Not everything was left to the other kernels (half the groups are subnormals
-            // shifted up, or hold inf or NaN, by construction).
-            assert!(
-                compared >= 255 * 8 / 2,
-                "{compared} comparisons, {reported} groups reported"
-            );
         }
+        // Not everything was left to the other kernels (half the groups are subnormals shifted
+        // up, or hold inf or NaN, by construction).
+        assert!(
+            compared >= 255 * 8 / 2,
+            "{compared} comparisons, {reported} groups reported"
+        );
     }
 }

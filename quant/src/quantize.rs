@@ -709,8 +709,8 @@ impl<'a> Job<'a> {
         let bf16 = self.dtype == DType::BFloat16;
         let divide = matches!(plan.apply, Apply::Divide);
         if bf16 && scheme.granularity == Granularity::Group(32) {
-            // MX: every factor a power of two, so each group is an exponent shift, 32 elements at
-            // a time on 16-bit lanes (where the CPU has them and nothing needs the runs below).
+            // MX: every factor a power of two, so each group is an exponent shift, and the
+            // rounding runs on 16-bit lanes (the runs below where an element needs them).
             let first = (rows.first_row + rows.local) * (cols / 32) - rows.first_scale;
             let factors = plan.factors.get(first..first + out.len() / 32);
             let shifts: Option<Vec<i32>> = factors.and_then(|factors| {
@@ -722,7 +722,7 @@ impl<'a> Job<'a> {
             });
             if let Some(shifts) = shifts {
                 let src = input.bytes(rows.local * cols, out.len());
-                if encode8::pow2_groups(src, &shifts, out) == Some(true) {
+                if encode8::pow2_groups(src, &shifts, out) {
                     return true;
                 }
             }
