@@ -4,10 +4,11 @@
 //! and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9
 //! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
 //! elements per step in registers (`narrow::code`); elsewhere the same steps on one element, a
-//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16 on
-//! AVX-512, whose factors are powers of two, skip the float32 lanes: an exponent shift and the
-//! rounding on 16-bit lanes, 32 elements a step ([`pow2_groups`]). inf and NaN are reported for
-//! the general path (`quantize::encode_general`, the definition the tests there hold this to).
+//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16,
+//! whose factors are powers of two, skip the float32 lanes: an exponent shift and the rounding
+//! on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are reported
+//! for the general path (`quantize::encode_general`, the definition the tests there hold this
+//! to).
 
 use crate::encode4::Rules;
 
@@ -71,7 +72,7 @@ pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() {
         // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; the lengths match
-        // (checked above).
+        // and every shift is in range (checked above).
         return unsafe { x86::pow2_groups(src, shifts, out) };
     }
     crate::simd::with_best_isa(
