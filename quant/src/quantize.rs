@@ -342,10 +342,15 @@ impl<'a> Job<'a> {
     }
 
     /// compressed-tensors' NVFP4 scales of bfloat16 groups as a table by maximum (see
-    /// [`ScaleCodes`]), where the scheme is that, the tensor's amax finite, and `scales` (how
-    /// many the rows have) at least half the table's entries: building it costs about as much
-    /// as planning that many scales.
-    fn scale_codes(&self, tensor_amax: f32, scales: usize) -> Option<ScaleCodes> {
+    /// [`ScaleCodes`]) under the plan's global scale, where the scheme is that, the tensor's
+    /// amax finite, and `scales` (how many the rows have) at least half the table's entries:
+    /// building it costs about as much as planning that many scales.
+    fn scale_codes(
+        &self,
+        tensor_amax: f32,
+        global: Option<f32>,
+        scales: usize,
+    ) -> Option<ScaleCodes> {
         let scheme = self.scheme;
         let serves = self.fused
             && self.dtype == DType::BFloat16
@@ -358,8 +363,7 @@ impl<'a> Job<'a> {
         if !serves || scales * 2 < entries {
             return None;
         }
-        let g = ct_nvfp4(&[], tensor_amax, self.dtype).global?;
-        ScaleCodes::new(top, g, self.dtype)
+        ScaleCodes::new(top, global?, self.dtype)
     }
 
     /// The plan for a run of consecutive scales, from their amax (and the tensor's).
@@ -488,7 +492,7 @@ impl<'a> Job<'a> {
         let band_scales = scheme.scale_range(0, band.min(self.rows), cols).len();
         // compressed-tensors' NVFP4 scales by the tensor pass's group maxima, looked up.
         let scale_count = scheme.scale_range(first_row, end, cols).len();
-        let codes = maxima.and_then(|_| self.scale_codes(tensor_amax, scale_count));
+        let codes = maxima.and_then(|_| self.scale_codes(tensor_amax, global_scale, scale_count));
         // Last band first: each thread then starts where the tensor pass (first band first)
         // ended, on input still in the shared cache.
         elements

@@ -12,9 +12,10 @@
 //! search over the seven code thresholds, picked from the row by an in-lane byte shuffle), two
 //! more for the sign and the inf/NaN report (the report skipped where the caller knows that no
 //! element can scale to inf or NaN) — about 27 instructions per 32 elements, where dividing,
-//! rounding and encoding take about 45 and two divisions. Without AVX-512 the same comparisons
-//! run as a loop over each group that LLVM vectorises for the chosen instruction set. The bytes
-//! are the same by construction; the tests hold them to the general path's.
+//! rounding and encoding take about 45 and two divisions. On AVX2 the same binary search runs
+//! a group of 16 per register; elsewhere the comparisons run as a loop over each group that
+//! LLVM vectorises for the chosen instruction set. The bytes are the same by construction; the
+//! tests hold them to the general path's.
 
 use std::cell::RefCell;
 
@@ -180,8 +181,8 @@ pub(crate) enum ScaleBytes<'a> {
     /// One per group.
     Given(&'a [u8]),
     /// Looked up by the group's largest magnitude bits, `codes[maxima[g]]`, and written to
-    /// `stored[g]` as the groups are encoded (on AVX-512 the lookups ride along with the vector
-    /// work instead of taking a pass of their own).
+    /// `stored[g]` as the groups are encoded (on AVX-512 and AVX2 the lookups ride along with the
+    /// vector work instead of taking a pass of their own).
     ByMaxima {
         maxima: &'a [u16],
         codes: &'a [u8; 0x8000],
