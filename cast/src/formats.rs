@@ -17,6 +17,21 @@ pub(crate) enum Out {
     Max,
 }
 
+/// What a rounding into a narrow format writes where a value has no finite code of its own: the
+/// one statement of each rule family's choice (`ml::ending`, `rules::Float8::ending`), which the
+/// scalar encoders and the SIMD kernels that restate a rule (`kernels/x86/avx512_words.rs`) both
+/// read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ending {
+    /// A finite value past the largest finite one.
+    pub(crate) overflow: Out,
+    /// ±infinity.
+    pub(crate) inf: Out,
+    /// NaN: the format's NaN ([`Narrow::nan`]; the zero of the opposite sign where it has none),
+    /// or `false`: +0.
+    pub(crate) nan_is_nan: bool,
+}
+
 /// The layout of a narrow floating format with a sign bit, derived from its [`FloatFormat`] in
 /// `dtcast-dtype` (the one description of each format).
 #[derive(Clone, Copy, Debug)]
@@ -83,18 +98,6 @@ impl Narrow {
             ..self
         }
     }
-
-    /// Whether the format has infinities.
-    #[inline(always)]
-    pub(crate) fn has_inf(&self) -> bool {
-        self.inf_mag.is_some()
-    }
-
-    /// Whether the format has a NaN.
-    #[inline(always)]
-    pub(crate) fn has_nan(&self) -> bool {
-        self.has_nan
-    }
 }
 
 pub(crate) const F16: Narrow = Narrow::of(DType::Float16);
@@ -113,13 +116,13 @@ pub(crate) fn pow2(e: i32) -> f64 {
 
 impl Narrow {
     #[inline(always)]
-    pub(crate) fn sign_bit(&self) -> u32 {
+    pub(crate) const fn sign_bit(&self) -> u32 {
         1 << (self.exp_bits + self.man_bits)
     }
 
     /// The code written for a NaN with the given sign.
     #[inline(always)]
-    pub(crate) fn nan(&self, negative: bool) -> u32 {
+    pub(crate) const fn nan(&self, negative: bool) -> u32 {
         if negative && self.nan_signed {
             self.nan_code ^ self.sign_bit()
         } else {
@@ -127,13 +130,24 @@ impl Narrow {
         }
     }
 
+    /// The code written for a value that `out` says becomes ±inf, ±max or NaN.
     #[inline(always)]
-    fn special(&self, out: Out, negative: bool) -> u32 {
+    pub(crate) const fn special(&self, out: Out, negative: bool) -> u32 {
         let sign = if negative { self.sign_bit() } else { 0 };
         match (out, self.inf_mag) {
             (Out::Inf, Some(inf)) => inf | sign,
             (Out::Max, _) => self.max_mag | sign,
             _ => self.nan(negative),
+        }
+    }
+
+    /// The code of `x` by `ending`'s rules past the finite range and for NaN.
+    #[inline(always)]
+    pub(crate) fn encode_ending(&self, x: f64, ending: Ending) -> u32 {
+        match (x.is_nan(), ending.nan_is_nan) {
+            (true, true) => self.nan(x.is_sign_negative()),
+            (true, false) => 0,
+            (false, _) => self.encode(x, ending.overflow, ending.inf),
         }
     }
 

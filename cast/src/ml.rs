@@ -19,40 +19,67 @@
 //! - integer → integer keeps the low bits (numpy refuses some of these pairs, e.g. int4 → int2;
 //!   dtcast defines them as its other integer casts work).
 
-use crate::formats::{Narrow, Out};
+use dtcast_dtype::DType;
+
+use crate::formats::{Ending, Narrow, Out};
 use crate::rules::{self, Val};
 
 /// ml_dtypes' conversion of `v` to the format `n` (through f32).
 #[inline(always)]
 pub(crate) fn encode(n: &Narrow, v: Val) -> u32 {
-    let x = rules::to_f32(v, false);
-    if x.is_nan() {
-        return n.nan(x.is_sign_negative());
-    }
-    let beyond = if n.has_inf() {
-        Out::Inf
-    } else if n.has_nan() {
-        Out::Nan
-    } else {
-        Out::Max
-    };
-    n.encode(f64::from(x), beyond, beyond)
+    n.encode_ending(f64::from(rules::to_f32(v, false)), ending(n, false))
 }
 
 /// Saturate mode: one rounding from the exact value; finite overflow gives ±max, ±inf gives ±inf
 /// where the format has it (else ±max), and NaN gives the format's NaN — or +0 where it has none.
 #[inline(always)]
 pub(crate) fn saturate(n: &Narrow, v: Val) -> u32 {
-    let x = rules::to_f64_for_rounding(v);
-    if x.is_nan() {
-        return if n.has_nan() {
-            n.nan(x.is_sign_negative())
+    n.encode_ending(rules::to_f64_for_rounding(v), ending(n, true))
+}
+
+/// What ml_dtypes' rounding (`saturate`: dtcast's Saturate) writes into `n` past its finite range
+/// and for NaN. ml_dtypes: ±inf where the format has it, else its NaN, else (float6, float4:
+/// neither) ±max, for overflow and inf alike; NaN → the format's NaN (the zero of the opposite
+/// sign where it has none). Saturate: overflow → ±max, inf → ±inf where the format has it, NaN →
+/// +0 where the format has no NaN.
+pub(crate) const fn ending(n: &Narrow, saturate: bool) -> Ending {
+    let has_inf = n.inf_mag.is_some();
+    if saturate {
+        Ending {
+            overflow: Out::Max,
+            inf: if has_inf { Out::Inf } else { Out::Max },
+            nan_is_nan: n.has_nan,
+        }
+    } else {
+        let beyond = if has_inf {
+            Out::Inf
+        } else if n.has_nan {
+            Out::Nan
         } else {
-            0
+            Out::Max
         };
+        Ending {
+            overflow: beyond,
+            inf: beyond,
+            nan_is_nan: true,
+        }
     }
-    let inf = if n.has_inf() { Out::Inf } else { Out::Max };
-    n.encode(x, Out::Max, inf)
+}
+
+/// The format and the endings that a float source torch casts (float32, bfloat16, float16, ...)
+/// gets into the narrow float `to` in Torch rounding (`saturate`: Saturate): torch's rules for its
+/// float8 formats, ml_dtypes' for the others — what the scalar lanes do (`lanes.rs`,
+/// `lowp_lanes.rs`), for the SIMD kernels that restate it. `None` where `to` is not a signed
+/// narrow float (float8_e8m0fnu, or wider than a byte).
+pub(crate) const fn destination(to: DType, saturate: bool) -> Option<(Narrow, Ending)> {
+    match (rules::Float8::of(to), to.float_format()) {
+        (Some(f), _) => Some((f.format, f.ending(saturate))),
+        (None, Some(f)) if f.signed && to.bits() <= 8 => {
+            let n = Narrow::of(to);
+            Some((n, ending(&n, saturate)))
+        }
+        (None, _) => None,
+    }
 }
 
 /// The value of `code`, exactly; a NaN is the quiet f32 NaN with the code's sign.

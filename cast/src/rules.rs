@@ -10,7 +10,7 @@
 
 use dtcast_dtype::DType;
 
-use crate::formats::{self, Out};
+use crate::formats::{self, Ending, Out};
 
 /// A source value as torch's conversion sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -242,23 +242,32 @@ impl Float8 {
     /// Torch mode: round the f32 of `v` to nearest-even.
     #[inline(always)]
     pub(crate) fn torch(&self, v: Val) -> u8 {
-        let x = to_f32(v, false);
-        if x.is_nan() {
-            self.format.nan(x.is_sign_negative()) as u8
-        } else {
-            self.format
-                .encode(f64::from(x), self.torch_overflow, self.torch_inf) as u8
-        }
+        let x = f64::from(to_f32(v, false));
+        self.format.encode_ending(x, self.ending(false)) as u8
     }
 
     /// Saturate mode: one rounding from the source value; finite overflow gives the max.
     #[inline(always)]
     pub(crate) fn saturate(&self, v: Val) -> u8 {
         let x = to_f64_for_rounding(v);
-        if x.is_nan() {
-            self.format.nan(x.is_sign_negative()) as u8
-        } else {
-            self.format.encode(x, Out::Max, self.saturate_inf) as u8
+        self.format.encode_ending(x, self.ending(true)) as u8
+    }
+
+    /// What torch's rounding (`saturate`: dtcast's Saturate) writes past the finite range and for
+    /// NaN (the format's NaN in both).
+    pub(crate) const fn ending(&self, saturate: bool) -> Ending {
+        Ending {
+            overflow: if saturate {
+                Out::Max
+            } else {
+                self.torch_overflow
+            },
+            inf: if saturate {
+                self.saturate_inf
+            } else {
+                self.torch_inf
+            },
+            nan_is_nan: true,
         }
     }
 
