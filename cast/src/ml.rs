@@ -71,6 +71,11 @@ pub(crate) const fn ending(n: &Narrow, saturate: bool) -> Ending {
 /// float8 formats, ml_dtypes' for the others — what the scalar lanes do (`lanes.rs`,
 /// `lowp_lanes.rs`), for the SIMD kernels that restate it. `None` where `to` is not a signed
 /// narrow float (float8_e8m0fnu, or wider than a byte).
+// Only the x86 kernels restate the rule (the portable ones look narrow floats up).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
 pub(crate) const fn destination(to: DType, saturate: bool) -> Option<(Narrow, Ending)> {
     match (rules::Float8::of(to), to.float_format()) {
         (Some(f), _) => Some((f.format, f.ending(saturate))),

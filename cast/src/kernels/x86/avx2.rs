@@ -27,6 +27,52 @@ unsafe fn bytes4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
     }
 }
 
+/// Writes 32 codes below 16, one per byte of `codes` in element order, packed two per byte (16
+/// bytes) at `p`, streaming when `STREAM`.
+///
+/// # Safety
+/// AVX2; 16 writable bytes at `p`, aligned to 16 when `STREAM`.
+#[inline(always)]
+pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right by 4 is
+        // lo | hi << 4; packing keeps the low bytes (per 128-bit lane, so the two lanes' eight
+        // bytes are then put side by side).
+        let pairs = _mm256_and_si256(
+            _mm256_or_si256(codes, _mm256_srli_epi16::<4>(codes)),
+            _mm256_set1_epi16(0xFF),
+        );
+        let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi16(pairs, pairs));
+        let bytes = _mm256_castsi256_si128(bytes);
+        if STREAM {
+            _mm_stream_si128(p.cast(), bytes)
+        } else {
+            _mm_storeu_si128(p.cast(), bytes)
+        }
+    }
+}
+
+/// Writes 32 codes below 64, one per byte of `codes` in element order, packed four in three
+/// bytes (24 bytes, written as 16 + 8) at `p`.
+///
+/// # Safety
+/// AVX2; 24 writable bytes at `p`.
+#[inline(always)]
+pub(super) unsafe fn put_u6(codes: __m256i, p: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let groups = squeeze_u6(codes);
+        // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the two lanes'
+        // twelve bytes side by side.
+        let pattern = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+        let lanes = _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(pattern));
+        let packed = _mm256_permutevar8x32_epi32(lanes, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0));
+        _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(packed));
+        _mm_storel_epi64(p.add(16).cast(), _mm256_extracti128_si256::<1>(packed));
+    }
+}
+
 impl Vector for __m256i {
     const LANES: usize = 8;
     type Mask = __m256i;
@@ -138,36 +184,11 @@ impl Vector for __m256i {
         }
         unsafe fn store_u4<const STREAM: bool>(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
             // SAFETY: the caller's contract: 16 writable bytes, aligned when streaming.
-            unsafe {
-                // Codes [lo, hi] in a 16-bit lane: its low byte ORed with the lane shifted right
-                // by 4 is lo | hi << 4; packing keeps the low bytes (per 128-bit lane, so the
-                // two lanes' eight bytes are then put side by side).
-                let codes = bytes4(a, b, c, d);
-                let pairs = _mm256_and_si256(
-                    _mm256_or_si256(codes, _mm256_srli_epi16::<4>(codes)),
-                    _mm256_set1_epi16(0xFF),
-                );
-                let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi16(pairs, pairs));
-                let bytes = _mm256_castsi256_si128(bytes);
-                if STREAM {
-                    _mm_stream_si128(p.cast(), bytes)
-                } else {
-                    _mm_storeu_si128(p.cast(), bytes)
-                }
-            }
+            unsafe { put_u4::<STREAM>(bytes4(a, b, c, d), p) }
         }
         unsafe fn store_u6(a: Self, b: Self, c: Self, d: Self, p: *mut u8) {
-            // SAFETY: the caller's contract: 24 writable bytes (written as 16 + 8).
-            unsafe {
-                let groups = squeeze_u6(bytes4(a, b, c, d));
-                // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the two
-                // lanes' twelve bytes side by side.
-                let pattern = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-                let lanes = _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(pattern));
-                let packed = _mm256_permutevar8x32_epi32(lanes, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0));
-                _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(packed));
-                _mm_storel_epi64(p.add(16).cast(), _mm256_extracti128_si256::<1>(packed));
-            }
+            // SAFETY: the caller's contract: 24 writable bytes.
+            unsafe { put_u6(bytes4(a, b, c, d), p) }
         }
 
         unsafe fn load_f64_as_f32(p: *const u8) -> Self {

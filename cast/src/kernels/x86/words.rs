@@ -1,0 +1,288 @@
+//! bfloat16/float16 → the signed narrow floats (float8_e4m3fn, float8_e5m2 from bfloat16,
+//! float8_e4m3, float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes,
+//! written once over [`Words`] and instantiated for AVX-512 (`avx512_words.rs`, 32 lanes) and AVX2
+//! (`avx2_words.rs`, 16 lanes). The shared algorithm (`steps::float8`, `ml_steps::ml_code`) works
+//! on 32-bit lanes; on 16-bit lanes each instruction does twice the elements and the rounding
+//! below the target's smallest normal is an integer one (the shared algorithm adds a float there).
+//!
+//! The rule is the scalar lanes' own: the format and its endings (overflow, inf, NaN) come from
+//! `ml::destination`, which the scalar rules read too, every other number from the two formats'
+//! rows of the dtype table; the property tests hold every pair to the scalar rules on every
+//! 16-bit pattern, on each instruction set.
+
+use dtcast_dtype::DType;
+
+use super::super::steps::Step;
+use crate::formats::Narrow;
+use crate::lanes::Lane;
+use crate::ml;
+
+/// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop
+/// (for the [`Words`] implementations).
+macro_rules! inline_all {
+    ($($item:item)*) => {
+        $(
+            #[inline(always)]
+            $item
+        )*
+    };
+}
+pub(super) use inline_all;
+
+/// A vector of 16-bit lanes: what the rounding needs of an instruction set. Every method is
+/// `unsafe` (the CPU must have the set) and `#[inline(always)]` in the implementations, so that
+/// it compiles into the one `#[target_feature]` loop.
+pub(super) trait Words: Copy {
+    /// Lanes per vector.
+    const LANES: usize;
+    /// The result of a lane-wise compare.
+    type Mask: Copy;
+    /// `LANES` little-endian 16-bit elements at `p`.
+    unsafe fn load(p: *const u8) -> Self;
+    /// Writes the codes of two vectors (`2 * LANES` elements in lane order, each below `2^bits`)
+    /// at `p` as `bits`-bit codes: bytes, or packed (6 and 4 bits, as `dtcast_dtype::packing`
+    /// lays them out); 8- and 4-bit codes as streaming stores when `STREAM` (`p` then aligned to
+    /// their size).
+    unsafe fn put<const STREAM: bool>(low: Self, high: Self, bits: usize, p: *mut u8);
+    /// `v` in every lane.
+    unsafe fn splat(v: u16) -> Self;
+    unsafe fn and(self, o: Self) -> Self;
+    unsafe fn or(self, o: Self) -> Self;
+    unsafe fn xor(self, o: Self) -> Self;
+    /// Wrapping.
+    unsafe fn add(self, o: Self) -> Self;
+    /// `self - o`, 0 where `o` is larger.
+    unsafe fn sub_or_zero(self, o: Self) -> Self;
+    unsafe fn min(self, o: Self) -> Self;
+    unsafe fn max(self, o: Self) -> Self;
+    /// Every lane shifted right by `k` (one count for all: a constant of the rule).
+    unsafe fn shr(self, k: u16) -> Self;
+    /// Each lane (below 2^12) divided by `2^(s1 + 1)` (its `s1` at most 14), rounded to
+    /// nearest-even.
+    unsafe fn shr_round(self, s1: Self) -> Self;
+    /// `self < o`, for lanes below 2^15 (magnitudes and the rule's constants).
+    unsafe fn below(self, o: Self) -> Self::Mask;
+    /// `self > o`, for lanes below 2^15.
+    unsafe fn above(self, o: Self) -> Self::Mask;
+    unsafe fn eq(self, o: Self) -> Self::Mask;
+    /// `yes` where `m` holds, else `no`.
+    unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self;
+}
+
+/// A pair's numbers, every one derived from the two formats' rows of the dtype table and the
+/// destination's endings: source bits `a` (magnitude) are `E << man | mantissa`; the target keeps
+/// `man - drop` mantissa bits.
+#[derive(Clone, Copy)]
+pub(super) struct Rule {
+    man: u16,
+    drop: u16,
+    /// The source bits of the target's smallest normal value, and of the exponent below it.
+    min_normal: u16,
+    rebias: u16,
+    /// `s - 1` for the right shift `s` that turns a significand of exponent `E` into a count of
+    /// the target's quanta is `c1 - E`.
+    c1: u16,
+    /// The source magnitude bits of infinity (NaN above).
+    inf: u16,
+    /// The magnitude code of a finite overflow: the largest finite code, or the one above it
+    /// (inf, or the NaN of float8_e4m3fn and the fnuz formats), so that every larger computed code
+    /// becomes it by a minimum.
+    clamp: u16,
+    /// The magnitude code of infinity.
+    inf_code: u16,
+    /// NaN's code for a positive sign, and what a negative sign flips in it (0 or the sign bit).
+    nan: u16,
+    nan_flip: u16,
+    /// Whether the format has -0 (the fnuz formats write +0 for a negative value rounding to 0).
+    neg_zero: bool,
+    /// Whether the smaller of the two roundings is the code (no compare and select needed): from
+    /// the smallest normal up, the count of quanta is never below the normal code, and where the
+    /// shift's clamp to at least 1 cuts it short, it is still `2^(man - 1)` or more — enough where
+    /// that reaches `clamp` (every pair from float16; from bfloat16, the float6 and float4
+    /// formats).
+    by_min: bool,
+    sign: u16,
+    sign_shift: u16,
+}
+
+impl Rule {
+    /// The rule of `from` → `to` in Torch rounding (`saturate`: Saturate), if that pair narrows on
+    /// 16-bit lanes: a 16-bit float source into a signed format of fewer mantissa bits whose
+    /// endings a minimum and two selects express, where no source subnormal can round to anything
+    /// but zero (float16 → float8_e5m2 has them round to its subnormals: `None`).
+    pub(super) const fn of(from: DType, to: DType, saturate: bool) -> Option<Rule> {
+        let (Some(f), Some((dst, ending))) = (from.float_format(), ml::destination(to, saturate))
+        else {
+            return None;
+        };
+        if from.bits() != 16 || dst.man_bits >= f.mantissa_bits {
+            return None;
+        }
+        let src = Narrow::of(from);
+        let man = src.man_bits;
+        // A normal target value 2^(E - bias) * 1.m has exponent field E = e - bias_t + bias_s
+        // in the source; its quanta below the smallest normal are 2^(1 - bias_t - man_t).
+        let min_e = 1 - dst.bias + src.bias;
+        let c = 1 - dst.bias - dst.man_bits as i32 + src.bias + man as i32;
+        // Source subnormals (E = 0, no implicit bit) must lie 16 binades or more below the
+        // target's quantum (so every one rounds to 0 whatever the shift's clamp), and the
+        // smallest normal's exponent above 1 (so that rebiasing never wraps).
+        if min_e < 2 || c < 16 {
+            return None;
+        }
+        let (max, sign) = (dst.max_mag, dst.sign_bit());
+        let clamp = dst.special(ending.overflow, false);
+        let inf_code = dst.special(ending.inf, false);
+        let (nan, nan_negative) = if ending.nan_is_nan {
+            (dst.nan(false), dst.nan(true))
+        } else {
+            (0, 0)
+        };
+        // Each ending must be its positive code with the value's sign or'ed in.
+        if !(clamp == max || clamp == max + 1)
+            || dst.special(ending.overflow, true) != clamp | sign
+            || dst.special(ending.inf, true) != inf_code | sign
+            || !(nan ^ nan_negative == 0 || nan ^ nan_negative == sign)
+        {
+            return None;
+        }
+        let width = dst.exp_bits + dst.man_bits;
+        Some(Rule {
+            man: man as u16,
+            drop: (man - dst.man_bits) as u16,
+            min_normal: (min_e as u16) << man,
+            rebias: ((min_e - 1) as u16) << man,
+            c1: (c - 1) as u16,
+            inf: (((1u32 << src.exp_bits) - 1) << man) as u16,
+            clamp: clamp as u16,
+            inf_code: inf_code as u16,
+            nan: nan as u16,
+            nan_flip: (nan ^ nan_negative) as u16,
+            neg_zero: dst.neg_zero,
+            by_min: 1 << (man - 1) >= clamp,
+            sign: sign as u16,
+            sign_shift: (15 - width) as u16,
+        })
+    }
+}
+
+/// Whether `from` → `to` narrows on 16-bit lanes (in both roundings).
+pub(super) const fn applies(from: DType, to: DType) -> bool {
+    Rule::of(from, to, false).is_some() && Rule::of(from, to, true).is_some()
+}
+
+/// The target codes of the source elements `h` (16 bits each), one per 16-bit lane.
+///
+/// # Safety
+/// The CPU must have `W`'s instruction set.
+#[inline(always)]
+pub(super) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let a = h.and(W::splat(0x7FFF));
+        // From the smallest normal up: the exponent rebiased, the mantissa rounded to nearest-even
+        // (a carry moves into the exponent). `half - rebias` wraps: the sum does not.
+        let normal = a.max(W::splat(r.min_normal));
+        let odd = normal.shr(r.drop).and(W::splat(1));
+        let half: u16 = (1 << (r.drop - 1)) - 1;
+        let norm = normal
+            .add(W::splat(half.wrapping_sub(r.rebias)))
+            .add(odd)
+            .shr(r.drop);
+        // Below it, counted in the target's quanta, to nearest-even: the significand shifted right
+        // by s = c1 + 1 - E (at least `drop + 1` there), clamped to 15 (past it, every significand
+        // of at most 11 bits counts 0 quanta).
+        let e = a.shr(r.man);
+        let s1 = W::splat(r.c1).sub_or_zero(e).min(W::splat(14));
+        let sig = a.and(W::splat((1 << r.man) - 1)).or(W::splat(1 << r.man));
+        let quanta = sig.shr_round(s1);
+        let magnitude = if r.by_min {
+            quanta.min(norm)
+        } else {
+            W::select(a.below(W::splat(r.min_normal)), quanta, norm)
+        };
+        // Overflow (and inf, where it ends the same) clamps; NaN lanes are replaced below.
+        let mut code = magnitude.min(W::splat(r.clamp));
+        if r.inf_code != r.clamp {
+            code = W::select(a.eq(W::splat(r.inf)), W::splat(r.inf_code), code);
+        }
+        let mut sign = h.shr(r.sign_shift).and(W::splat(r.sign));
+        if !r.neg_zero {
+            sign = W::select(code.eq(W::splat(0)), W::splat(0), sign);
+        }
+        let nan = a.above(W::splat(r.inf));
+        let nan_code = W::splat(r.nan).xor(sign.and(W::splat(r.nan_flip)));
+        W::select(nan, nan_code, code.or(sign))
+    }
+}
+
+/// Converts `n` elements (a multiple of `2 * W::LANES`) by step `K`'s pair: the loop of every
+/// instantiation, compiled into each one's `#[target_feature]` function.
+///
+/// # Safety
+/// The CPU must have `W`'s instruction set; `n` elements must fit both buffers; when `STREAM`,
+/// `d` must be aligned to 64 bytes.
+#[inline(always)]
+pub(super) unsafe fn run<W: Words, K: Step, const STREAM: bool>(
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+) {
+    let Some(rule) = (const { Rule::of(K::S::DTYPE, K::D::DTYPE, K::SATURATE) }) else {
+        unreachable!("a word-lane pair (`applies`)")
+    };
+    let bits = const { K::D::DTYPE.bits() };
+    let step = 2 * W::LANES;
+    let mut i = 0;
+    while i < n {
+        // SAFETY: i + step <= n: the elements lie inside both buffers; their output at a
+        // 64-byte-aligned `d` plus a multiple of its size is aligned to that size.
+        unsafe {
+            let sp = s.add(2 * i);
+            super::prefetch_ahead(sp, 2 * step / 64);
+            let low = codes(W::load(sp), rule);
+            let high = codes(W::load(sp.add(2 * W::LANES)), rule);
+            W::put::<STREAM>(low, high, bits, d.add(i * bits / 8));
+        }
+        i += step;
+    }
+    if STREAM {
+        super::store_fence();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_16_bit_sources_narrow_on_word_lanes_where_no_source_subnormal_survives() {
+        use DType::*;
+        let narrow = [
+            Float8E4M3Fn,
+            Float8E5M2,
+            Float8E4M3,
+            Float8E3M4,
+            Float6E2M3Fn,
+            Float6E3M2Fn,
+            Float4E2M1Fn,
+        ];
+        for from in [BFloat16, Float16] {
+            for to in narrow {
+                // float16 and float8_e5m2 share their exponent bias: float16's subnormals round to
+                // float8_e5m2's, which the word lanes do not compute.
+                let expected = !(from == Float16 && to == Float8E5M2);
+                assert_eq!(applies(from, to), expected, "{from} -> {to}");
+            }
+        }
+        // Not narrow floats, or not narrower: no word-lane rule.
+        for (from, to) in [
+            (BFloat16, Float8E8M0Fnu),
+            (BFloat16, Float16),
+            (Float32, Float8E4M3Fn),
+            (BFloat16, Int8),
+        ] {
+            assert!(!applies(from, to), "{from} -> {to}");
+        }
+    }
+}
