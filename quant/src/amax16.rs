@@ -128,13 +128,8 @@ mod tests {
 
     #[test]
     fn the_tree_gives_every_groups_maximum() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u16
-        };
+        let mut random = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
+        let mut next = move || random() as u16;
         for group in [16, 32] {
             // Whole blocks of 32 groups and a tail; the maximum at every position of a group,
             // negative values (the sign bit is no magnitude), NaN and inf patterns.

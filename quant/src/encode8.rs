@@ -350,13 +350,7 @@ mod tests {
                 eprintln!("SKIPPED: no AVX-512 here; the loop form is held to the references' vectors by the quant tests");
                 return;
             }
-            let mut state = 0x2545_F491_4F6C_DD1Du64;
-            let mut next = move || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state
-            };
+            let mut next = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
             for round in 0..400 {
                 let n = (next() % 70) as usize;
                 let values: Vec<u32> = (0..n)
@@ -424,13 +418,7 @@ mod tests {
     /// every shift from -127 to 127; every group holding inf or NaN is reported.
     #[test]
     fn the_exponent_shift_gives_the_products_bytes() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let (mut reported, mut compared) = (0, 0);
         for k in -127i32..=127 {
             for round in 0..8 {
@@ -440,7 +428,7 @@ mod tests {
                         match round % 4 {
                             0 => r as u16,
                             1 => (r as u16) & 0x80FF,
-                            2 if r % 11 == 0 => {
+                            2 if r.is_multiple_of(11) => {
                                 [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
                             }
                             _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,

@@ -58,3 +58,16 @@ pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// A xorshift64 generator (`seed` nonzero) for the unit tests' random inputs: reproducible, and no
+/// dependency.
+#[cfg(test)]
+pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}

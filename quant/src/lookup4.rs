@@ -543,13 +543,7 @@ mod tests {
                 m
             }
         });
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let specials = [
             f32::NAN,
             -f32::NAN,

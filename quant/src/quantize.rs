@@ -1272,13 +1272,7 @@ mod tests {
 
     /// Test inputs of one kind, as float32 values.
     fn values(kind: usize, n: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::xorshift(seed | 1);
         let specials = [
             f32::NAN,
             -f32::NAN,
@@ -1309,7 +1303,7 @@ mod tests {
                         }
                     }
                     // Weights with inf, NaN, zeros and subnormals sprinkled in.
-                    2 if r % 97 == 0 => specials[(r >> 8) as usize % specials.len()],
+                    2 if r.is_multiple_of(97) => specials[(r >> 8) as usize % specials.len()],
                     2 => weight,
                     // Ties of the float4 grid (times 2^j, with 6 * 2^j once per 16 elements),
                     // nudged by an ulp either way or not at all.

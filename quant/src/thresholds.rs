@@ -750,13 +750,7 @@ mod tests {
     /// bytes, groups of 16 and 32, both zero rules.
     #[test]
     fn both_forms_give_each_element_the_code_of_its_scaled_value() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let g = 2688.0f32 / 3.7;
         let mut factors = [0f32; 256];
         for (c, f) in factors.iter_mut().enumerate() {
