@@ -3,8 +3,11 @@
 //! multiplied by it, rounded to bfloat16 where the reference computes in bfloat16, clamped to 448
 //! and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9
 //! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
-//! elements per step in registers (`narrow::code`); elsewhere the same steps on one element, a
-//! loop LLVM vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16,
+//! elements per step in registers (`narrow::code`), or 32 where the products are rounded to
+//! bfloat16 (compressed-tensors' arithmetic on bfloat16 weights): the float8 rounding then runs
+//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it);
+//! elsewhere the same steps on one element, a loop LLVM vectorises for the chosen instruction set
+//! ([`by_lanes`]). MX groups of bfloat16,
 //! whose factors are powers of two, skip the float32 lanes: an exponent shift and the rounding
 //! on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are reported
 //! for the general path (`quantize::encode_general`, the definition the tests there hold this
@@ -28,9 +31,12 @@ pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() {
         return match (bf16, rules.divide, rules.round_bf16) {
-            (true, true, true) => x86::run::<true, true, true>,
+            // The products rounded to bfloat16 are rounded to float8 on 16-bit lanes.
+            (true, true, true) if x86::cpu_bf16() => x86::words_bf16::<true>,
+            (true, false, true) if x86::cpu_bf16() => x86::words_bf16::<false>,
+            (true, true, true) => x86::words::<true>,
+            (true, false, true) => x86::words::<false>,
             (true, true, false) => x86::run::<true, true, false>,
-            (true, false, true) => x86::run::<true, false, true>,
             (true, false, false) => x86::run::<true, false, false>,
             (false, true, true) => x86::run::<false, true, true>,
             (false, true, false) => x86::run::<false, true, false>,
@@ -267,6 +273,130 @@ mod x86 {
         bad == 0
     }
 
+    /// [`super::kernel`]'s run on AVX-512 for bfloat16 input whose products are rounded to
+    /// bfloat16 (compressed-tensors' arithmetic), 32 elements a step: the products on two
+    /// vectors of 32-bit lanes (each bfloat16 is the top half of its float32, so both come from
+    /// one load by a shift and a mask), rounded to bfloat16 and merged back into element order
+    /// on 16-bit lanes, where the clamp and the float8 rounding do 32 at once ([`e4m3_codes16`]:
+    /// the code [`super::codes`] gives the same bfloat16 value).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds `out.len()` bfloat16 elements.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn words<const DIVIDE: bool>(src: &[u8], f: f32, out: &mut [u8]) -> bool {
+        // SAFETY: this function's contract is `words_with`'s.
+        unsafe { words_with::<DIVIDE, false>(src, f, out) }
+    }
+
+    /// [`words`] where the CPU rounds float32 to bfloat16 itself (AVX512_BF16's
+    /// `vcvtne2ps2bf16`: nearest-even, two vectors into one; it reads a float32 subnormal as
+    /// zero of its sign, which is the code of the subnormal's bfloat16 rounding too).
+    ///
+    /// # Safety
+    /// As [`words`], and the CPU runs AVX512_BF16.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    pub(super) unsafe fn words_bf16<const DIVIDE: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        // SAFETY: this function's contract is `words_with`'s.
+        unsafe { words_with::<DIVIDE, true>(src, f, out) }
+    }
+
+    /// [`words`]' loop, the rounding to bfloat16 by `vcvtne2ps2bf16` where `CPU_BF16`, else on
+    /// the bits.
+    ///
+    /// # Safety
+    /// As [`words`], and the CPU runs AVX512_BF16 where `CPU_BF16`.
+    #[inline(always)]
+    unsafe fn words_with<const DIVIDE: bool, const CPU_BF16: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        debug_assert_eq!(src.len(), out.len() * 2);
+        // SAFETY: AVX-512 F by the caller's contract.
+        let f = unsafe { _mm512_set1_ps(f) };
+        // SAFETY: as above.
+        let set = |v: u16| unsafe { _mm512_set1_epi16(v as i16) };
+        let mut bad: __mmask32 = 0;
+        let mut i = 0;
+        while i < out.len() {
+            let count = (out.len() - i).min(32);
+            let mask = (1u64 << count).wrapping_sub(1) as u32;
+            // SAFETY: elements i..i + count of `src` and bytes i..i + count of `out` are inside
+            // both (the masked forms touch no others); the instruction sets by the contract.
+            unsafe {
+                let at = src.as_ptr().add(2 * i);
+                let x = if count == 32 {
+                    _mm512_loadu_si512(at.cast())
+                } else {
+                    _mm512_maskz_loadu_epi16(mask, at.cast())
+                };
+                let y = if CPU_BF16 {
+                    // Elements 0..16 into the top halves of 32-bit lanes, 16..32 into the
+                    // bottom halves, so that the two products come back in element order.
+                    let order = _mm512_set_epi16(
+                        15, 31, 14, 30, 13, 29, 12, 28, 11, 27, 10, 26, 9, 25, 8, 24, 7, 23, 6, 22,
+                        5, 21, 4, 20, 3, 19, 2, 18, 1, 17, 0, 16,
+                    );
+                    let x = _mm512_permutexvar_epi16(order, x);
+                    let first = _mm512_and_si512(x, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+                    let second = _mm512_slli_epi32::<16>(x);
+                    let (first, second) =
+                        (product::<DIVIDE>(first, f), product::<DIVIDE>(second, f));
+                    let rounded = _mm512_cvtne2ps_pbh(
+                        _mm512_castsi512_ps(second),
+                        _mm512_castsi512_ps(first),
+                    );
+                    core::mem::transmute::<__m512bh, __m512i>(rounded)
+                } else {
+                    let even = narrow::round_bf16(product::<DIVIDE>(_mm512_slli_epi32::<16>(x), f));
+                    let high = _mm512_and_si512(x, _mm512_set1_epi32(0xFFFF_0000u32 as i32));
+                    let odd = narrow::round_bf16(product::<DIVIDE>(high, f));
+                    // Each product's bfloat16 bits back in its element's 16-bit lane.
+                    _mm512_mask_blend_epi16(0xAAAA_AAAA, _mm512_srli_epi32::<16>(even), odd)
+                };
+                let a = _mm512_and_si512(y, set(0x7FFF));
+                bad |= _mm512_cmpge_epu16_mask(a, set(0x7F80));
+                // Clamped to 448, as the references clamp before encoding.
+                let codes = e4m3_codes16(_mm512_min_epu16(a, set(0x43E0)));
+                // The sign bit to the code's top bit.
+                let signed =
+                    _mm512_ternarylogic_epi32::<0xF8>(codes, _mm512_srli_epi16::<8>(y), set(0x80));
+                let bytes = _mm512_cvtepi16_epi8(signed);
+                let to = out.as_mut_ptr().add(i);
+                if count == 32 {
+                    _mm256_storeu_si256(to.cast(), bytes);
+                } else {
+                    _mm256_mask_storeu_epi8(to.cast(), mask, bytes);
+                }
+            }
+            i += count;
+        }
+        bad == 0
+    }
+
+    /// Whether the CPU rounds float32 to bfloat16 itself (AVX512_BF16), for [`words_bf16`].
+    pub(super) fn cpu_bf16() -> bool {
+        std::arch::is_x86_feature_detected!("avx512bf16")
+    }
+
+    /// `x` (float32 bits) divided or multiplied by `f`, as float32 bits.
+    #[inline(always)]
+    unsafe fn product<const DIVIDE: bool>(x: __m512i, f: __m512) -> __m512i {
+        // SAFETY: AVX-512 F by the caller's contract.
+        unsafe {
+            let xf = _mm512_castsi512_ps(x);
+            _mm512_castps_si512(if DIVIDE {
+                _mm512_div_ps(xf, f)
+            } else {
+                _mm512_mul_ps(xf, f)
+            })
+        }
+    }
+
     /// [`super::e4m3_code16`] on 32 magnitudes (16-bit lanes) at once.
     #[inline(always)]
     unsafe fn e4m3_codes16(a: __m512i) -> __m512i {
@@ -276,6 +406,13 @@ mod x86 {
             let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(a), set(1));
             let rounded = _mm512_add_epi16(_mm512_add_epi16(a, set(7)), odd);
             let normal = _mm512_sub_epi16(_mm512_srli_epi16::<4>(rounded), set(120 << 3));
+            let below = _mm512_cmplt_epu16_mask(a, set(0x3C80));
+            // At most 2^-10 (0x3A80) rounds to 0. Scaled weights rarely fall between that and
+            // 2^-6: where no lane does, the shifts below are not needed.
+            let zero = _mm512_cmple_epu16_mask(a, set(0x3A80));
+            if below & !zero == 0 {
+                return _mm512_maskz_mov_epi16(!below, normal);
+            }
             let exponent = _mm512_srli_epi16::<7>(a);
             let shift = _mm512_min_epu16(_mm512_subs_epu16(set(125), exponent), set(15));
             let significand = _mm512_or_si512(_mm512_and_si512(a, set(0x7F)), set(0x80));
@@ -286,7 +423,6 @@ mod x86 {
             let kept_odd = _mm512_and_si512(_mm512_srlv_epi16(significand, shift), set(1));
             let sum = _mm512_add_epi16(_mm512_add_epi16(significand, half), kept_odd);
             let small = _mm512_srlv_epi16(sum, shift);
-            let below = _mm512_cmplt_epu16_mask(a, set(0x3C80));
             _mm512_mask_blend_epi16(below, normal, small)
         }
     }
@@ -356,7 +492,10 @@ mod tests {
                 let values: Vec<u32> = (0..n)
                     .map(|_| {
                         let r = next();
-                        match r % 3 {
+                        // Every fifth round only values that scale into float8's normal range
+                        // (for the factors that keep them there): runs of 32 without one
+                        // subnormal.
+                        match if round % 5 == 1 { 2 } else { r % 3 } {
                             0 => r as u32,
                             // float8's ties and their neighbours, times powers of two.
                             1 => {
@@ -393,17 +532,30 @@ mod tests {
                         };
                         let (mut wide, mut lanes) =
                             (vec![0u8; values.len()], vec![0u8; values.len()]);
-                        let wide_kernel = kernel(bf16, rules);
-                        // SAFETY: `avx512()` said this CPU runs the kernel's set; `src` holds
-                        // one element per byte of the outputs.
-                        let ok = unsafe { wide_kernel(&src, f, &mut wide) };
-                        // SAFETY: as above (the loop form needs nothing).
+                        // SAFETY: the loop form needs nothing; `src` holds one element per
+                        // byte of the output.
                         let lanes_ok = unsafe { loop_kernel(bf16, rules)(&src, f, &mut lanes) };
-                        let at =
-                            format!("round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}");
-                        assert_eq!(ok, lanes_ok, "{at}");
-                        if ok {
-                            assert_eq!(wide, lanes, "{at}");
+                        // The kernel this CPU gets, and on bfloat16 products rounded to
+                        // bfloat16 the form without AVX512_BF16 too.
+                        let mut kernels = vec![kernel(bf16, rules)];
+                        if bf16 && round_bf16 {
+                            kernels.push(if divide {
+                                x86::words::<true>
+                            } else {
+                                x86::words::<false>
+                            });
+                        }
+                        for wide_kernel in kernels {
+                            // SAFETY: `avx512()` said this CPU runs the kernels' set; `src`
+                            // holds one element per byte of the output.
+                            let ok = unsafe { wide_kernel(&src, f, &mut wide) };
+                            let at = format!(
+                                "round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}"
+                            );
+                            assert_eq!(ok, lanes_ok, "{at}");
+                            if ok {
+                                assert_eq!(wide, lanes, "{at}");
+                            }
                         }
                     }
                 }
