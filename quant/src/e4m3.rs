@@ -1,6 +1,7 @@
 //! float8_e4m3fn elements dequantized to bfloat16 in one pass (FP8 per tensor, per channel, in
 //! 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded — in registers,
-//! stored once. The general path (element cast, product, output cast over a float32 buffer) is
+//! stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's instruction where the CPU
+//! has it and every nonzero product is a normal float32). The general path (element cast, product, output cast over a float32 buffer) is
 //! the definition: the decoding is exact, the product is the same x86 product ([`scale_entry`]'s
 //! rule), and every NaN rounds to the same bfloat16 `0xFFFF` whatever its payload, so the bytes
 //! are the general path's (a unit test holds the SIMD form to the loop on every code).
@@ -22,6 +23,14 @@ fn by_float16(f: f32) -> bool {
     f.abs() < f32::from_bits(0x7B00_0000)
 }
 
+/// Whether a factor the float16 route takes may have its products rounded by AVX512_BF16's
+/// instruction: zero, or at least 2^-117, so that no product of a nonzero code (2^-9 at least)
+/// is a float32 subnormal, which the instruction would read as zero.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn products_normal(f: f32) -> bool {
+    f == 0.0 || f.abs() >= f32::from_bits(0x0500_0000)
+}
+
 /// Dequantizes one run of `src` (float8_e4m3fn codes, `values`: each code's float32 value) with
 /// factor `f` into `dst` (bfloat16, little-endian).
 pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
@@ -31,8 +40,7 @@ pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
         let steps = src.len() / 32;
         let (s, s_tail) = src.split_at(32 * steps);
         let (d, d_tail) = dst.split_at_mut(64 * steps);
-        // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ) only when this CPU runs it.
-        unsafe { x86::groups(s, 32 * steps, &[f], d) };
+        x86::groups_avx512(s, 32 * steps, &[f], d);
         portable(s_tail, values, f, d_tail);
         return;
     }
@@ -64,8 +72,7 @@ pub(crate) fn groups(
     debug_assert_eq!(src.len(), group * factors.len());
     #[cfg(target_arch = "x86_64")]
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 && group.is_multiple_of(32) {
-        // SAFETY: as in `run`; `src` is whole groups, each a multiple of 32 codes.
-        unsafe { x86::groups(src, group, factors, dst) };
+        x86::groups_avx512(src, group, factors, dst);
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -149,9 +156,11 @@ mod x86 {
     /// 32 codes at `s` times `f` (finite, below 2^119 in magnitude) to bfloat16, one vector:
     /// each code's bits moved into a float16 (exactly its value times 2^-8, subnormals included)
     /// and converted by the hardware, then multiplied by `f * 2^8` — the same real product as the
-    /// value's by `f`, so the same rounding — and rounded to nearest-even; NaN codes 0xFFFF.
+    /// value's by `f`, so the same rounding — and rounded to nearest-even (by AVX512_BF16's
+    /// instruction where `CPU_BF16`, for factors [`super::products_normal`] takes); NaN codes
+    /// 0xFFFF.
     #[inline(always)]
-    unsafe fn step_half(s: *const u8, f: f32) -> __m512i {
+    unsafe fn step_half<const CPU_BF16: bool>(s: *const u8, f: f32) -> __m512i {
         // SAFETY: the caller's contract: 32 bytes at `s`; AVX-512 F and BW.
         unsafe {
             let codes = _mm256_loadu_si256(s.cast());
@@ -165,13 +174,18 @@ mod x86 {
                 _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(half)),
                 factor,
             );
-            let round = |p: __m512| {
-                let bits = _mm512_castps_si512(p);
-                let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
-                _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)))
+            let rounded = if CPU_BF16 {
+                // The first 16 elements from the second operand.
+                core::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(high, low))
+            } else {
+                let round = |p: __m512| {
+                    let bits = _mm512_castps_si512(p);
+                    let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(bits), _mm512_set1_epi32(1));
+                    _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF)))
+                };
+                let top = _mm512_loadu_si512(TOP_HALVES.as_ptr().cast());
+                _mm512_permutex2var_epi16(round(low), top, round(high))
             };
-            let top = _mm512_loadu_si512(TOP_HALVES.as_ptr().cast());
-            let rounded = _mm512_permutex2var_epi16(round(low), top, round(high));
             let nan = _mm256_cmpeq_epi8_mask(
                 _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)),
                 _mm256_set1_epi8(0x7F),
@@ -180,12 +194,40 @@ mod x86 {
         }
     }
 
-    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes.
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes, with AVX512_BF16's
+    /// rounding where the CPU has it. Call it only where `isa()` names AVX-512.
+    pub(super) fn groups_avx512(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+        if crate::lookup4::avx512_bf16() {
+            // SAFETY: `avx512_bf16()` says this CPU runs AVX-512 F, BW, VL, DQ and BF16.
+            unsafe { groups_bf16(src, group, factors, dst) }
+        } else {
+            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
+            unsafe { groups::<false>(src, group, factors, dst) }
+        }
+    }
+
+    /// [`groups`] where the CPU runs AVX512_BF16.
     ///
     /// # Safety
-    /// The CPU runs AVX-512 F, BW, VL and DQ.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn groups(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+    /// The CPU runs AVX-512 F, BW, VL, DQ and BF16.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    unsafe fn groups_bf16(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+        // SAFETY: this function's contract covers `groups`'.
+        unsafe { groups::<true>(src, group, factors, dst) }
+    }
+
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes, rounding by
+    /// AVX512_BF16's instruction where `CPU_BF16` (for the factors that allow it).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ, and BF16 where `CPU_BF16`.
+    #[inline(always)]
+    pub(super) unsafe fn groups<const CPU_BF16: bool>(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        dst: &mut [u8],
+    ) {
         // SAFETY: the writer gets each step's 64 output bytes, in order, inside `dst`.
         let mut lines = unsafe { Lines::new(dst.as_mut_ptr()) };
         // Group by group, each a whole number of steps of 32 codes.
@@ -195,7 +237,9 @@ mod x86 {
             // NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF), and the rest x86's
             // product.
             let fast = super::by_float16(f);
-            let factor = _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f });
+            let instruction = CPU_BF16 && super::products_normal(f);
+            // SAFETY: AVX-512 F by this function's contract.
+            let factor = unsafe { _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f }) };
             for k in g * per_group..(g + 1) * per_group {
                 // SAFETY: step `k` reads bytes 32k..32k+32 of `src` and writes 64 bytes at 64k
                 // of `dst`, inside both (`src` holds `group` bytes per factor, `dst` 2 bytes
@@ -203,7 +247,11 @@ mod x86 {
                 unsafe {
                     let s = src.as_ptr().add(32 * k);
                     if fast {
-                        lines.push(step_half(s, f));
+                        lines.push(if instruction {
+                            step_half::<CPU_BF16>(s, f)
+                        } else {
+                            step_half::<false>(s, f)
+                        });
                         continue;
                     }
                     let low = round(_mm512_mul_ps(decode(s), factor));
@@ -332,6 +380,11 @@ mod tests {
             f32::MAX,
             2f32.powi(-130),
             448.0 * 1.9,
+            // Where the products of the smallest codes stop being normal (AVX512_BF16's
+            // rounding would read them as zero): just above, at and below.
+            -2f32.powi(-117) * 1.5,
+            2f32.powi(-117),
+            2f32.powi(-118) * 1.75,
         ];
         // A form of `run` against the loop: every code with every kind of factor, at every
         // start within a cache line (streamed, re-cut into lines, or ordinary stores).
@@ -349,10 +402,10 @@ mod tests {
                 }
             }
         };
-        // A form of `groups` against the loop: groups of 32 (one factor of each kind apiece) and
-        // of 16.
-        let check_groups = |form: &str, groups: Form<usize>| {
-            for group in [16, 32] {
+        // A form of `groups` against the loop: groups of `sizes` (one factor of each kind
+        // apiece).
+        let check_groups = |form: &str, sizes: &[usize], groups: Form<usize>| {
+            for &group in sizes {
                 let src = &src[..group * factors.len()];
                 let mut a = vec![0u8; 2 * src.len()];
                 let mut b = a.clone();
@@ -366,9 +419,22 @@ mod tests {
         };
         // The set this machine's casts chose (every code twice over, with a tail the loop takes).
         check_runs("chosen", &src, &|s, f, d| run(s, &values, f, d));
-        check_groups("chosen", &|s, group, d| {
+        check_groups("chosen", &[16, 32], &|s, group, d| {
             groups(s, &values, group, &factors, d)
         });
+        // AVX-512's form without AVX512_BF16, where this machine has AVX-512.
+        #[cfg(target_arch = "x86_64")]
+        if crate::lookup4::avx512() {
+            check_runs("AVX-512 without BF16", &src[..512], &|s, f, d| {
+                // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; 512 codes
+                // are a multiple of 32.
+                unsafe { x86::groups::<false>(s, s.len(), &[f], d) }
+            });
+            check_groups("AVX-512 without BF16", &[32], &|s, group, d| {
+                // SAFETY: as above.
+                unsafe { x86::groups::<false>(s, group, &factors, d) }
+            });
+        }
         // AVX2's form, whatever set this machine's casts chose.
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2")
@@ -378,7 +444,7 @@ mod tests {
                 // SAFETY: this CPU runs AVX2 and F16C (checked above).
                 unsafe { x86::groups_avx2(s, s.len(), &[f], &values, d) }
             });
-            check_groups("AVX2", &|s, group, d| {
+            check_groups("AVX2", &[16, 32], &|s, group, d| {
                 // SAFETY: as above.
                 unsafe { x86::groups_avx2(s, group, &factors, &values, d) }
             });

@@ -32,8 +32,8 @@ pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
     if crate::lookup4::avx512() {
         return match (bf16, rules.divide, rules.round_bf16) {
             // The products rounded to bfloat16 are rounded to float8 on 16-bit lanes.
-            (true, true, true) if x86::cpu_bf16() => x86::words_bf16::<true>,
-            (true, false, true) if x86::cpu_bf16() => x86::words_bf16::<false>,
+            (true, true, true) if crate::lookup4::avx512_bf16() => x86::words_bf16::<true>,
+            (true, false, true) if crate::lookup4::avx512_bf16() => x86::words_bf16::<false>,
             (true, true, true) => x86::words::<true>,
             (true, false, true) => x86::words::<false>,
             (true, true, false) => x86::run::<true, true, false>,
@@ -376,11 +376,6 @@ mod x86 {
             i += count;
         }
         bad == 0
-    }
-
-    /// Whether the CPU rounds float32 to bfloat16 itself (AVX512_BF16), for [`words_bf16`].
-    pub(super) fn cpu_bf16() -> bool {
-        std::arch::is_x86_feature_detected!("avx512bf16")
     }
 
     /// `x` (float32 bits) divided or multiplied by `f`, as float32 bits.

@@ -48,6 +48,17 @@ pub(crate) fn avx512() -> bool {
     cfg!(target_arch = "x86_64") && dtcast_cast::isa() == dtcast_cast::Isa::Avx512
 }
 
+/// Whether the AVX-512 one-pass forms may round float32 to bfloat16 by AVX512_BF16's
+/// `vcvtne2ps2bf16` (nearest-even, two vectors into one): [`avx512`] and a CPU that has it. The
+/// instruction reads a float32 subnormal as a zero of its sign; each user says why that gives
+/// its bytes.
+pub(crate) fn avx512_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return avx512() && std::arch::is_x86_feature_detected!("avx512bf16");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// What a code's value times the group's factor `f` is (the general path's `scale_run`: a NaN
 /// factor gives the whole group `mul(0, f)`).
 #[inline(always)]
