@@ -119,11 +119,14 @@ impl fmt::Display for CastError {
                 "{len} bytes is not a whole number of {dtype} elements ({} bits each)",
                 dtype.bits()
             ),
-            CastError::NotByteAligned { dtype, elements } => write!(
-                f,
-                "{elements} {dtype} elements ({} bits each) do not end at a byte boundary",
-                dtype.bits()
-            ),
+            CastError::NotByteAligned { dtype, elements } => {
+                // `StorageError`'s words, overflow included.
+                let storage = dtcast_dtype::packing::StorageError::NotByteAligned {
+                    dtype: *dtype,
+                    elements: *elements,
+                };
+                write!(f, "{storage}")
+            }
             CastError::Unsupported { from, to } => write!(
                 f,
                 "no value cast from {from} to {to}: float4_e2m1fn_x2 holds two float4 values per \

@@ -279,8 +279,9 @@ impl DType {
     }
 
     /// The bytes that `elements` elements occupy, or an error when they do not end at a byte
-    /// boundary (3 int4, 2 float6) — the one place where element counts become byte counts, so
-    /// that a packed buffer is never cut inside a byte (safetensors refuses such slices too).
+    /// boundary (3 int4, 2 float6) or their bits overflow `usize` — the one place where element
+    /// counts become byte counts, so that a packed buffer is never cut inside a byte
+    /// (safetensors refuses such slices too).
     ///
     /// ```
     /// use dtcast_dtype::DType;
@@ -289,6 +290,11 @@ impl DType {
     /// assert_eq!(DType::Float6E3M2Fn.storage_bytes(4), Ok(3));
     /// let err = DType::Int4.storage_bytes(3).unwrap_err();
     /// assert_eq!(err.to_string(), "3 int4 elements (4 bits each) do not end at a byte boundary");
+    /// let err = DType::BFloat16.storage_bytes(1 << 60).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "1152921504606846976 bfloat16 elements (16 bits each) have more bytes than memory can address"
+    /// );
     /// ```
     pub fn storage_bytes(self, elements: usize) -> Result<usize, StorageError> {
         match elements.checked_mul(self.bits()) {

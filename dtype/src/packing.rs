@@ -49,11 +49,19 @@ pub enum StorageError {
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            StorageError::NotByteAligned { dtype, elements } => write!(
-                f,
-                "{elements} {dtype} elements ({} bits each) do not end at a byte boundary",
-                dtype.bits()
-            ),
+            StorageError::NotByteAligned { dtype, elements } => {
+                write!(
+                    f,
+                    "{elements} {dtype} elements ({} bits each) ",
+                    dtype.bits()
+                )?;
+                // (The count of bits overflowing is the other way `storage_bytes` fails.)
+                if elements.checked_mul(dtype.bits()).is_none() {
+                    write!(f, "have more bytes than memory can address")
+                } else {
+                    write!(f, "do not end at a byte boundary")
+                }
+            }
             StorageError::Length {
                 dtype,
                 elements,

@@ -96,8 +96,17 @@ pub fn dequantize(q: &Quantized, scheme: &Scheme, out: DType) -> Result<Vec<u8>,
     if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
         return Err(QuantError::OutputDType { dtype: out });
     }
-    let (rows, cols) = rows_cols(q.shape)?;
-    let mut dense = vec![0u8; rows * cols * out.byte_size().unwrap_or(4)];
+    // Every check before the output is allocated: a shape that the elements do not back (say
+    // [2^40, 1] over four bytes) is an error, not an allocation of terabytes.
+    let checked = plan(q.elements.len(), q, scheme, out)?;
+    let n = checked.rows * checked.cols;
+    let bytes = (n.checked_mul(out.byte_size().unwrap_or(4))).ok_or_else(|| QuantError::Shape {
+        reason: format!(
+            "the shape {:?} has more elements than memory can hold",
+            q.shape
+        ),
+    })?;
+    let mut dense = zeroed(bytes, "output")?;
     dequantize_into(q, scheme, out, &mut dense)?;
     Ok(dense)
 }
@@ -578,6 +587,16 @@ pub(crate) fn rows_cols(shape: &[usize]) -> Result<(usize, usize), QuantError> {
             reason: format!("the shape {shape:?} has more elements than memory can hold"),
         })?;
     Ok((rows, cols))
+}
+
+/// `bytes` zero bytes for the `what` buffer, or [`QuantError::Memory`] where they cannot be
+/// allocated (instead of the abort an infallible allocation would be).
+pub(crate) fn zeroed(bytes: usize, what: &'static str) -> Result<Vec<u8>, QuantError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(bytes)
+        .map_err(|_| QuantError::Memory { what, bytes })?;
+    v.resize(bytes, 0);
+    Ok(v)
 }
 
 pub(crate) fn check_len(what: &'static str, needed: usize, given: usize) -> Result<(), QuantError> {

@@ -47,6 +47,14 @@ pub enum QuantError {
         /// The dtype asked for.
         dtype: DType,
     },
+    /// A buffer the shape needs cannot be allocated (a tensor of zero columns and 2^40 rows
+    /// still has 2^40 per-channel scales).
+    Memory {
+        /// Which buffer (`scales`, `elements`, `output`).
+        what: &'static str,
+        /// Bytes needed.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for QuantError {
@@ -84,6 +92,10 @@ impl fmt::Display for QuantError {
             QuantError::OutputDType { dtype } => write!(
                 f,
                 "dequantization writes float32, bfloat16 or float16, not {dtype}"
+            ),
+            QuantError::Memory { what, bytes } => write!(
+                f,
+                "the {what} of this shape take {bytes} bytes, more than can be allocated here"
             ),
         }
     }

@@ -5,7 +5,7 @@ use dtcast_dtype::DType;
 use rayon::prelude::*;
 
 use crate::arith::{cvtt, div, internal, mul, pow2, round_bf16, DEFAULT_NAN};
-use crate::dequant::{check_len, rows_cols, Quantized};
+use crate::dequant::{check_len, rows_cols, zeroed, Quantized};
 use crate::rules::{
     ao_mx, ao_mx_rceil, ao_nvfp4, ct_fp8, ct_mx, ct_mx_finite, ct_nvfp4, ct_nvfp4_finite, Apply,
     Plan, ScaleCodes,
@@ -71,8 +71,8 @@ pub fn quantize(
 ) -> Result<QuantizedTensor, QuantError> {
     let job = Job::new(dtype, shape, scheme)?;
     check_len("input", job.input_bytes(job.rows)?, src.len())?;
-    let mut elements = vec![0u8; job.element_bytes(job.rows)];
-    let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
+    let mut elements = zeroed(job.element_bytes(job.rows), "elements")?;
+    let mut scales = scheme.scale_buffer(job.rows, job.cols)?;
     let (amax, maxima) = job.tensor_amax(src);
     let global_scale = job.rows_into(
         src,
@@ -228,7 +228,7 @@ impl<'a> Job<'a> {
         }
         scheme.check()?;
         let (rows, cols) = rows_cols(shape)?;
-        scheme.scale_count(rows, cols)?;
+        scheme.scale_bytes(rows, cols)?;
         if scheme.element.is_packed() && cols % 2 != 0 {
             return Err(QuantError::Shape {
                 reason: format!("columns {cols} are odd; float4 elements are stored two per byte"),
@@ -473,9 +473,14 @@ impl<'a> Job<'a> {
             return Ok(global_scale);
         }
         if count == 0 || cols == 0 {
-            // No elements: each scale of the rows is the scale of an all-zero block.
-            let n = scheme.scale_range(first_row, end, cols).len();
-            scales.copy_from_slice(&self.plan(&vec![0.0; n], tensor_amax)?.scales);
+            // No elements: each scale of the rows is the scale of an all-zero block, planned
+            // once (the rows may be many: 2^40 rows of no columns have 2^40 channel scales).
+            let zero = self.plan(&[0.0], tensor_amax)?.scales;
+            if !zero.is_empty() {
+                scales
+                    .chunks_exact_mut(zero.len())
+                    .for_each(|s| s.copy_from_slice(&zero));
+            }
             return Ok(global_scale);
         }
         // Bands of rows whose scales no other rows share, on the thread pool: each band's amax,

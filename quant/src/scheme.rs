@@ -257,6 +257,45 @@ impl Scheme {
         Ok(())
     }
 
+    /// The bytes of the scales of a `[rows, cols]` tensor as stored, or why the shape does not
+    /// suit (more than memory can address among the reasons).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
+    /// assert_eq!(channel.scale_bytes(4096, 0)?, 8192); // one bfloat16 scale per row
+    /// assert!(channel.scale_bytes(1 << 63, 0).is_err()); // 2^64 bytes
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn scale_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        let count = self.scale_count(rows, cols)?;
+        count
+            .checked_mul(self.scale.byte_size().unwrap_or(1))
+            .ok_or_else(|| QuantError::Shape {
+                reason: format!(
+                    "a [{rows}, {cols}] tensor has {count} scales, more bytes than memory can hold"
+                ),
+            })
+    }
+
+    /// A zeroed buffer for the scales of a `[rows, cols]` tensor ([`scale_bytes`](Self::scale_bytes)
+    /// long: what [`quantize_rows`](crate::quantize_rows) fills), or an error where the shape
+    /// does not suit or the bytes cannot be allocated — never an abort.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
+    /// assert_eq!(channel.scale_buffer(3, 64)?.len(), 6);
+    /// // 2^50 rows of no columns: 2 PiB of scales.
+    /// assert!(channel.scale_buffer(1 << 50, 0).is_err());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn scale_buffer(&self, rows: usize, cols: usize) -> Result<Vec<u8>, QuantError> {
+        crate::dequant::zeroed(self.scale_bytes(rows, cols)?, "scales")
+    }
+
     /// The number of scales a `[rows, cols]` tensor has, or why the shape does not suit.
     pub fn scale_count(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
         Ok(match self.granularity {

@@ -204,6 +204,20 @@ pub fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Ve
     out
 }
 
+/// A file `dir/name` with `header` as its safetensors JSON header and `data` after it (any
+/// header, valid or not), whose path is returned.
+///
+/// # Panics
+/// If it cannot be written.
+pub fn file_with(dir: &std::path::Path, name: &str, header: &str, data: &[u8]) -> PathBuf {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("file written");
+    p
+}
+
 /// A float32 checkpoint at `path` with one tensor per `(name, values)`.
 ///
 /// # Panics

@@ -8,6 +8,7 @@ use dtcast::layer::checkpoint::{
     convert_file, convert_index, load_map, save, Checkpoint, ConvertOptions,
 };
 use dtcast::{DType, LayerError, Tensor};
+use dtcast_tests::file_with;
 use proptest::prelude::*;
 
 fn sample() -> Vec<(String, Tensor)> {
@@ -221,16 +222,6 @@ fn sharded_checkpoints_convert_shard_by_shard_with_a_new_index() {
         &|_, _| {}
     )
     .is_err());
-}
-
-/// A file with `header` as its JSON header and `data` after it.
-fn file_with(dir: &Path, name: &str, header: &str, data: &[u8]) -> PathBuf {
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend(header.as_bytes());
-    bytes.extend(data);
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
 }
 
 #[test]

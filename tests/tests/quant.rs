@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use dtcast::quant::{dequantize, Quantized, Scheme};
+use dtcast::quant::{dequantize, quantize, Quantized, Scheme};
 use dtcast::DType;
 use dtcast_tests::{fixture, hex};
 use serde_json::Value;
@@ -190,8 +190,101 @@ fn bad_input_is_an_error_naming_what_is_wrong() {
 }
 
 #[test]
+fn shapes_no_buffer_backs_are_errors_never_aborts_or_endless_loops() {
+    let bf16 = DType::BFloat16;
+    let tensor = Scheme::named("ct_fp8_tensor", bf16).unwrap();
+    let channel = Scheme::named("ct_fp8_channel", bf16).unwrap();
+    let mx = Scheme::named("ct_mxfp4", bf16).unwrap();
+    // Dequantizing: the shape is checked against the elements before the output (4 TiB of
+    // float32 here) is allocated.
+    let q = Quantized {
+        elements: &[0; 4],
+        shape: &[1 << 40, 1],
+        scales: &[0x00, 0x3F],
+        global_scale: None,
+    };
+    let e = dequantize(&q, &tensor, DType::Float32)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "the elements hold 4 bytes; the shape and scheme need 1099511627776"
+    );
+    // Quantizing rows of no columns: each channel's scale is an all-zero channel's,
+    // compressed-tensors' bfloat16 eps 2^-7 (0x3C00) where amax / 448 is 0.
+    let q = quantize(&[], bf16, &[1000, 0], &channel).unwrap();
+    assert!(q.elements.is_empty());
+    assert_eq!(q.scales, [0x00, 0x3C].repeat(1000));
+    // 2^62 such rows: 2^63 bytes of bfloat16 scales, which cannot be allocated.
+    let e = quantize(&[], bf16, &[1 << 62, 0], &channel)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "the scales of this shape take 9223372036854775808 bytes, more than can be allocated here"
+    );
+    // 2^63 rows of float32 scales: the byte count itself overflows.
+    let f32_channel = Scheme::named("ct_fp8_channel", DType::Float32).unwrap();
+    let e = quantize(&[], DType::Float32, &[1 << 63, 0], &f32_channel)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more bytes than memory can hold"), "{e}");
+    // Groups of no columns: no scales, and no pass over 2^60 empty rows.
+    let q = quantize(&[], bf16, &[1 << 60, 0], &mx).unwrap();
+    assert!(q.elements.is_empty() && q.scales.is_empty());
+}
+
+#[test]
+fn weights_of_no_columns_convert_both_ways_without_a_pass_per_row() {
+    // A safetensors file may declare 2^60 rows of no columns over no bytes. Quantizing it and
+    // dequantizing the result finish at once (they once looped over empty bands of rows, and
+    // allocated a chunk list or scales per row until the allocation aborted); where the scales
+    // themselves cannot be stored, the error says so and nothing is written.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let name = "model.layers.0.mlp.down_proj.weight";
+    let header = |rows: u64| {
+        format!(r#"{{"{name}":{{"dtype":"BF16","shape":[{rows},0],"data_offsets":[0,0]}}}}"#)
+    };
+    let convert = |from: &std::path::Path, to: &std::path::Path, flags: &[&str]| {
+        convert_cli(from.to_str().unwrap(), to.to_str().unwrap(), flags)
+    };
+    let input = dtcast_tests::file_with(d, "in.safetensors", &header(1 << 60), &[]);
+    let quantized = d.join("mxfp4.safetensors");
+    let r = convert(&input, &quantized, &["--quantize", "mxfp4"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (packed, scale) = (format!("{name}_packed"), format!("{name}_scale"));
+    assert_eq!(
+        layout(&read_sorted(&quantized)),
+        [
+            (packed, DType::UInt8, vec![1 << 60, 0]),
+            (scale, DType::UInt8, vec![1 << 60, 0]),
+        ]
+    );
+    let dense = d.join("dense.safetensors");
+    let r = convert(&quantized, &dense, &["--dtype", "bfloat16"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let dense_name = name.to_owned();
+    assert_eq!(
+        layout(&read_sorted(&dense)),
+        [(dense_name, DType::BFloat16, vec![1 << 60, 0])]
+    );
+    // 2^62 rows have 2^62 channel scales: more bytes than memory can address.
+    let input = dtcast_tests::file_with(d, "in62.safetensors", &header(1 << 62), &[]);
+    let out = d.join("channel.safetensors");
+    let r = convert(&input, &out, &["--quantize", "fp8-channel"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("have more bytes than memory can address"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+}
+
+#[test]
 fn quantizing_refuses_scales_it_would_store_wrongly_and_bands_that_split_a_block() {
-    use dtcast::quant::{quantize, quantize_rows, TensorAmax};
+    use dtcast::quant::{quantize_rows, TensorAmax};
     let bf16_input = vec![0u8; 2 * 256 * 128];
     // compressed-tensors keeps FP8 scales in the weight's dtype: a scheme named for float32 would
     // be read back as float32 scales, so quantizing a bfloat16 weight with it is refused.
@@ -1398,7 +1491,7 @@ fn a_weight_larger_than_a_band_quantizes_and_dequantizes_in_bands_as_it_does_who
     // the library's quantization / dequantization of the whole tensor, for a per-tensor scale,
     // 2-D blocks, groups with a global scale, and gpt-oss's transposed experts.
     use dtcast::layer::checkpoint::{save, Checkpoint};
-    use dtcast::quant::{dequantize, quantize, Quantized};
+
     let dir = tempfile::tempdir().unwrap();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut values = |n: usize| -> Vec<f32> {

@@ -401,7 +401,11 @@ pub(crate) fn write_converted(
                     to: options.dtype,
                     dequant: Some(k),
                 };
-                chunks.extend(chunk.split(rows, per));
+                // A dense tensor of no elements has nothing to read or write (its rows may be
+                // 2^60 of no columns: no chunk per few of them).
+                if n > 0 {
+                    chunks.extend(chunk.split(rows, per));
+                }
                 continue;
             }
             Some(_) => continue,

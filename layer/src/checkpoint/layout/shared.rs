@@ -57,8 +57,11 @@ pub(super) fn quantize_bands(
     progress: &mut dyn FnMut(u64),
 ) -> Result<(), LayerError> {
     let named = |err: QuantError| err_named(e, err);
-    // Band starts; one empty band for a weight of no rows (its scales are still written).
-    let starts = (0..rows.max(1)).step_by(band.max(1));
+    // Band starts; one empty band for a weight of no rows (its scales are still written), and
+    // one band of every row for a weight of no columns: nothing to read, and bands of a fixed
+    // byte size would be 2^40 of them for 2^60 empty rows.
+    let band = if cols == 0 { rows.max(1) } else { band.max(1) };
+    let starts = (0..rows.max(1)).step_by(band);
     let mut input = Vec::new();
     let mut amax = TensorAmax::default();
     if scheme.uses_tensor_amax() {
@@ -68,7 +71,8 @@ pub(super) fn quantize_bands(
         }
     }
     let scale_size = scheme.scale.byte_size().unwrap_or(1);
-    let mut scales = vec![0u8; scheme.scale_range(0, rows, cols).len() * scale_size];
+    // (An error, not an abort, where the scales of the shape cannot be allocated.)
+    let mut scales = scheme.scale_buffer(rows, cols).map_err(named)?;
     let mut elements = Vec::new();
     let mut global = None;
     for first in starts {
