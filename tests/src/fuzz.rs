@@ -105,14 +105,194 @@ pub fn cast_hex(data: &[u8]) {
     }
 }
 
+/// Fuzz input read front to back: a byte, a little-endian number, the rest (0 past the end).
+struct Bytes<'a>(&'a [u8]);
+
+impl<'a> Bytes<'a> {
+    fn byte(&mut self) -> u8 {
+        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
+        self.0 = rest;
+        b
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+
+    /// A dimension: mostly small (the sizes groups and blocks come in), sometimes anything.
+    fn dim(&mut self) -> usize {
+        match self.byte() % 8 {
+            0 => self.u32() as usize,
+            1 => 1 << (self.byte() % 64),
+            k => usize::from(self.byte()) * [1, 1, 2, 16, 32, 128][usize::from(k) - 2],
+        }
+    }
+
+    /// A shape of 0 to 3 dimensions.
+    fn shape(&mut self) -> Vec<usize> {
+        (0..self.byte() % 4).map(|_| self.dim()).collect()
+    }
+
+    /// A scheme by name, for a float32 or bfloat16 weight.
+    fn scheme(&mut self) -> (dtcast::quant::Scheme, DType) {
+        use dtcast::quant::Scheme;
+        let name = Scheme::NAMES[usize::from(self.byte()) % Scheme::NAMES.len()];
+        let weight = [DType::Float32, DType::BFloat16][usize::from(self.byte() % 2)];
+        (Scheme::named(name, weight).expect("a known name"), weight)
+    }
+
+    fn rest(self) -> &'a [u8] {
+        self.0
+    }
+}
+
+/// A quantization error: one short line.
+fn short(e: &dtcast::quant::QuantError) {
+    let m = e.to_string();
+    assert!(!m.contains('\n') && m.len() < 600, "{m}");
+}
+
+/// `dequantize` of arbitrary elements, scales, shape, scheme, global scale and output dtype:
+/// refused with one short line (never a panic, an abort or an allocation the buffers do not
+/// back), or the dense tensor's bytes, exactly.
+pub fn dequantize(data: &[u8]) {
+    use dtcast::quant::{dequantize, Quantized};
+    let mut b = Bytes(data);
+    let (scheme, _) = b.scheme();
+    let out =
+        [DType::Float32, DType::BFloat16, DType::Float16, DType::Int8][usize::from(b.byte() % 4)];
+    let shape = b.shape();
+    let global = (b.byte() % 2 == 1).then(|| f32::from_bits(b.u32()));
+    let split = usize::from(b.byte()) * 4;
+    let rest = b.rest();
+    let (elements, scales) = rest.split_at(split.min(rest.len()));
+    let q = Quantized {
+        elements,
+        shape: &shape,
+        scales,
+        global_scale: global,
+    };
+    match dequantize(&q, &scheme, out) {
+        Ok(dense) => {
+            let n: usize = shape.iter().product();
+            assert_eq!(Ok(dense.len()), out.storage_bytes(n));
+        }
+        Err(e) => short(&e),
+    }
+}
+
+/// `quantize` of arbitrary input, shape and scheme: refused with one short line, or elements
+/// and scales of exactly the sizes the shape needs, which dequantize back to the shape.
+pub fn quantize(data: &[u8]) {
+    use dtcast::quant::{dequantize, quantize};
+    let mut b = Bytes(data);
+    let (scheme, weight) = b.scheme();
+    let dtype = [weight, DType::Float16][usize::from(b.byte() % 8 == 7)];
+    let shape = b.shape();
+    let src = b.rest();
+    // Shapes of no columns and 2^30 rows are valid and have 2^30 channel scales: allocating them
+    // is right, but not what a fuzzer's memory limit allows (the unit tests hold the shapes
+    // whose scales cannot be allocated to an error).
+    let matrix = shape.split_last().and_then(|(&c, lead)| {
+        let rows = lead.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+        Some((rows, c))
+    });
+    if matrix.is_some_and(|(rows, cols)| scheme.scale_bytes(rows, cols).is_ok_and(|b| b > 1 << 24))
+    {
+        return;
+    }
+    match quantize(src, dtype, &shape, &scheme) {
+        Ok(q) => {
+            let n: usize = shape.iter().product();
+            assert_eq!(Ok(q.elements.len()), scheme.element.storage_bytes(n));
+            let (rows, cols) = matrix.expect("a shape of no dimensions is refused");
+            assert_eq!(Ok(q.scales.len()), scheme.scale_bytes(rows, cols));
+            let dense = dequantize(&q.view(&shape), &scheme, dtype).expect("its own output reads");
+            assert_eq!(dense.len(), src.len());
+        }
+        Err(e) => short(&e),
+    }
+}
+
+/// The `config.json` files of the seven reference checkpoints, for [`convert`].
+const CONFIGS: [&str; 7] = [
+    include_str!("../fixtures/scaled/checkpoints/ct_fp8_block/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/ct_fp8_channel/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/ct_mxfp4/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/ct_mxfp8/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/ct_nvfp4/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/deepseek_fp8_block/config.json"),
+    include_str!("../fixtures/scaled/checkpoints/gptoss_mxfp4/config.json"),
+];
+
+/// `dtcast convert` (the library's `convert_file`) of an arbitrary safetensors file, beside one
+/// of the reference checkpoints' `config.json` or none, dequantizing (`--dtype bfloat16`) or
+/// quantizing (`--quantize`, each scheme and format): refused with an error and no output, or
+/// an output that opens and whose every tensor reads.
+pub fn convert(data: &[u8]) {
+    use dtcast::layer::checkpoint::{
+        convert_file, Checkpoint, ConvertOptions, Quantize, QuantizedFormat,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static RUN: AtomicUsize = AtomicUsize::new(0);
+    let [how, config, file @ ..] = data else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "dtcast-fuzz-convert-{}-{}",
+        std::process::id(),
+        RUN.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let input = dir.join("model.safetensors");
+    std::fs::write(&input, file).expect("the input written");
+    if let Some(text) = CONFIGS.get(usize::from(*config)) {
+        std::fs::write(dir.join("config.json"), text).expect("config.json written");
+    }
+    let mut options = ConvertOptions::new(DType::BFloat16);
+    let schemes = [
+        "fp8-tensor",
+        "fp8-channel",
+        "fp8-block",
+        "mxfp8",
+        "mxfp4",
+        "nvfp4",
+    ];
+    if let Some(scheme) = schemes.get(usize::from(how % 8)) {
+        let format = QuantizedFormat::ALL[usize::from(how / 8 % 3)];
+        options.quantize = Some(Quantize {
+            scheme: (*scheme).to_owned(),
+            ignore: Vec::new(),
+            format,
+        });
+    }
+    let out = dir.join("out.safetensors");
+    match convert_file(&input, &out, &options, &|_, _| {}) {
+        Ok(_) => {
+            let c = Checkpoint::open(&out).expect("the output opens");
+            for e in c.entries() {
+                c.read(e).expect("every tensor of the output reads");
+            }
+        }
+        Err(e) => {
+            assert!(!out.exists(), "an error left an output: {e}");
+            assert!(e.to_string().len() < 2000, "{e}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).expect("the scratch folder removed");
+}
+
 /// A fuzz target's body.
 pub type Body = fn(&[u8]);
 
 /// Every target: its name (the folder of its corpus) and its body.
-pub const TARGETS: [(&str, Body); 5] = [
+pub const TARGETS: [(&str, Body); 8] = [
     ("safetensors_header", safetensors_header),
     ("index", index),
     ("dtype_name", dtype_name),
     ("promote_operands", promote_operands),
     ("cast_hex", cast_hex),
+    ("dequantize", dequantize),
+    ("quantize", quantize),
+    ("convert", convert),
 ];
