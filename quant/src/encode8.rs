@@ -5,9 +5,9 @@
 //! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
 //! elements per step in registers (`narrow::code`), or 32 where the products are rounded to
 //! bfloat16 (compressed-tensors' arithmetic on bfloat16 weights): the float8 rounding then runs
-//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it);
-//! elsewhere the same steps on one element, a loop LLVM vectorises for the chosen instruction set
-//! ([`by_lanes`]). MX groups of bfloat16,
+//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it;
+//! on AVX2 `x86::words_avx2`, 16 a step); elsewhere the same steps on one element, a loop LLVM
+//! vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16,
 //! whose factors are powers of two, skip the float32 lanes: an exponent shift and the rounding
 //! on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are reported
 //! for the general path (`quantize::encode_general`, the definition the tests there hold this
@@ -42,6 +42,15 @@ pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
             (false, true, false) => x86::run::<false, true, false>,
             (false, false, true) => x86::run::<false, false, true>,
             (false, false, false) => x86::run::<false, false, false>,
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx2() && bf16 && rules.round_bf16 {
+        // The same 16-bit lanes, 16 elements a step.
+        return if rules.divide {
+            x86::words_avx2::<true>
+        } else {
+            x86::words_avx2::<false>
         };
     }
     loop_kernel(bf16, rules)
@@ -378,6 +387,76 @@ mod x86 {
         bad == 0
     }
 
+    /// [`words`] on AVX2, 16 elements a step: the products on two vectors of 32-bit lanes,
+    /// rounded to bfloat16 on the bits and merged back into element order, then clamped and
+    /// rounded to float8 on 16-bit lanes. AVX2 has no variable 16-bit shifts: a step with an
+    /// element between 2^-10 and 2^-6 (a float8 subnormal other than 0; rare in scaled weights)
+    /// takes the loop form ([`super::codes`]) instead, as does the last partial step.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2; `src` holds `out.len()` bfloat16 elements.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn words_avx2<const DIVIDE: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        debug_assert_eq!(src.len(), out.len() * 2);
+        let by_loop = |src: &[u8], out: &mut [u8]| {
+            let bits = |b: &[u8; 2]| u32::from(u16::from_le_bytes(*b)) << 16;
+            super::codes::<DIVIDE, true, 2>(src.as_chunks::<2>().0, f, out, bits)
+        };
+        let factor = _mm256_set1_ps(f);
+        let set = |v: u16| _mm256_set1_epi16(v as i16);
+        let product = |x: __m256i| {
+            let xf = _mm256_castsi256_ps(x);
+            let y = _mm256_castps_si256(if DIVIDE {
+                _mm256_div_ps(xf, factor)
+            } else {
+                _mm256_mul_ps(xf, factor)
+            });
+            // To bfloat16, nearest-even (a NaN is reported, whatever its bits become).
+            let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(y), _mm256_set1_epi32(1));
+            _mm256_add_epi32(y, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)))
+        };
+        let (mut bad, mut ok) = (_mm256_setzero_si256(), true);
+        let steps = out.len() / 16;
+        for k in 0..steps {
+            let (s, o) = (&src[32 * k..32 * k + 32], &mut out[16 * k..16 * k + 16]);
+            // SAFETY: `s` holds 32 bytes; AVX2 by this function's contract.
+            let x = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
+            let even = product(_mm256_slli_epi32::<16>(x));
+            let odd = product(_mm256_and_si256(
+                x,
+                _mm256_set1_epi32(0xFFFF_0000u32 as i32),
+            ));
+            // Each product's bfloat16 bits back in its element's 16-bit lane.
+            let y = _mm256_blend_epi16::<0xAA>(_mm256_srli_epi32::<16>(even), odd);
+            let a = _mm256_and_si256(y, set(0x7FFF));
+            // (Magnitudes are below 0x8000: signed compares serve.)
+            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
+            let a = _mm256_min_epu16(a, set(0x43E0));
+            let below = _mm256_cmpgt_epi16(set(0x3C80), a);
+            let zero = _mm256_cmpgt_epi16(set(0x3A81), a);
+            if _mm256_movemask_epi8(_mm256_andnot_si256(zero, below)) != 0 {
+                ok &= by_loop(s, o);
+                continue;
+            }
+            let half_up = _mm256_and_si256(_mm256_srli_epi16::<4>(a), set(1));
+            let rounded = _mm256_add_epi16(_mm256_add_epi16(a, set(7)), half_up);
+            let normal = _mm256_sub_epi16(_mm256_srli_epi16::<4>(rounded), set(120 << 3));
+            let code = _mm256_andnot_si256(below, normal);
+            let sign = _mm256_and_si256(_mm256_srli_epi16::<8>(y), set(0x80));
+            // Codes to bytes (packing works per 128-bit lane: the two halves put side by side).
+            let packed = _mm256_packus_epi16(_mm256_or_si256(code, sign), _mm256_setzero_si256());
+            let bytes = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b1000>(packed));
+            // SAFETY: `o` holds 16 bytes.
+            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), bytes) };
+        }
+        ok &= by_loop(&src[32 * steps..], &mut out[16 * steps..]);
+        ok && _mm256_testz_si256(bad, bad) == 1
+    }
+
     /// `x` (float32 bits) divided or multiplied by `f`, as float32 bits.
     #[inline(always)]
     unsafe fn product<const DIVIDE: bool>(x: __m512i, f: __m512) -> __m512i {
@@ -538,6 +617,11 @@ mod tests {
                                 x86::words::<true>
                             } else {
                                 x86::words::<false>
+                            });
+                            kernels.push(if divide {
+                                x86::words_avx2::<true>
+                            } else {
+                                x86::words_avx2::<false>
                             });
                         }
                         for wide_kernel in kernels {
