@@ -72,8 +72,8 @@ fn loop_kernel(bf16: bool, rules: Rules) -> Kernel {
 
 /// MX float8 of bfloat16 groups of 32 whose factors are powers of two: group `g`'s elements
 /// times `2^shifts[g]` (-127 ..= 127), clamped to 448 and rounded to float8_e4m3fn on 16-bit
-/// lanes (AVX-512: 32 a step; elsewhere [`pow2_lanes`], a loop LLVM vectorises). The product
-/// is an exponent shift, exact wherever it is normal — and where it is not, its code is zero
+/// lanes (AVX-512: 32 a step; AVX2: 16; elsewhere [`pow2_lanes`], a loop LLVM vectorises). The
+/// product is an exponent shift, exact wherever it is normal — and where it is not, its code is zero
 /// whatever the arithmetic before it (bfloat16 rounding or not), the sign kept. False, with
 /// `out` unspecified, where an element is inf or NaN, or subnormal with a shift up (the per-run
 /// kernels' business).
@@ -89,6 +89,12 @@ pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
         // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; the lengths match
         // and every shift is in range (checked above).
         return unsafe { x86::pow2_groups(src, shifts, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx2() {
+        // SAFETY: `avx2()` says this CPU runs AVX2; the lengths match and every shift is in
+        // range (checked above).
+        return unsafe { x86::pow2_groups_avx2(src, shifts, out) };
     }
     crate::simd::with_best_isa(
         #[inline(always)]
@@ -435,12 +441,34 @@ mod x86 {
             let a = _mm256_and_si256(y, set(0x7FFF));
             // (Magnitudes are below 0x8000: signed compares serve.)
             bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
-            let a = _mm256_min_epu16(a, set(0x43E0));
+            // SAFETY: AVX2 by this function's contract.
+            match unsafe { e4m3_codes_avx2(_mm256_min_epu16(a, set(0x43E0)), y) } {
+                // SAFETY: `o` holds 16 bytes.
+                Some(codes) => unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), codes) },
+                None => ok &= by_loop(s, o),
+            }
+        }
+        ok &= by_loop(&src[32 * steps..], &mut out[16 * steps..]);
+        ok && _mm256_testz_si256(bad, bad) == 1
+    }
+
+    /// The float8_e4m3fn codes (bytes) of 16 bfloat16 magnitudes `a` at most 448 (16-bit lanes,
+    /// [`super::e4m3_code16`]), each with the sign bit of its lane of `y`; `None` where a lane
+    /// lies between 2^-10 and 2^-6, whose rounding needs the shifts AVX2 lacks (at most 2^-10
+    /// rounds to 0).
+    ///
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[inline(always)]
+    unsafe fn e4m3_codes_avx2(a: __m256i, y: __m256i) -> Option<__m128i> {
+        // SAFETY: AVX2 by the caller's contract.
+        unsafe {
+            let set = |v: u16| _mm256_set1_epi16(v as i16);
+            // (Magnitudes are below 0x8000: signed compares serve.)
             let below = _mm256_cmpgt_epi16(set(0x3C80), a);
             let zero = _mm256_cmpgt_epi16(set(0x3A81), a);
             if _mm256_movemask_epi8(_mm256_andnot_si256(zero, below)) != 0 {
-                ok &= by_loop(s, o);
-                continue;
+                return None;
             }
             let half_up = _mm256_and_si256(_mm256_srli_epi16::<4>(a), set(1));
             let rounded = _mm256_add_epi16(_mm256_add_epi16(a, set(7)), half_up);
@@ -449,11 +477,64 @@ mod x86 {
             let sign = _mm256_and_si256(_mm256_srli_epi16::<8>(y), set(0x80));
             // Codes to bytes (packing works per 128-bit lane: the two halves put side by side).
             let packed = _mm256_packus_epi16(_mm256_or_si256(code, sign), _mm256_setzero_si256());
-            let bytes = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b1000>(packed));
-            // SAFETY: `o` holds 16 bytes.
-            unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), bytes) };
+            Some(_mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b1000>(
+                packed,
+            )))
         }
-        ok &= by_loop(&src[32 * steps..], &mut out[16 * steps..]);
+    }
+
+    /// [`super::pow2_groups`] on AVX2: each half group an exponent shift and the float8
+    /// rounding on 16-bit lanes ([`e4m3_codes_avx2`]); a group with a float8 subnormal other
+    /// than 0 by the loop form ([`super::pow2_lanes`]).
+    ///
+    /// # Safety
+    /// The CPU runs AVX2; `src` holds 64 bytes and `out` 32 per shift, each shift in
+    /// -127 ..= 127.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn pow2_groups_avx2(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+        let set = |v: u16| _mm256_set1_epi16(v as i16);
+        let (mut bad, mut ok) = (_mm256_setzero_si256(), true);
+        for (g, &k) in shifts.iter().enumerate() {
+            let (s, o) = (&src[64 * g..64 * g + 64], &mut out[32 * g..32 * g + 32]);
+            let field = set((k.unsigned_abs() as u16) << 7);
+            let mut codes = [_mm_setzero_si128(); 2];
+            let mut by_shifts = true;
+            for (half, c) in codes.iter_mut().enumerate() {
+                // SAFETY: `s` holds 64 bytes.
+                let x = unsafe { _mm256_loadu_si256(s.as_ptr().add(32 * half).cast()) };
+                let a = _mm256_and_si256(x, set(0x7FFF));
+                // inf and NaN; a subnormal scaled up is not an exponent shift (signed compares
+                // serve: magnitudes are below 0x8000).
+                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
+                let scaled = if k >= 0 {
+                    let zero = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
+                    if k > 0 {
+                        let subnormal = _mm256_andnot_si256(zero, _mm256_cmpgt_epi16(set(0x80), a));
+                        bad = _mm256_or_si256(bad, subnormal);
+                    }
+                    // Zeros stay zero; the sum saturates far above the clamp.
+                    _mm256_andnot_si256(zero, _mm256_adds_epu16(a, field))
+                } else {
+                    // Below the smallest normal the difference is tiny or saturates at zero: its
+                    // code is zero either way.
+                    _mm256_subs_epu16(a, field)
+                };
+                // SAFETY: AVX2 by this function's contract.
+                match unsafe { e4m3_codes_avx2(_mm256_min_epu16(scaled, set(0x43E0)), x) } {
+                    Some(bytes) => *c = bytes,
+                    None => by_shifts = false,
+                }
+            }
+            if by_shifts {
+                // SAFETY: `o` holds 32 bytes.
+                unsafe {
+                    _mm_storeu_si128(o.as_mut_ptr().cast(), codes[0]);
+                    _mm_storeu_si128(o.as_mut_ptr().add(16).cast(), codes[1]);
+                }
+            } else {
+                ok &= super::pow2_lanes(s, &[k], o);
+            }
+        }
         ok && _mm256_testz_si256(bad, bad) == 1
     }
 
@@ -642,7 +723,7 @@ mod tests {
         }
     }
 
-    /// The exponent-shift forms (the loop, and AVX-512's where the CPU has it) give the
+    /// The exponent-shift forms (the loop, and AVX-512's and AVX2's where the CPU has them) give the
     /// multiplying kernel's bytes (by `2^k`, with bfloat16 rounding and without: the product is
     /// exact where it matters) wherever they do not report, and report alike: random bfloat16
     /// bits (subnormals, zeros, inf and NaN among them) and bfloat16's smallest magnitudes,
@@ -652,16 +733,23 @@ mod tests {
         let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let (mut reported, mut compared) = (0, 0);
         for k in -127i32..=127 {
-            for round in 0..8 {
+            for round in 0..10 {
                 let values: Vec<u16> = (0..32)
                     .map(|_| {
                         let r = next();
-                        match round % 4 {
+                        match round % 5 {
                             0 => r as u16,
                             1 => (r as u16) & 0x80FF,
                             2 if r.is_multiple_of(11) => {
                                 [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
                             }
+                            // Values the shift takes into float8's normal range (2^-6 and up,
+                            // past 448 too), and zeros.
+                            4 if !r.is_multiple_of(13) => {
+                                let e = (121 + (r >> 16) % 14) as i32 - k;
+                                ((r as u16) & 0x807F) | (e.clamp(1, 254) as u16) << 7
+                            }
+                            4 => (r as u16) & 0x8000,
                             _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,
                         }
                     })
@@ -678,6 +766,17 @@ mod tests {
                     assert_eq!(wide_ok, ok, "k {k}, {values:04x?}");
                     if ok {
                         assert_eq!(wide, shifted, "k {k}, {values:04x?}");
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    let mut wide = [0u8; 32];
+                    // SAFETY: this CPU runs AVX2; 64 bytes in, 32 out, and the shift is in
+                    // range.
+                    let wide_ok = unsafe { x86::pow2_groups_avx2(&src, &[k], &mut wide) };
+                    assert_eq!(wide_ok, ok, "AVX2: k {k}, {values:04x?}");
+                    if ok {
+                        assert_eq!(wide, shifted, "AVX2: k {k}, {values:04x?}");
                     }
                 }
                 let special = values.iter().any(|v| v & 0x7F80 == 0x7F80);
