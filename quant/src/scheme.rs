@@ -298,16 +298,16 @@ impl Scheme {
 
     /// The number of scales a `[rows, cols]` tensor has, or why the shape does not suit.
     pub fn scale_count(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
-        Ok(match self.granularity {
-            Granularity::Tensor => 1,
-            Granularity::Channel => rows,
+        let count = match self.granularity {
+            Granularity::Tensor => Some(1),
+            Granularity::Channel => Some(rows),
             Granularity::Group(k) => {
                 if k == 0 || !cols.is_multiple_of(k) {
                     return Err(QuantError::Shape {
                         reason: format!("columns {cols} are not a multiple of the group size {k}"),
                     });
                 }
-                rows * (cols / k)
+                rows.checked_mul(cols / k)
             }
             Granularity::Block(br, bc) => {
                 if br == 0 || bc == 0 {
@@ -315,8 +315,12 @@ impl Scheme {
                         reason: "a block of zero rows or columns".to_owned(),
                     });
                 }
-                rows.div_ceil(br) * cols.div_ceil(bc)
+                rows.div_ceil(br).checked_mul(cols.div_ceil(bc))
             }
+        };
+        // (Only a shape of more elements than memory can hold has more scales than that.)
+        count.ok_or_else(|| QuantError::Shape {
+            reason: format!("a [{rows}, {cols}] tensor has more scales than memory can hold"),
         })
     }
 
@@ -373,8 +377,9 @@ impl Scheme {
     }
 
     /// The indices of the scales that rows `start..end` of a `cols`-column tensor use (`start` a
-    /// multiple of [`row_alignment`](Scheme::row_alignment)); the one scale of a per-tensor
-    /// scheme.
+    /// multiple of [`row_alignment`](Scheme::row_alignment), `end` at most the rows of a shape
+    /// [`scale_count`](Scheme::scale_count) accepts, so that every index fits); the one scale
+    /// of a per-tensor scheme.
     pub fn scale_range(&self, start: usize, end: usize, cols: usize) -> std::ops::Range<usize> {
         match self.granularity {
             Granularity::Tensor => 0..1,

@@ -232,6 +232,9 @@ fn shapes_no_buffer_backs_are_errors_never_aborts_or_endless_loops() {
     // Groups of no columns: no scales, and no pass over 2^60 empty rows.
     let q = quantize(&[], bf16, &[1 << 60, 0], &mx).unwrap();
     assert!(q.elements.is_empty() && q.scales.is_empty());
+    // Counting the scales of any shape answers (2^75 groups of 32 here), never overflows.
+    let e = mx.scale_count(1 << 40, 1 << 40).unwrap_err().to_string();
+    assert!(e.contains("more scales than memory can hold"), "{e}");
 }
 
 #[test]
