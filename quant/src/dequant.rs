@@ -345,9 +345,7 @@ impl DequantPlan {
             })?;
         check_len("elements", needed, element_bytes)?;
         scheme.check()?;
-        let count = scheme.scale_count(rows, cols)?;
-        let scale_bytes = scheme.scale.byte_size().unwrap_or(1);
-        check_len("scales", count * scale_bytes, scales.len())?;
+        check_len("scales", scheme.scale_bytes(rows, cols)?, scales.len())?;
         if global_scale.is_some() != scheme.global_scale {
             return Err(QuantError::GlobalScale {
                 needed: scheme.global_scale,

@@ -223,8 +223,19 @@ fn shapes_no_buffer_backs_are_errors_never_aborts_or_endless_loops() {
         e,
         "the scales of this shape take 9223372036854775808 bytes, more than can be allocated here"
     );
-    // 2^63 rows of float32 scales: the byte count itself overflows.
+    // 2^63 rows of float32 scales: the byte count itself overflows, quantizing or dequantizing
+    // (2^62 rows of no columns, here; the fuzzer's find).
     let f32_channel = Scheme::named("ct_fp8_channel", DType::Float32).unwrap();
+    let q = Quantized {
+        elements: &[],
+        shape: &[1 << 62, 0],
+        scales: &[],
+        global_scale: None,
+    };
+    let e = dequantize(&q, &f32_channel, DType::Float32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more bytes than memory can hold"), "{e}");
     let e = quantize(&[], DType::Float32, &[1 << 63, 0], &f32_channel)
         .unwrap_err()
         .to_string();
