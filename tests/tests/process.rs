@@ -36,6 +36,8 @@ struct Child {
     child: std::process::Child,
     stderr: BufReader<std::process::ChildStderr>,
     seen: String,
+    /// Whether [`Child::signal`] was called.
+    signaled: bool,
 }
 
 fn spawn(args: &[&str], fault: &str, cwd: &Path) -> Child {
@@ -53,6 +55,7 @@ fn spawn(args: &[&str], fault: &str, cwd: &Path) -> Child {
         child,
         stderr,
         seen: String::new(),
+        signaled: false,
     }
 }
 
@@ -76,16 +79,22 @@ impl Child {
         stdin.flush().unwrap();
     }
 
-    fn signal(&self, signal: i32) {
+    fn signal(&mut self, signal: i32) {
         // SAFETY: kill(2) on our own child's pid.
         let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
         assert_eq!(rc, 0);
+        self.signaled = true;
     }
 
-    /// (exit code, killing signal, stderr)
+    /// (exit code, killing signal, stderr). A signaled child is waited for before its stdin
+    /// closes: the end of stdin resumes a paused writer, which on a loaded machine could finish
+    /// the run before the signal's handler thread is scheduled.
     fn finish(mut self) -> (Option<i32>, Option<i32>, String) {
         use std::os::unix::process::ExitStatusExt;
-        drop(self.child.stdin.take());
+        let stdin = self.child.stdin.take();
+        if !self.signaled {
+            drop(stdin);
+        }
         let status = self.child.wait().unwrap();
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut self.stderr, &mut rest).unwrap();
