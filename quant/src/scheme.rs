@@ -288,8 +288,8 @@ impl Scheme {
     /// use dtcast_quant::Scheme;
     /// let channel = Scheme::named("ct_fp8_channel", DType::BFloat16)?;
     /// assert_eq!(channel.scale_buffer(3, 64)?.len(), 6);
-    /// // 2^50 rows of no columns: 2 PiB of scales.
-    /// assert!(channel.scale_buffer(1 << 50, 0).is_err());
+    /// // 2^62 rows of no columns: 2^63 bytes of scales, more than any allocation may be.
+    /// assert!(channel.scale_buffer(1 << 62, 0).is_err());
     /// # Ok::<(), dtcast_quant::QuantError>(())
     /// ```
     pub fn scale_buffer(&self, rows: usize, cols: usize) -> Result<Vec<u8>, QuantError> {
