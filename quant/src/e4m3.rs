@@ -1,10 +1,11 @@
 //! float8_e4m3fn elements dequantized to bfloat16 in one pass (FP8 per tensor, per channel, in
 //! 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded — in registers,
 //! stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's instruction where the CPU
-//! has it and every nonzero product is a normal float32). The general path (element cast, product, output cast over a float32 buffer) is
-//! the definition: the decoding is exact, the product is the same x86 product ([`scale_entry`]'s
-//! rule), and every NaN rounds to the same bfloat16 `0xFFFF` whatever its payload, so the bytes
-//! are the general path's (a unit test holds the SIMD form to the loop on every code).
+//! has it and every nonzero product is a normal float32). The general path (element cast,
+//! product, output cast over a float32 buffer) is the definition: the decoding is exact, the
+//! product is the same x86 product ([`scale_entry`]'s rule), and every NaN rounds to the same
+//! bfloat16 `0xFFFF` whatever its payload, so the bytes are the general path's (a unit test holds
+//! the SIMD form to the loop on every code).
 
 use dtcast_dtype::DType;
 

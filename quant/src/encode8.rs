@@ -216,12 +216,7 @@ mod x86 {
     ) -> __m512i {
         // SAFETY: AVX-512 F by the caller's contract.
         unsafe {
-            let xf = _mm512_castsi512_ps(x);
-            let mut y = _mm512_castps_si512(if DIVIDE {
-                _mm512_div_ps(xf, f)
-            } else {
-                _mm512_mul_ps(xf, f)
-            });
+            let mut y = product::<DIVIDE>(x, f);
             if ROUND {
                 // NaN is reported below, whatever its bits become.
                 y = narrow::round_bf16(y);
@@ -397,7 +392,7 @@ mod x86 {
     /// rounded to bfloat16 on the bits and merged back into element order, then clamped and
     /// rounded to float8 on 16-bit lanes. AVX2 has no variable 16-bit shifts: a step with an
     /// element between 2^-10 and 2^-6 (a float8 subnormal other than 0; rare in scaled weights)
-    /// takes the loop form ([`super::codes`]) instead, as does the last partial step.
+    /// takes the loop form ([`super::by_lanes`]) instead, as does the last partial step.
     ///
     /// # Safety
     /// The CPU runs AVX2; `src` holds `out.len()` bfloat16 elements.
@@ -408,10 +403,8 @@ mod x86 {
         out: &mut [u8],
     ) -> bool {
         debug_assert_eq!(src.len(), out.len() * 2);
-        let by_loop = |src: &[u8], out: &mut [u8]| {
-            let bits = |b: &[u8; 2]| u32::from(u16::from_le_bytes(*b)) << 16;
-            super::codes::<DIVIDE, true, 2>(src.as_chunks::<2>().0, f, out, bits)
-        };
+        let by_loop =
+            |src: &[u8], out: &mut [u8]| super::by_lanes::<true, DIVIDE, true>(src, f, out);
         let factor = _mm256_set1_ps(f);
         let set = |v: u16| _mm256_set1_epi16(v as i16);
         let product = |x: __m256i| {
