@@ -86,7 +86,7 @@ where
 
 /// The `dtcast` process: [`run`] on the real arguments and streams, after installing the signal
 /// handlers and any fault `DTCAST_FAULT` asks for (`nospace-after=N`, `pause-after=N`,
-/// `named-temps`: for tests that run dtcast as a child process; see
+/// `pause-after-commit`, `named-temps`: for tests that run dtcast as a child process; see
 /// `dtcast_layer::output::Fault`).
 pub fn main() -> ExitCode {
     if let Some(spec) = std::env::var_os("DTCAST_FAULT") {
@@ -110,8 +110,10 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// SIGINT and SIGTERM: remove this run's temporary files and staging directories, say so, and
-/// exit with 128 + the signal's number (130, 143), as shells expect.
+/// SIGINT and SIGTERM: remove this run's temporary files and staging directories, say so — and
+/// whether the output was already complete (a signal can land after the final rename, while
+/// the summary is still to be printed) — and exit with 128 + the signal's number (130, 143), as
+/// shells expect.
 #[cfg(unix)]
 fn install_signal_handlers() {
     use signal_hook::consts::{SIGINT, SIGTERM};
@@ -120,18 +122,13 @@ fn install_signal_handlers() {
     };
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
-            let removed = dtcast_layer::output::remove_pending();
+            let done = dtcast_layer::output::remove_pending();
             let name = if signal == SIGINT {
                 "SIGINT"
             } else {
                 "SIGTERM"
             };
-            let cleaned = if removed > 0 {
-                "; its temporary files were removed"
-            } else {
-                ""
-            };
-            eprintln!("error: interrupted by {name}; no output was written{cleaned}");
+            eprintln!("error: interrupted by {name}; {}", interrupted(&done));
             std::process::exit(128 + signal);
         }
     });
@@ -139,6 +136,27 @@ fn install_signal_handlers() {
 
 #[cfg(not(unix))]
 fn install_signal_handlers() {}
+
+/// What a signal's message says after the words naming the signal.
+fn interrupted(done: &dtcast_layer::output::Interrupted) -> String {
+    let cleaned = if done.removed > 0 {
+        "; its temporary files were removed"
+    } else {
+        ""
+    };
+    if done.published.is_empty() {
+        return format!("no output was written{cleaned}");
+    }
+    let outputs: Vec<String> = done
+        .published
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    format!(
+        "the output was already complete: {}{cleaned}",
+        outputs.join(", ")
+    )
+}
 
 /// Input as an error message quotes it: control characters escaped, cut after about 40
 /// characters of output, so that a message stays one short line whatever came in.

@@ -175,6 +175,83 @@ fn sigint_and_sigterm_mid_write_remove_everything_and_exit_128_plus_the_signal()
     }
 }
 
+/// The files directly in `dir`, by name, with their bytes.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    names(dir)
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_signal_after_the_output_is_in_place_says_it_is_complete_and_leaves_it_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_f32_checkpoint(
+        &d.join("in.safetensors"),
+        &[("a", vec![1.5; 1000]), ("b", vec![-2.25; 10])],
+    );
+    let convert = |out: &'static str| {
+        [
+            "convert",
+            "in.safetensors",
+            "-o",
+            out,
+            "--dtype",
+            "bf16",
+            "--force",
+        ]
+    };
+    let (code, stderr) = run(&convert("expected.safetensors"), "", d);
+    assert_eq!(code, Some(0), "{stderr}");
+    let expected = std::fs::read(d.join("expected.safetensors")).unwrap();
+    for fault in ["pause-after-commit", "pause-after-commit,named-temps"] {
+        let mut c = spawn(&convert("out.safetensors"), fault, d);
+        c.wait_paused();
+        // Paused after the rename: the output is complete, and no temporary name is left.
+        assert_eq!(std::fs::read(d.join("out.safetensors")).unwrap(), expected);
+        c.signal(libc::SIGTERM);
+        let (code, _, stderr) = c.finish();
+        assert_eq!(code, Some(143), "{fault}: {stderr}");
+        assert_eq!(
+            stderr,
+            "error: interrupted by SIGTERM; the output was already complete: out.safetensors\n",
+            "{fault}"
+        );
+        assert_eq!(std::fs::read(d.join("out.safetensors")).unwrap(), expected);
+        assert_eq!(temp_names(d), Vec::<String>::new(), "{fault}");
+    }
+
+    // A sharded conversion replacing a previous one: paused after the directories were
+    // exchanged, the previous output waits under a temporary name; the signal removes it.
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    three_shards(&src);
+    let index = "src/model.safetensors.index.json";
+    let to = |out: &'static str, dtype: &'static str| {
+        ["convert", index, "-o", out, "--dtype", dtype, "--force"]
+    };
+    for (out, dtype) in [("reference", "f16"), ("out", "bf16")] {
+        let (code, stderr) = run(&to(out, dtype), "", d);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let mut c = spawn(&to("out", "f16"), "pause-after-commit", d);
+    c.wait_paused();
+    assert_eq!(temp_names(d).len(), 1, "the previous output, moved aside");
+    c.signal(libc::SIGINT);
+    let (code, _, stderr) = c.finish();
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.starts_with("error: interrupted by SIGINT; the output was already complete: out; its temporary files were removed"),
+        "{stderr}"
+    );
+    assert_eq!(temp_names(d), Vec::<String>::new());
+    assert_eq!(contents(&d.join("out")), contents(&d.join("reference")));
+}
+
 #[test]
 fn sigkill_leaves_nothing_visible_and_a_later_run_removes_what_is_provably_stale() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,11 +1,11 @@
 //! Fault injection for tests that run dtcast as a child process: a full disk after N bytes, a
 //! writer that pauses after N bytes (so that a test can signal the process, or change its input,
-//! mid-write), or named temporary files where the system has anonymous ones (to exercise the
-//! portable path).
+//! mid-write) or right after its output is in place, or named temporary files where the system
+//! has anonymous ones (to exercise the portable path).
 //!
 //! The `dtcast` binary reads `DTCAST_FAULT` — a comma-separated list of `nospace-after=N`,
-//! `pause-after=N` and `named-temps`, N counting bytes of output over the whole run — and calls
-//! [`inject`]. Nothing else sets a fault.
+//! `pause-after=N`, `pause-after-commit` and `named-temps`, N counting bytes of output over the
+//! whole run — and calls [`inject`]. Nothing else sets a fault.
 
 use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,6 +19,9 @@ pub struct Fault {
     /// Once the run has written this many bytes, print `dtcast-fault: paused` on stderr and wait
     /// for a line on stdin (or a signal) before going on.
     pub pause_after: Option<u64>,
+    /// Print `dtcast-fault: paused` and wait likewise right after the rename that puts an output
+    /// in place (before a previous output moved aside is removed).
+    pub pause_after_commit: bool,
     /// Use named temporary files even where anonymous ones exist.
     pub named_temps: bool,
 }
@@ -29,14 +32,21 @@ impl std::str::FromStr for Fault {
     fn from_str(s: &str) -> Result<Fault, String> {
         let bad = |part: &str| {
             format!(
-                "DTCAST_FAULT `{part}`: expected nospace-after=N, pause-after=N or named-temps, separated by commas"
+                "DTCAST_FAULT `{part}`: expected nospace-after=N, pause-after=N, pause-after-commit or named-temps, separated by commas"
             )
         };
         let mut fault = Fault::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            if part == "named-temps" {
-                fault.named_temps = true;
-                continue;
+            match part {
+                "named-temps" => {
+                    fault.named_temps = true;
+                    continue;
+                }
+                "pause-after-commit" => {
+                    fault.pause_after_commit = true;
+                    continue;
+                }
+                _ => {}
             }
             let (kind, n) = part.split_once('=').ok_or_else(|| bad(part))?;
             let n: u64 = n.parse().map_err(|_| bad(part))?;
@@ -74,9 +84,7 @@ pub(crate) fn admit(len: usize) -> io::Result<usize> {
     let before = WRITTEN.fetch_add(len as u64, Ordering::Relaxed);
     if let Some(limit) = fault.pause_after {
         if before + len as u64 >= limit && !PAUSED.swap(true, Ordering::Relaxed) {
-            eprintln!("dtcast-fault: paused");
-            let mut line = String::new();
-            let _ = io::stdin().lock().read_line(&mut line);
+            pause();
         }
     }
     match fault.no_space_after {
@@ -84,6 +92,21 @@ pub(crate) fn admit(len: usize) -> io::Result<usize> {
         Some(limit) => Ok(len.min((limit - before) as usize)),
         None => Ok(len),
     }
+}
+
+/// Called right after an output is put in place: pauses there if the fault says so. The caller
+/// holds no lock a signal handler needs.
+pub(crate) fn committed() {
+    if FAULT.get().is_some_and(|f| f.pause_after_commit) {
+        pause();
+    }
+}
+
+/// Says so on stderr and waits for a line on stdin (a test's cue), or for a signal.
+fn pause() {
+    eprintln!("dtcast-fault: paused");
+    let mut line = String::new();
+    let _ = io::stdin().lock().read_line(&mut line);
 }
 
 #[cfg(unix)]

@@ -127,8 +127,12 @@ impl AtomicFile {
         let name = self.name_in_dir().map_err(io)?;
         let temp = self.dir.join(&name);
         // On failure the temporary name is still registered; dropping `self` removes it.
-        litter::publish(&temp, || std::fs::rename(&temp, target.resolved())).map_err(io)?;
+        litter::publish_output(&temp, target.requested(), || {
+            std::fs::rename(&temp, target.resolved()).map(|()| None)
+        })
+        .map_err(io)?;
         self.temp = Temp::Published;
+        fault::committed();
         sys::sync_dir(&self.dir).map_err(io)
     }
 

@@ -58,21 +58,32 @@ fn parse_name(name: &str) -> Option<TempKind> {
     (digits(pid) && digits(n)).then_some(kind)
 }
 
-/// Paths that exist only while this process works on them: removed by [`remove_pending`] when
-/// a signal ends the process.
-static PENDING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+/// What a signal handler needs to know: the temporary names this process has open, and the
+/// outputs it has already published.
+struct Registry {
+    /// Paths that exist only while this process works on them: removed by [`remove_pending`].
+    pending: BTreeSet<PathBuf>,
+    /// Outputs (as the caller named them) that a rename has made complete: an interruption after
+    /// that must not claim that nothing was written.
+    published: Vec<PathBuf>,
+}
 
-fn pending() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
-    // A panic while holding the lock leaves a set that is still valid.
-    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    pending: BTreeSet::new(),
+    published: Vec::new(),
+});
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // A panic while holding the lock leaves a registry that is still valid.
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(crate) fn register(path: &Path) {
-    pending().insert(path.to_owned());
+    registry().pending.insert(path.to_owned());
 }
 
 pub(crate) fn deregister(path: &Path) {
-    pending().remove(path);
+    registry().pending.remove(path);
 }
 
 /// Runs `f` — a rename that ends the life of the temporary name `temp` — so that
@@ -81,29 +92,63 @@ pub(crate) fn publish<T>(
     temp: &Path,
     f: impl FnOnce() -> std::io::Result<T>,
 ) -> std::io::Result<T> {
-    let mut set = pending();
+    let mut registry = registry();
     let result = f();
     if result.is_ok() {
-        set.remove(temp);
+        registry.pending.remove(temp);
     }
     result
 }
 
-/// Removes every temporary file and staging directory this process has open, and returns how
-/// many there were. For a signal handler about to end the process: the registry stays locked
-/// afterwards, so no rename can publish anything after this returns.
+/// [`publish`] for the rename that puts a finished output in place: on success `output` (the
+/// path as the caller named it) is recorded as complete, and the temporary name that `f` may
+/// return — where a previous output was moved aside, to be removed next — is registered in the
+/// same step, so that a signal between the two still removes it.
+pub(crate) fn publish_output(
+    temp: &Path,
+    output: &Path,
+    f: impl FnOnce() -> std::io::Result<Option<PathBuf>>,
+) -> std::io::Result<Option<PathBuf>> {
+    let mut registry = registry();
+    let result = f();
+    if let Ok(aside) = &result {
+        registry.pending.remove(temp);
+        registry.pending.extend(aside.iter().cloned());
+        registry.published.push(output.to_owned());
+    }
+    result
+}
+
+/// What [`remove_pending`] did, for the message of a process that a signal ends.
+#[derive(Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Interrupted {
+    /// How many temporary files and staging directories were removed.
+    pub removed: usize,
+    /// The outputs this process had already put in place, complete, before the signal (as the
+    /// caller named them): they hold the new contents, and stay.
+    pub published: Vec<PathBuf>,
+}
+
+/// Removes every temporary file and staging directory this process has open, and says what it
+/// removed and which outputs were already complete. For a signal handler about to end the
+/// process: the registry stays locked afterwards, so no rename can publish anything after this
+/// returns (and the answer stays true).
 ///
 /// On Linux most temporary files have no name at all (`O_TMPFILE`) and vanish with the process
 /// without help; this removes the rest.
-pub fn remove_pending() -> usize {
-    let set = pending();
-    for path in set.iter() {
+pub fn remove_pending() -> Interrupted {
+    let registry = registry();
+    for path in registry.pending.iter() {
         remove_any(path);
     }
-    let n = set.len();
+    let done = Interrupted {
+        removed: registry.pending.len(),
+        published: registry.published.clone(),
+    };
     // Keep the lock until the process exits.
-    std::mem::forget(set);
-    n
+    std::mem::forget(registry);
+    done
 }
 
 fn remove_any(path: &Path) {
@@ -147,7 +192,7 @@ pub fn remove_stale(dir: &Path) -> usize {
             .ok()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .is_some_and(|age| age >= GRACE);
-        if !right_type || !old || pending().contains(&path) {
+        if !right_type || !old || registry().pending.contains(&path) {
             continue;
         }
         let Ok(handle) = std::fs::File::open(&path) else {

@@ -40,7 +40,7 @@ mod target;
 
 pub use fault::{inject, Fault};
 pub use file::{AtomicFile, FileMode};
-pub use litter::{remove_pending, remove_stale};
+pub use litter::{remove_pending, remove_stale, Interrupted};
 pub use staged::StagedDir;
 pub(crate) use sys::describe_special as describe;
 pub use target::{check_not_input, Target};

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::fault;
 use super::file::AtomicFile;
 use super::litter::{self, TempKind};
 use super::sys;
@@ -84,7 +85,8 @@ impl StagedDir {
         let staging = self.path.clone();
         // The registry stays held across the renames, so a signal cannot remove anything
         // between them.
-        let previous = litter::publish(&staging, || -> io::Result<Option<PathBuf>> {
+        // The previous output's temporary name is registered in the same step.
+        let previous = litter::publish_output(&staging, target.requested(), || {
             if std::fs::symlink_metadata(dest).is_err() {
                 std::fs::rename(&staging, dest)?;
                 return Ok(None);
@@ -104,12 +106,12 @@ impl StagedDir {
             Ok(Some(old))
         })
         .map_err(io)?;
+        self.committed = true;
+        fault::committed();
         if let Some(old) = previous {
-            litter::register(&old);
             let _ = std::fs::remove_dir_all(&old);
             litter::deregister(&old);
         }
-        self.committed = true;
         sys::sync_dir(target.dir()).map_err(io)
     }
 }
