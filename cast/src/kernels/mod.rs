@@ -10,9 +10,11 @@
 mod lookup;
 mod ml_steps;
 mod portable;
+mod portable_words;
 mod rounded16;
 mod steps;
 mod vector;
+mod words;
 #[cfg_attr(
     not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
     path = "x86_absent.rs"
@@ -229,8 +231,18 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
         // Where a destination element depends on at most 16 bits of its source, portable code
         // looks it up where that measured faster (`lookup.rs`).
         Isa::Portable => {
-            let (kernel, streaming) = lookup::kernels::<K>()
-                .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>));
+            let (kernel, streaming): (Kernel, Kernel) = if portable_words::applies(
+                <K::S as crate::lanes::Lane>::DTYPE,
+                <K::D as crate::lanes::Lane>::DTYPE,
+            ) {
+                (
+                    portable_words::kernel::<K, false>,
+                    portable_words::kernel::<K, true>,
+                )
+            } else {
+                lookup::kernels::<K>()
+                    .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>))
+            };
             Some(Fast {
                 kernel,
                 streaming,

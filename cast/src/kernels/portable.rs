@@ -63,7 +63,7 @@ unsafe fn read<const N: usize>(p: *const u8, i: usize) -> [u8; N] {
 /// `p` must be valid for `bytes.len()` bytes of writes, and aligned to 16 when `STREAM`;
 /// `bytes.len()` must be a multiple of 16.
 #[inline(always)]
-unsafe fn put<const STREAM: bool>(p: *mut u8, bytes: &[u8]) {
+pub(super) unsafe fn put<const STREAM: bool>(p: *mut u8, bytes: &[u8]) {
     // SAFETY: the caller's contract.
     unsafe {
         if STREAM {

@@ -6,8 +6,8 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::Step;
+use super::super::words::{self, inline_all, Words};
 use super::avx2::{put_u4, put_u6};
-use super::words::{self, inline_all, Words};
 
 /// 16 16-bit lanes.
 #[derive(Clone, Copy)]
@@ -17,6 +17,7 @@ struct W256(__m256i);
 // intrinsics.
 impl Words for W256 {
     const LANES: usize = 16;
+    const SKIPS_SUBNORMAL_ROUNDING: bool = false;
     type Mask = __m256i;
     inline_all! {
         unsafe fn load(p: *const u8) -> Self {
@@ -114,6 +115,10 @@ impl Words for W256 {
         unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { W256(_mm256_blendv_epi8(no.0, yes.0, m)) }
+        }
+        unsafe fn none(m: Self::Mask) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_testz_si256(m, m) == 1 }
         }
     }
 }

@@ -5,8 +5,8 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::Step;
+use super::super::words::{self, inline_all, Words};
 use super::avx512::{join2, put_u4, put_u6};
-use super::words::{self, inline_all, Words};
 
 /// 32 16-bit lanes.
 #[derive(Clone, Copy)]
@@ -16,6 +16,7 @@ struct W512(__m512i);
 // is one or a few intrinsics.
 impl Words for W512 {
     const LANES: usize = 32;
+    const SKIPS_SUBNORMAL_ROUNDING: bool = false;
     type Mask = __mmask32;
     inline_all! {
         unsafe fn load(p: *const u8) -> Self {
@@ -97,6 +98,9 @@ impl Words for W512 {
         unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { W512(_mm512_mask_blend_epi16(m, no.0, yes.0)) }
+        }
+        unsafe fn none(m: Self::Mask) -> bool {
+            m == 0
         }
     }
 }

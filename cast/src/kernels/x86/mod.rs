@@ -82,7 +82,6 @@ mod avx2;
 mod avx2_words;
 mod avx512;
 mod avx512_words;
-mod words;
 
 /// A loop of one instruction set over `n` elements (plain or streaming stores), compiled for it.
 ///
@@ -112,6 +111,7 @@ fn drive_loops<K: Step, const ALWAYS_STREAM: bool>(
 use std::sync::OnceLock;
 
 use super::steps::Step;
+use super::words;
 use super::Fast;
 use crate::lanes::Lane;
 

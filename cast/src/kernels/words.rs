@@ -1,7 +1,7 @@
 //! bfloat16/float16 → the signed narrow floats (float8_e4m3fn, float8_e5m2 from bfloat16,
 //! float8_e4m3, float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes,
-//! written once over [`Words`] and instantiated for AVX-512 (`avx512_words.rs`, 32 lanes) and AVX2
-//! (`avx2_words.rs`, 16 lanes). The shared algorithm (`steps::float8`, `ml_steps::ml_code`) works
+//! written once over [`Words`] and instantiated for AVX-512 (`x86/avx512_words.rs`, 32 lanes),
+//! AVX2 (`x86/avx2_words.rs`, 16 lanes) and portable Rust (`portable_words.rs`, 16 lanes). The shared algorithm (`steps::float8`, `ml_steps::ml_code`) works
 //! on 32-bit lanes; on 16-bit lanes each instruction does twice the elements and the rounding
 //! below the target's smallest normal is an integer one (the shared algorithm adds a float there).
 //!
@@ -12,7 +12,7 @@
 
 use dtcast_dtype::DType;
 
-use super::super::steps::Step;
+use super::steps::Step;
 use crate::formats::Narrow;
 use crate::lanes::Lane;
 use crate::ml;
@@ -27,12 +27,12 @@ macro_rules! inline_all {
         )*
     };
 }
-pub(super) use inline_all;
+pub(crate) use inline_all;
 
 /// A vector of 16-bit lanes: what the rounding needs of an instruction set. Every method is
 /// `unsafe` (the CPU must have the set) and `#[inline(always)]` in the implementations, so that
 /// it compiles into the one `#[target_feature]` loop.
-pub(super) trait Words: Copy {
+pub(crate) trait Words: Copy {
     /// Lanes per vector.
     const LANES: usize;
     /// The result of a lane-wise compare.
@@ -67,13 +67,19 @@ pub(super) trait Words: Copy {
     unsafe fn eq(self, o: Self) -> Self::Mask;
     /// `yes` where `m` holds, else `no`.
     unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self;
+    /// Whether `m` holds in no lane.
+    unsafe fn none(m: Self::Mask) -> bool;
+    /// Whether [`codes`] skips the rounding below the target's smallest normal for a vector with
+    /// no lane there: where that rounding costs more than a branch (the portable lanes, which
+    /// build its variable shifts from float exponents), not where it is a few instructions.
+    const SKIPS_SUBNORMAL_ROUNDING: bool;
 }
 
 /// A pair's numbers, every one derived from the two formats' rows of the dtype table and the
 /// destination's endings: source bits `a` (magnitude) are `E << man | mantissa`; the target keeps
 /// `man - drop` mantissa bits.
 #[derive(Clone, Copy)]
-pub(super) struct Rule {
+pub(crate) struct Rule {
     man: u16,
     drop: u16,
     /// The source bits of the target's smallest normal value, and of the exponent below it.
@@ -110,7 +116,7 @@ impl Rule {
     /// 16-bit lanes: a 16-bit float source into a signed format of fewer mantissa bits whose
     /// endings a minimum and two selects express, where no source subnormal can round to anything
     /// but zero (float16 → float8_e5m2 has them round to its subnormals: `None`).
-    pub(super) const fn of(from: DType, to: DType, saturate: bool) -> Option<Rule> {
+    pub(crate) const fn of(from: DType, to: DType, saturate: bool) -> Option<Rule> {
         let (Some(f), Some((dst, ending))) = (from.float_format(), ml::destination(to, saturate))
         else {
             return None;
@@ -167,8 +173,45 @@ impl Rule {
 }
 
 /// Whether `from` → `to` narrows on 16-bit lanes (in both roundings).
-pub(super) const fn applies(from: DType, to: DType) -> bool {
+pub(crate) const fn applies(from: DType, to: DType) -> bool {
     Rule::of(from, to, false).is_some() && Rule::of(from, to, true).is_some()
+}
+
+/// The rule by which a float32 source folded into 16 bits ([`fold32`]) narrows into `to`: the
+/// bfloat16 rule, where `to` keeps at most 5 mantissa bits. Rounding to `k` of bfloat16's 7
+/// mantissa bits looks at those `k`, the next (the guard bit) and whether anything below is set;
+/// the fold keeps float32's sign, exponent and top 7 mantissa bits, the lowest or'ed with
+/// "any of the other 16 set", so it keeps all three where the guard bit is not the lowest
+/// (`k <= 5`), and the value's class (zero, subnormal, normal, inf, NaN) besides.
+pub(crate) const fn folded32_rule(to: DType, saturate: bool) -> Option<Rule> {
+    match (to.float_format(), Rule::of(DType::BFloat16, to, saturate)) {
+        (Some(f), Some(rule)) if f.mantissa_bits <= 5 => Some(rule),
+        _ => None,
+    }
+}
+
+/// Whether float32 → `to` narrows on 16-bit lanes through [`fold32`] (in both roundings).
+pub(crate) const fn applies_folded32(to: DType) -> bool {
+    folded32_rule(to, false).is_some() && folded32_rule(to, true).is_some()
+}
+
+/// Float32 bits `x` folded into 16 bits (see [`folded32_rule`]): the top half, its lowest bit
+/// or'ed with whether any bit of the low half is set. The low half plus 0xFFFF carries into bit
+/// 16 iff it is not zero (no compare, which targets without unsigned compares make several
+/// instructions).
+#[inline(always)]
+pub(crate) fn fold32(x: u32) -> u16 {
+    ((x | ((x & 0xFFFF) + 0xFFFF)) >> 16) as u16
+}
+
+/// The rule of step `K`: its own pair's, or for a float32 source the bfloat16 one of
+/// [`folded32_rule`].
+const fn step_rule(from: DType, to: DType, saturate: bool) -> Option<Rule> {
+    if matches!(from, DType::Float32) {
+        folded32_rule(to, saturate)
+    } else {
+        Rule::of(from, to, saturate)
+    }
 }
 
 /// The target codes of the source elements `h` (16 bits each), one per 16-bit lane.
@@ -176,7 +219,7 @@ pub(super) const fn applies(from: DType, to: DType) -> bool {
 /// # Safety
 /// The CPU must have `W`'s instruction set.
 #[inline(always)]
-pub(super) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
+pub(crate) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
     // SAFETY: the caller's contract.
     unsafe {
         let a = h.and(W::splat(0x7FFF));
@@ -192,14 +235,19 @@ pub(super) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
         // Below it, counted in the target's quanta, to nearest-even: the significand shifted right
         // by s = c1 + 1 - E (at least `drop + 1` there), clamped to 15 (past it, every significand
         // of at most 11 bits counts 0 quanta).
-        let e = a.shr(r.man);
-        let s1 = W::splat(r.c1).sub_or_zero(e).min(W::splat(14));
-        let sig = a.and(W::splat((1 << r.man) - 1)).or(W::splat(1 << r.man));
-        let quanta = sig.shr_round(s1);
-        let magnitude = if r.by_min {
-            quanta.min(norm)
+        let subnormal = a.below(W::splat(r.min_normal));
+        let magnitude = if W::SKIPS_SUBNORMAL_ROUNDING && W::none(subnormal) {
+            norm
         } else {
-            W::select(a.below(W::splat(r.min_normal)), quanta, norm)
+            let e = a.shr(r.man);
+            let s1 = W::splat(r.c1).sub_or_zero(e).min(W::splat(14));
+            let sig = a.and(W::splat((1 << r.man) - 1)).or(W::splat(1 << r.man));
+            let quanta = sig.shr_round(s1);
+            if r.by_min {
+                quanta.min(norm)
+            } else {
+                W::select(subnormal, quanta, norm)
+            }
         };
         // Overflow (and inf, where it ends the same) clamps; NaN lanes are replaced below.
         let mut code = magnitude.min(W::splat(r.clamp));
@@ -223,31 +271,47 @@ pub(super) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
 /// The CPU must have `W`'s instruction set; `n` elements must fit both buffers; when `STREAM`,
 /// `d` must be aligned to 64 bytes.
 #[inline(always)]
-pub(super) unsafe fn run<W: Words, K: Step, const STREAM: bool>(
+pub(crate) unsafe fn run<W: Words, K: Step, const STREAM: bool>(
     s: *const u8,
     d: *mut u8,
     n: usize,
 ) {
-    let Some(rule) = (const { Rule::of(K::S::DTYPE, K::D::DTYPE, K::SATURATE) }) else {
-        unreachable!("a word-lane pair (`applies`)")
+    // SAFETY: the caller's contract; `W::load` reads `W::LANES` 16-bit elements.
+    unsafe { run_loading::<W, K, STREAM>(s, d, n, |p| W::load(p)) }
+}
+
+/// [`run`] with `load` reading `W::LANES` source elements at a pointer into the 16-bit values
+/// the rule rounds: the elements themselves, or float32 ones folded ([`fold32`]).
+///
+/// # Safety
+/// As [`run`]; `load` must read no more than `W::LANES` source elements.
+#[inline(always)]
+pub(crate) unsafe fn run_loading<W: Words, K: Step, const STREAM: bool>(
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+    load: impl Fn(*const u8) -> W,
+) {
+    let Some(rule) = (const { step_rule(K::S::DTYPE, K::D::DTYPE, K::SATURATE) }) else {
+        unreachable!("a word-lane pair (`applies`, `applies_folded32`)")
     };
-    let bits = const { K::D::DTYPE.bits() };
+    let (size, bits) = const { (K::S::DTYPE.bits() / 8, K::D::DTYPE.bits()) };
     let step = 2 * W::LANES;
     let mut i = 0;
     while i < n {
         // SAFETY: i + step <= n: the elements lie inside both buffers; their output at a
         // 64-byte-aligned `d` plus a multiple of its size is aligned to that size.
         unsafe {
-            let sp = s.add(2 * i);
-            super::prefetch_ahead(sp, 2 * step / 64);
-            let low = codes(W::load(sp), rule);
-            let high = codes(W::load(sp.add(2 * W::LANES)), rule);
+            let sp = s.add(size * i);
+            super::prefetch_ahead(sp, size * step / 64);
+            let low = codes(load(sp), rule);
+            let high = codes(load(sp.add(size * W::LANES)), rule);
             W::put::<STREAM>(low, high, bits, d.add(i * bits / 8));
         }
         i += step;
     }
     if STREAM {
-        super::store_fence();
+        super::x86::store_fence();
     }
 }
 
