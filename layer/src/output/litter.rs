@@ -63,10 +63,14 @@ fn parse_name(name: &str) -> Option<TempKind> {
 struct Registry {
     /// Paths that exist only while this process works on them: removed by [`remove_pending`].
     pending: BTreeSet<PathBuf>,
-    /// Outputs (as the caller named them) that a rename has made complete: an interruption after
-    /// that must not claim that nothing was written.
+    /// Outputs (as the caller named them) that a rename has made complete, the latest
+    /// [`PUBLISHED_KEPT`]: an interruption after that must not claim that nothing was written.
     published: Vec<PathBuf>,
 }
+
+/// How many of the latest published outputs the registry keeps (a command writes one; a
+/// long-lived program that saves many must not grow the list without end).
+const PUBLISHED_KEPT: usize = 16;
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     pending: BTreeSet::new(),
@@ -114,6 +118,9 @@ pub(crate) fn publish_output(
     if let Ok(aside) = &result {
         registry.pending.remove(temp);
         registry.pending.extend(aside.iter().cloned());
+        if registry.published.len() == PUBLISHED_KEPT {
+            registry.published.remove(0);
+        }
         registry.published.push(output.to_owned());
     }
     result
@@ -126,7 +133,7 @@ pub struct Interrupted {
     /// How many temporary files and staging directories were removed.
     pub removed: usize,
     /// The outputs this process had already put in place, complete, before the signal (as the
-    /// caller named them): they hold the new contents, and stay.
+    /// caller named them; the latest 16): they hold the new contents, and stay.
     pub published: Vec<PathBuf>,
 }
 
