@@ -13,8 +13,7 @@ use super::portable::put;
 use super::steps::Step;
 use super::words::{self, inline_all, Words};
 
-/// Lanes per vector: two SSE2 registers (measured against eight and thirty-two on the x86-64
-/// baseline).
+/// Lanes per vector: as many as AVX2's instantiation (two SSE2 registers, one NEON pair).
 const N: usize = 16;
 
 /// `N` 16-bit lanes.

@@ -1,8 +1,9 @@
 //! bfloat16/float16 → the signed narrow floats (float8_e4m3fn, float8_e5m2 from bfloat16,
-//! float8_e4m3, float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes,
-//! written once over [`Words`] and instantiated for AVX-512 (`x86/avx512_words.rs`, 32 lanes),
-//! AVX2 (`x86/avx2_words.rs`, 16 lanes) and portable Rust (`portable_words.rs`, 16 lanes). The shared algorithm (`steps::float8`, `ml_steps::ml_code`) works
-//! on 32-bit lanes; on 16-bit lanes each instruction does twice the elements and the rounding
+//! float8_e4m3, float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes
+//! (and float32 folded into 16 bits, [`fold32`], where the portable set uses it), written once
+//! over [`Words`] and instantiated for AVX-512 (`x86/avx512_words.rs`, 32 lanes), AVX2
+//! (`x86/avx2_words.rs`, 16 lanes) and portable Rust (`portable_words.rs`, 16 lanes). The shared
+//! algorithm (`steps::float8`, `ml_steps::ml_code`) works on 32-bit lanes; on 16-bit lanes each instruction does twice the elements and the rounding
 //! below the target's smallest normal is an integer one (the shared algorithm adds a float there).
 //!
 //! The rule is the scalar lanes' own: the format and its endings (overflow, inf, NaN) come from
