@@ -19,8 +19,9 @@
 //! folds to it.
 //!
 //! The pairs that narrow on the portable word lanes into whole bytes (`portable_words.rs`:
-//! bfloat16/float16 → the signed float8 formats it covers, float32 → those folded) run there
-//! instead, which measured faster still; their tables are never built.
+//! bfloat16/float16 → the signed float8 formats it covers, float32 → those folded), and float16
+//! ↔ bfloat16 (`rebias16.rs`), run there instead, which measured faster still; their tables are
+//! never built.
 //!
 //! [`codes`] serves the other instruction sets: the 64-entry tables that AVX-512 permutes
 //! registers over for float6/float4 → bfloat16/float16.
@@ -327,7 +328,8 @@ fn run<E: Entry, const STREAM: bool>(
     let (sb, db, index) = (pair.from.bits(), pair.to.bits(), pair.index);
     let (in_bytes, out_bytes) = (CHUNK * sb / 8, CHUNK * db / 8);
     // Two chunks' output (8 bytes per element at most), and the destination of the one waiting.
-    let mut staged = [[0u64; CHUNK]; 2];
+    let mut staged = Staged([[0u64; CHUNK]; 2]);
+    let staged = &mut staged.0;
     let mut waiting: Option<(usize, &mut [u8])> = None;
     for (k, (s, d)) in s[..n * sb / 8]
         .chunks_exact(in_bytes)
@@ -382,17 +384,18 @@ fn run<E: Entry, const STREAM: bool>(
     }
 }
 
+/// [`run`]'s two output slots, on a cache line boundary: where they fell on the stack otherwise
+/// followed the code around them, and float6 destinations (eight-byte stores every six bytes,
+/// some straddling two lines) ran 4.2 Gelem/s against 5.5 when they moved by 16 bytes (2
+/// threads, 64M elements).
+#[repr(C, align(64))]
+struct Staged([[u64; CHUNK]; 2]);
+
 /// One chunk's output, in the destination's bytes, into the front of `slot`: the chunk's entries
-/// in `table` (packed for a packed destination), or computed where `between_halves` or the
-/// pair's [`Rounded16`] can.
+/// in `table` (packed for a packed destination), or computed where the pair's [`Rounded16`] can.
 #[inline(always)]
 fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &mut [u64; CHUNK]) {
     if pair.index == Index::Bits16 {
-        if let Some(bits) = between_halves(pair.from, pair.to, at) {
-            let out: &mut [u16] = bytemuck::cast_slice_mut(slot);
-            out[..CHUNK].copy_from_slice(&bits.map(u16::to_le));
-            return;
-        }
         // (Byte entries only: the other widths' loops do without the code.)
         if let Some(rounded) = pair.rounded.filter(|_| size_of::<E>() == 1) {
             if rounded.chunk(at, bytemuck::cast_slice_mut(slot)) {
@@ -426,52 +429,6 @@ fn look_up<E: Entry>(at: &[u16], table: &[E; ENTRIES], out: &mut [u64]) {
         }
         *word = bytes.to_le();
     }
-}
-
-/// float16 → bfloat16 or bfloat16 → float16 of a chunk of source bits, by integer arithmetic
-/// where every element is a zero or a number that is normal on both sides; `None` for any other
-/// pair or chunk (a subnormal, an infinity, a NaN, a bfloat16 outside float16's normal range:
-/// those chunks are looked up). SSE2 has no float16 conversion, and a few integer operations
-/// on eight 16-bit lanes at a time beat a load per element. Both sides round as the scalar rule
-/// does (through an exact float32): float16 → bfloat16 rounds the 3 low mantissa bits to
-/// nearest-even, a carry moving into the exponent; bfloat16 → float16 inside the range is exact.
-#[inline(always)]
-fn between_halves(from: DType, to: DType, src: &[u16; CHUNK]) -> Option<[u16; CHUNK]> {
-    use crate::formats::{BF16, F16};
-    // float16's and bfloat16's fields, from their rows of the dtype table.
-    const DROP: u32 = F16.man_bits - BF16.man_bits;
-    const REBIAS: u16 = ((BF16.bias - F16.bias) as u16) << BF16.man_bits;
-    const MAG: u16 = 0x7FFF;
-    let mut out = [0u16; CHUNK];
-    let mut fallback = 0u16;
-    match (from, to) {
-        (DType::Float16, DType::BFloat16) => {
-            // A zero or a normal float16: magnitude 0 or from the smallest normal up to the
-            // largest finite.
-            let (low, high) = (1u16 << F16.man_bits, (F16.max_mag as u16));
-            for (o, &x) in out.iter_mut().zip(src) {
-                let m = x & MAG;
-                let odd = (m >> DROP) & 1;
-                let half = (1u16 << (DROP - 1)) - 1;
-                let rounded = ((m + half + odd) >> DROP) + REBIAS;
-                fallback |= u16::from(m != 0 && !(low..=high).contains(&m));
-                *o = (x & !MAG) | if m == 0 { 0 } else { rounded };
-            }
-        }
-        (DType::BFloat16, DType::Float16) => {
-            // A zero, or a bfloat16 whose exponent is one of float16's normal exponents.
-            let low = REBIAS + (1 << BF16.man_bits);
-            let high = REBIAS + ((F16.max_mag as u16) >> DROP);
-            for (o, &x) in out.iter_mut().zip(src) {
-                let m = x & MAG;
-                fallback |= u16::from(m != 0 && !(low..=high).contains(&m));
-                let moved = m.wrapping_sub(REBIAS) << DROP;
-                *o = (x & !MAG) | if m == 0 { 0 } else { moved };
-            }
-        }
-        _ => return None,
-    }
-    (fallback == 0).then_some(out)
 }
 
 /// The codes of a chunk's indices `at`, looked up in `table` and packed as the destination stores

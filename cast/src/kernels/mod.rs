@@ -11,6 +11,7 @@ mod lookup;
 mod ml_steps;
 mod portable;
 mod portable_words;
+mod rebias16;
 mod rounded16;
 mod steps;
 mod vector;
@@ -231,14 +232,17 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
         // Where a destination element depends on at most 16 bits of its source, portable code
         // looks it up where that measured faster (`lookup.rs`).
         Isa::Portable => {
-            let (kernel, streaming): (Kernel, Kernel) = if portable_words::applies(
+            let (from, to) = (
                 <K::S as crate::lanes::Lane>::DTYPE,
                 <K::D as crate::lanes::Lane>::DTYPE,
-            ) {
+            );
+            let (kernel, streaming): (Kernel, Kernel) = if portable_words::applies(from, to) {
                 (
                     portable_words::kernel::<K, false>,
                     portable_words::kernel::<K, true>,
                 )
+            } else if rebias16::applies(from, to) {
+                (rebias16::kernel::<K, false>, rebias16::kernel::<K, true>)
             } else {
                 lookup::kernels::<K>()
                     .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>))
@@ -293,6 +297,36 @@ pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Op
 /// instruction set has them: a cast writes a buffer it will not read back, and streaming stores
 /// skip the read-for-ownership that ordinary stores cost, which matters most for widening pairs.
 pub(crate) const STREAM_BYTES: usize = 1 << 20;
+
+/// The loops of a portable kernel: without streaming stores, and with them.
+type PortableLoops = [unsafe fn(*const u8, *mut u8, usize); 2];
+
+/// [`drive`] for the portable set's loops (plain Rust: always available; no screen): `loops`
+/// (`[plain, streaming]`) over `n` elements at a time, a multiple of `lanes`. Each loop's
+/// contract: `n` elements readable at its source and writable at its destination, which is
+/// aligned to 64 bytes where it streams.
+#[inline(always)]
+fn drive_portable<K: Step, const ALWAYS_STREAM: bool>(
+    src: &[u8],
+    dst: &mut [u8],
+    lanes: usize,
+    loops: PortableLoops,
+) {
+    drive::<K, ALWAYS_STREAM>(
+        src,
+        dst,
+        lanes,
+        true,
+        x86::STREAMS,
+        None,
+        |s, d, n, stream| {
+            // SAFETY: `drive` passes `n` elements (a multiple of `lanes`) that fit both slices
+            // and, when streaming, `d` aligned to 64 bytes: each loop's contract.
+            unsafe { loops[usize::from(stream)](s.as_ptr(), d.as_mut_ptr(), n) };
+            true
+        },
+    );
+}
 
 /// Runs a SIMD loop over `src` → `dst` the way every instruction set does: when `available`,
 /// destinations of [`STREAM_BYTES`] and more (any, if `ALWAYS_STREAM`) first get a few scalar
@@ -408,10 +442,10 @@ mod tests {
 
     #[test]
     fn the_provided_float16_conversions_are_the_scalar_rules() {
-        // `Vector`'s provided float16 bodies: the portable set looks 16-bit sources up instead
-        // (`lookup.rs`) and x86 overrides both with F16C, so no cast test reaches
-        // `f16_to_f32`; held here to `formats` on every float16 and, the other way, on every
-        // float32 sign, exponent and top 7 mantissa bits with low bits around each rounding point.
+        // `Vector`'s provided float16 bodies, which only the portable set runs (x86 overrides
+        // both with F16C): held here to `formats` on every float16 and, the other way, on every
+        // float32 sign, exponent and top 7 mantissa bits with low bits around each rounding
+        // point — vectors with and without the rare lanes (inf, NaN) that take the longer way.
         use vector::Vector;
         type Plain = portable::Lanes;
         let n = Plain::LANES;

@@ -342,6 +342,11 @@ impl Vector for Lanes {
     unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
         Lanes::from_fn(|i| yes.0[i] & m.0[i] | no.0[i] & !m.0[i])
     }
+    #[inline(always)]
+    unsafe fn none(m: Self::Mask) -> bool {
+        // A fold, not `all`: a short-circuiting test is not vectorised.
+        m.0.iter().fold(0, |any, &x| any | x) == 0
+    }
 
     #[inline(always)]
     unsafe fn f32_add(self, o: Self) -> Self {
@@ -371,26 +376,12 @@ impl Vector for Lanes {
 
 /// The portable kernel of step `K` (streaming into any destination if `ALWAYS_STREAM`).
 pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    let lanes = Lanes::LANES * K::VECTORS;
-    super::drive::<K, ALWAYS_STREAM>(
+    // (Plain Rust and the baseline's hints: no CPU requirement beyond `steps::run`'s contract.)
+    super::drive_portable::<K, ALWAYS_STREAM>(
         src,
         dst,
-        lanes,
-        true,
-        super::x86::STREAMS,
-        None,
-        |s, d, n, stream| {
-            // SAFETY: `drive` passes `n` elements that fit both slices and, when streaming, `d`
-            // aligned to 64 bytes; plain Rust and the baseline's hints need no CPU check.
-            unsafe {
-                if stream {
-                    steps::run::<Lanes, K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                } else {
-                    steps::run::<Lanes, K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                }
-            }
-            true
-        },
+        Lanes::LANES * K::VECTORS,
+        [steps::run::<Lanes, K, false>, steps::run::<Lanes, K, true>],
     );
 }
 

@@ -193,26 +193,7 @@ pub(crate) const fn applies(from: DType, to: DType) -> bool {
 /// The portable word-lane kernel of step `K` (streaming into any destination if
 /// `ALWAYS_STREAM`).
 pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    super::drive::<K, ALWAYS_STREAM>(
-        src,
-        dst,
-        2 * N,
-        true,
-        super::x86::STREAMS,
-        None,
-        |s, d, n, stream| {
-            // SAFETY: `drive` passes `n` elements (a multiple of 2 * N) that fit both slices and,
-            // when streaming, `d` aligned to 64 bytes; plain Rust needs no CPU check.
-            unsafe {
-                if stream {
-                    run::<K, true>(s.as_ptr(), d.as_mut_ptr(), n)
-                } else {
-                    run::<K, false>(s.as_ptr(), d.as_mut_ptr(), n)
-                }
-            }
-            true
-        },
-    );
+    super::drive_portable::<K, ALWAYS_STREAM>(src, dst, 2 * N, [run::<K, false>, run::<K, true>]);
 }
 
 #[cfg(test)]

@@ -113,6 +113,8 @@ pub(crate) trait Vector: Copy {
     unsafe fn eq(self, o: Self) -> Self::Mask;
     /// `yes` in the lanes of `m`, `no` elsewhere.
     unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self;
+    /// Whether no lane of `m` is set: a branch that skips what only rare lanes need.
+    unsafe fn none(m: Self::Mask) -> bool;
 
     // ---- lane-wise float32 operations on the bits.
 
@@ -161,19 +163,23 @@ pub(crate) trait Vector: Copy {
     /// f32's exponent position are the value times 2^-112 — exactly, subnormals included — so one
     /// multiplication by 2^112 rebiases. It leaves an infinity's or a NaN's mantissa in place
     /// under an exponent field of 143, all of whose bits the all-ones field covers: or-ing that
-    /// in (and a NaN's quiet bit) finishes them without a select.
+    /// in (and a NaN's quiet bit) finishes them without a select — and a vector without
+    /// either (nearly every one) skips even that.
     #[inline(always)]
     unsafe fn f16_to_f32(self) -> Self {
         // SAFETY: the caller's contract.
         unsafe {
             let magnitude = self.and(Self::splat(0x7FFF));
             let finite = magnitude.shl::<13>().f32_mul(Self::splat(0x7780_0000)); // 2^112
-            let zero = Self::splat(0);
+            let sign = self.xor(magnitude).shl::<16>();
             let special = magnitude.gt_i32(Self::splat(0x7BFF));
+            if Self::none(special) {
+                return finite.or(sign);
+            }
+            let zero = Self::splat(0);
             let exponent = Self::select(special, Self::splat(0x7F80_0000), zero);
             let nan = magnitude.gt_i32(Self::splat(0x7C00));
             let quiet = Self::select(nan, Self::splat(0x0040_0000), zero);
-            let sign = self.xor(magnitude).shl::<16>();
             finite.or(exponent).or(quiet).or(sign)
         }
     }
@@ -195,7 +201,8 @@ pub(crate) trait Vector: Copy {
     /// nearest-even, and leaves the rounded magnitude in the sum's low bits: its exponent field,
     /// taken mod 32, is float16's exponent less one, which the implicit bit of the count makes up.
     /// A NaN's sum is |x| quieted, so shifting it down keeps the top payload bits: the masks pick
-    /// that for NaN lanes instead of a select.
+    /// that for NaN lanes instead of a select (and a vector without NaN, nearly every one, skips
+    /// them).
     #[inline(always)]
     unsafe fn f32_to_f16(self) -> Self {
         // SAFETY: the caller's contract.
@@ -210,9 +217,15 @@ pub(crate) trait Vector: Copy {
                 .max_i16(Self::splat(113 << 23));
             let sum = exponent.add(Self::splat(15 << 23)).f32_add(scaled);
             let nan = a.gt_i32(Self::splat(0x7F80_0000));
-            let nan = Self::select(nan, Self::splat(!0), Self::splat(0));
-            let high = nan.and(Self::splat(0x3FF)).or(Self::splat(0x7C00));
-            let low = nan.xor(Self::splat(!0)).and(Self::splat(0x0FFF));
+            let (high, low) = if Self::none(nan) {
+                (Self::splat(0x7C00), Self::splat(0x0FFF))
+            } else {
+                let nan = Self::select(nan, Self::splat(!0), Self::splat(0));
+                (
+                    nan.and(Self::splat(0x3FF)).or(Self::splat(0x7C00)),
+                    nan.xor(Self::splat(!0)).and(Self::splat(0x0FFF)),
+                )
+            };
             let code = sum.shr::<13>().and(high).add(sum.and(low));
             code.or(self.sra::<16>().and(Self::splat(0xFFFF_8000)))
         }

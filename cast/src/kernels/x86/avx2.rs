@@ -294,6 +294,10 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract.
             unsafe { _mm256_blendv_epi8(no, yes, m) }
         }
+        unsafe fn none(m: Self::Mask) -> bool {
+            // SAFETY: the caller's contract.
+            unsafe { _mm256_testz_si256(m, m) == 1 }
+        }
 
         unsafe fn f32_add(self, o: Self) -> Self {
             // SAFETY: the caller's contract.

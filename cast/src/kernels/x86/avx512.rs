@@ -339,6 +339,9 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract.
             unsafe { _mm512_mask_blend_epi32(m, no, yes) }
         }
+        unsafe fn none(m: Self::Mask) -> bool {
+            m == 0
+        }
 
         unsafe fn f32_add(self, o: Self) -> Self {
             // SAFETY: the caller's contract.
