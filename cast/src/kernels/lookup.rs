@@ -31,6 +31,7 @@ use std::sync::OnceLock;
 use dtcast_dtype::{packing, DType};
 
 use super::rounded16::Rounded16;
+use super::scalar;
 use super::steps::Step;
 use crate::lanes::{unit, Lane};
 
@@ -125,15 +126,6 @@ static TABLES: [OnceLock<Built>; DType::COUNT * DType::COUNT * 2] =
 /// elements never pays for one (up to 65,536 scalar conversions); `None` until then.
 fn table<K: Step>(n: usize) -> Option<&'static Built> {
     table_of(K::S::DTYPE, K::D::DTYPE, K::SATURATE, scalar::<K>(), n)
-}
-
-/// Step `K`'s scalar kernel (over stored buffers).
-fn scalar<K: Step>() -> super::Kernel {
-    if K::SATURATE {
-        crate::dispatch::convert_stored::<K::S, K::D, true>
-    } else {
-        crate::dispatch::convert_stored::<K::S, K::D, false>
-    }
 }
 
 /// [`table`] of a pair and rounding whose scalar kernel is `rules`: written once, not per step.

@@ -298,6 +298,16 @@ pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Op
 /// skip the read-for-ownership that ordinary stores cost, which matters most for widening pairs.
 pub(crate) const STREAM_BYTES: usize = 1 << 20;
 
+/// Step `K`'s scalar kernel (the rules, over stored buffers): what every kernel falls back on,
+/// and what the tests hold the kernels to.
+pub(crate) fn scalar<K: Step>() -> Kernel {
+    if K::SATURATE {
+        crate::dispatch::convert_stored::<K::S, K::D, true>
+    } else {
+        crate::dispatch::convert_stored::<K::S, K::D, false>
+    }
+}
+
 /// The loops of a portable kernel: without streaming stores, and with them.
 type PortableLoops = [unsafe fn(*const u8, *mut u8, usize); 2];
 
@@ -349,11 +359,7 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     simd: impl FnOnce(&[u8], &mut [u8], usize, bool) -> bool,
 ) -> bool {
     use crate::lanes::Lane;
-    let scalar = if K::SATURATE {
-        crate::dispatch::convert_stored::<K::S, K::D, true>
-    } else {
-        crate::dispatch::convert_stored::<K::S, K::D, false>
-    };
+    let scalar = scalar::<K>();
     let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
     let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
     let (mut done, mut clear, mut head) = (0, true, 0);

@@ -224,11 +224,7 @@ mod tests {
         let n = src.len() / (from.bits() / 8);
         let bytes = to.storage_bytes(n).unwrap();
         let mut expected = vec![0u8; bytes];
-        if K::SATURATE {
-            crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut expected);
-        } else {
-            crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut expected);
-        }
+        super::super::scalar::<K>()(&src, &mut expected);
         for stream in [false, true] {
             // 64-byte aligned, as streaming stores need.
             let mut out = vec![0u128; bytes.div_ceil(16) + 4];

@@ -98,11 +98,7 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
     let Some(direction) = Direction::of(K::S::DTYPE, K::D::DTYPE) else {
         unreachable!("rebias16 kernels are picked for float16 <-> bfloat16 only")
     };
-    let scalar = if K::SATURATE {
-        crate::dispatch::convert_stored::<K::S, K::D, true>
-    } else {
-        crate::dispatch::convert_stored::<K::S, K::D, false>
-    };
+    let scalar = super::scalar::<K>();
     // SAFETY: the caller's contract.
     let (src, dst) = unsafe {
         (
@@ -159,11 +155,7 @@ mod tests {
             .collect();
         let n = src.len() / 2;
         let mut expected = vec![0u8; src.len()];
-        if K::SATURATE {
-            crate::dispatch::convert_stored::<K::S, K::D, true>(&src, &mut expected);
-        } else {
-            crate::dispatch::convert_stored::<K::S, K::D, false>(&src, &mut expected);
-        }
+        super::super::scalar::<K>()(&src, &mut expected);
         for stream in [false, true] {
             let mut out = vec![0u128; src.len() / 16 + 4];
             let d = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut out)[..];
