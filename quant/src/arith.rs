@@ -55,6 +55,37 @@ fn quiet(x: f32) -> f32 {
     f32::from_bits(x.to_bits() | 0x0040_0000)
 }
 
+/// x86's default NaN (Intel's "QNaN floating-point indefinite": sign set), what SSE and AVX
+/// arithmetic writes for an invalid operation on two numbers (0 × inf, 0 / 0, inf / inf). The
+/// references ran on x86, and its sign reaches their bytes (a negative NaN is float8_e4m3fn's
+/// code 0xFF, not 0x7F). Arm writes `0x7FC0_0000` and CUDA `0x7FFF_FFFF`, so dtcast writes x86's
+/// wherever it runs.
+pub(crate) const X86_INDEFINITE: f32 = f32::from_bits(0xFFC0_0000);
+
+/// `y`, the result of an operation on two numbers (neither a NaN), with x86's NaN where it is
+/// one: on x86 the hardware wrote it (operands known at compile time aside: LLVM folds those into
+/// the positive NaN, and dtcast's never are); elsewhere a compare and a select, which LLVM
+/// vectorises in the loops that call this.
+#[inline(always)]
+pub(crate) fn as_on_x86(y: f32) -> f32 {
+    if cfg!(any(target_arch = "x86", target_arch = "x86_64")) || !y.is_nan() {
+        y
+    } else {
+        X86_INDEFINITE
+    }
+}
+
+/// `x * f` (or `x / f`: `y`) for a factor `f` that is not a NaN, as x86 computes it: a NaN `x`
+/// comes back quieted (by every CPU), an invalid operation as [`X86_INDEFINITE`].
+#[inline(always)]
+pub(crate) fn scaled_as_on_x86(y: f32, x: f32) -> f32 {
+    if x.is_nan() {
+        y
+    } else {
+        as_on_x86(y)
+    }
+}
+
 /// torch's `x * scale` on x86, `scale` broadcast over `x` (a group's scale over its elements):
 /// a NaN operand is returned quieted, the broadcast one if both are NaN (what ATen's loops give).
 pub(crate) fn mul(x: f32, scale: f32) -> f32 {
@@ -63,7 +94,7 @@ pub(crate) fn mul(x: f32, scale: f32) -> f32 {
     } else if x.is_nan() {
         quiet(x)
     } else {
-        x * scale
+        as_on_x86(x * scale)
     }
 }
 
@@ -74,7 +105,7 @@ pub(crate) fn div(a: f32, b: f32) -> f32 {
     } else if b.is_nan() {
         quiet(b)
     } else {
-        a / b
+        as_on_x86(a / b)
     }
 }
 
@@ -100,5 +131,64 @@ pub(crate) fn cvtt(x: f32) -> i32 {
 pub(crate) fn internal(e: dtcast_cast::CastError) -> QuantError {
     QuantError::Shape {
         reason: format!("internal error in a cast: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hint::black_box;
+
+    /// The NaN bits of an invalid operation are x86's on every CPU (Intel's manual: the QNaN
+    /// floating-point indefinite is sign 1, exponent all ones, mantissa 100...0), and a NaN
+    /// operand comes back quieted with its own sign and payload. (`black_box`: LLVM folds a
+    /// constant invalid operation into the positive NaN whatever the target.)
+    #[test]
+    fn invalid_operations_give_x86s_nan_and_nan_operands_come_back_quieted() {
+        let (inf, zero) = (black_box(f32::INFINITY), black_box(0.0f32));
+        for y in [
+            mul(zero, inf),
+            mul(inf, zero),
+            mul(-zero, inf),
+            div(zero, zero),
+            div(inf, -inf),
+            div(-zero, zero),
+        ] {
+            assert_eq!(y.to_bits(), 0xFFC0_0000);
+        }
+        // Signalling NaNs with payloads: quieted, sign and payload kept; the broadcast scale
+        // wins a product, the first operand a quotient.
+        let (a, b) = (
+            black_box(f32::from_bits(0x7F80_0001)),
+            black_box(f32::from_bits(0xFF80_0002)),
+        );
+        assert_eq!(mul(a, 2.0).to_bits(), 0x7FC0_0001);
+        assert_eq!(mul(a, b).to_bits(), 0xFFC0_0002);
+        assert_eq!(div(a, b).to_bits(), 0x7FC0_0001);
+        assert_eq!(div(2.0, b).to_bits(), 0xFFC0_0002);
+        // The loop form: a run scaled by inf, then by 0.
+        let run = black_box([
+            0.0f32,
+            -0.0,
+            1.5,
+            f32::INFINITY,
+            f32::from_bits(0xFFC0_1234),
+        ]);
+        for (f, want) in [
+            (
+                inf,
+                [
+                    0xFFC0_0000u32,
+                    0xFFC0_0000,
+                    0x7F80_0000,
+                    0x7F80_0000,
+                    0xFFC0_1234,
+                ],
+            ),
+            (zero, [0, 0x8000_0000, 0, 0xFFC0_0000, 0xFFC0_1234]),
+        ] {
+            let got = run.map(|x| scaled_as_on_x86(x * f, x).to_bits());
+            assert_eq!(got, want, "times {f}");
+        }
     }
 }

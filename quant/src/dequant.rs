@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use dtcast_cast::{cast, cast_streaming, CastMode};
 
-use crate::arith::{bytes, f32s, in_dtype, internal, mul, pow2, torch_cast};
+use crate::arith::{bytes, div, f32s, in_dtype, internal, mul, pow2, scaled_as_on_x86, torch_cast};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
@@ -418,7 +418,7 @@ impl DequantPlan {
                     .map(|s| match (scheme.global_scale, convention) {
                         (false, _) => s,
                         (true, Convention::TorchAo) => mul(s, global),
-                        (true, _) => s / global,
+                        (true, _) => div(s, global),
                     })
                     .collect()
             }
@@ -527,7 +527,7 @@ fn scale_run(run: &mut [f32], f: f32) {
     } else {
         // x86 multiplies a NaN element into itself, quieted: `mul`'s rule.
         for v in run {
-            *v *= f;
+            *v = scaled_as_on_x86(*v * f, *v);
         }
     }
 }

@@ -11,10 +11,109 @@ use dtcast_dtype::DType;
 
 use crate::lookup4::{avx2, avx512, bf16_bits, scale_entry};
 
-/// Whether this path serves: float8_e4m3fn elements to bfloat16, on a CPU with AVX-512 or AVX2
-/// (F16C converts the float16 the codes are moved into; elsewhere the general path).
+/// Whether this path serves: float8_e4m3fn elements to bfloat16 — on AVX-512 and AVX2 (with
+/// F16C, which converts the float16 the codes are moved into) in registers, elsewhere (the
+/// portable set: Arm, the x86-64 baseline) by [`Tables`] of each factor's 256 outputs.
 pub(crate) fn supports(element: DType, out: DType) -> bool {
-    element == DType::Float8E4M3Fn && out == DType::BFloat16 && (avx512() || avx2())
+    element == DType::Float8E4M3Fn && out == DType::BFloat16
+}
+
+/// Slots of [`Tables`]: 64 tables of 512 bytes, an L1 cache's worth.
+const SLOTS: usize = 64;
+
+/// A run this long (one factor) is worth a table of its own: building one costs 256 products and
+/// roundings, which the loop would spend on 256 elements.
+const RUN_WORTH_A_TABLE: usize = 1024;
+
+/// The bfloat16 outputs of the 256 codes under the factors seen last, for CPUs without the SIMD
+/// forms: an element is then one load where the loop spends a product and a rounding (its
+/// rule, [`portable`], fills each table, so the bytes are the loop's). Factors recur: MXFP8's
+/// come from 256 scale bytes, a 128×128 block's factor serves 128 rows of runs, a channel's a
+/// whole row. A slot is picked by the factor's bits and replaced on a miss.
+struct Tables {
+    /// The code values the tables were made from, as bits.
+    values: [u32; 256],
+    /// Each slot's factor bits, and whether it holds a table.
+    keys: [Option<u32>; SLOTS],
+    entries: Box<[[u16; 256]; SLOTS]>,
+    /// Tables made, and elements looked up, since this call began (see [`Tables::worth_it`]).
+    made: usize,
+    looked_up: usize,
+}
+
+impl Tables {
+    fn new() -> Tables {
+        Tables {
+            values: [0; 256],
+            keys: [None; SLOTS],
+            entries: Box::new([[0; 256]; SLOTS]),
+            made: 0,
+            looked_up: 0,
+        }
+    }
+
+    /// Starts a call with code values `values`: tables of other values are dropped.
+    fn begin(&mut self, values: &[f32; 256]) {
+        let bits = values.map(f32::to_bits);
+        if bits != self.values {
+            self.values = bits;
+            self.keys = [None; SLOTS];
+        }
+        (self.made, self.looked_up) = (0, 0);
+    }
+
+    /// Whether tables still pay in this call: each one made costs about what 256 lookups save, so
+    /// where factors hardly recur (a made-up scheme of short runs, all different) the loop
+    /// takes over.
+    fn worth_it(&self) -> bool {
+        self.made * 256 <= self.looked_up + 4096
+    }
+
+    /// Run `src` with factor `f` into `dst` (bfloat16) by factor `f`'s table.
+    fn run(&mut self, values: &[f32; 256], src: &[u8], f: f32, dst: &mut [u8]) {
+        let key = f.to_bits();
+        let slot = (key.wrapping_mul(0x9E37_79B1) >> 26) as usize;
+        if self.keys[slot] != Some(key) {
+            let table = &mut self.entries[slot];
+            let codes: [u8; 256] = core::array::from_fn(|c| c as u8);
+            portable(&codes, values, f, bytemuck::cast_slice_mut(table));
+            // (bytemuck wrote little-endian pairs: on a big-endian CPU, swap them back.)
+            for e in table.iter_mut() {
+                *e = u16::from_le(*e);
+            }
+            self.keys[slot] = Some(key);
+            self.made += 1;
+        }
+        let table = &self.entries[slot];
+        for (&c, out) in src.iter().zip(dst.as_chunks_mut::<2>().0) {
+            *out = table[usize::from(c)].to_le_bytes();
+        }
+        self.looked_up += src.len();
+    }
+}
+
+thread_local! {
+    /// Each thread's [`Tables`] (the pieces of a tensor run on the thread pool).
+    static TABLES: core::cell::RefCell<Tables> = core::cell::RefCell::new(Tables::new());
+}
+
+/// Consecutive runs of `run` codes (`src`, `dst`: whole runs), run `g` with factor `factors[g]`,
+/// by [`Tables`] while they pay, else by the loop.
+fn by_tables(src: &[u8], values: &[f32; 256], run: usize, factors: &[f32], dst: &mut [u8]) {
+    TABLES.with_borrow_mut(|tables| {
+        tables.begin(values);
+        for ((s, d), &f) in src
+            .chunks_exact(run)
+            .zip(dst.chunks_exact_mut(2 * run))
+            .zip(factors)
+        {
+            if tables.worth_it() {
+                tables.run(values, s, f, d);
+            } else {
+                portable(s, values, f, d);
+            }
+        }
+    });
 }
 
 /// Whether a factor takes the SIMD forms' float16 route (finite and below 2^119, so that `f·2^8`
@@ -55,7 +154,11 @@ pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
         portable(s_tail, values, f, d_tail);
         return;
     }
-    portable(src, values, f, dst);
+    if src.len() >= RUN_WORTH_A_TABLE {
+        by_tables(src, values, src.len(), &[f], dst);
+    } else {
+        portable(src, values, f, dst);
+    }
 }
 
 /// [`run`] over consecutive groups of `group` codes, group `g` with factor `factors[g]` (MXFP8's
@@ -83,12 +186,17 @@ pub(crate) fn groups(
         unsafe { x86::groups_avx2(src, group, factors, values, dst) };
         return;
     }
-    for ((s, d), &f) in src
-        .chunks_exact(group)
-        .zip(dst.chunks_exact_mut(2 * group))
-        .zip(factors)
-    {
-        run(s, values, f, d);
+    if avx512() || avx2() {
+        // Groups the SIMD forms above do not take whole: each its own run.
+        for ((s, d), &f) in src
+            .chunks_exact(group)
+            .zip(dst.chunks_exact_mut(2 * group))
+            .zip(factors)
+        {
+            run(s, values, f, d);
+        }
+    } else if group > 0 {
+        by_tables(src, values, group, factors, dst);
     }
 }
 
@@ -349,8 +457,8 @@ mod tests {
     /// A form of [`run`] or of [`groups`] without its table: codes, factor or group size, out.
     type Form<'a, T> = &'a dyn Fn(&[u8], T, &mut [u8]);
 
-    #[test]
-    fn simd_and_portable_agree_on_every_code_and_kind_of_factor() {
+    /// Each code's float32 value, as the dequantization plan makes them (torch's cast).
+    fn code_values() -> [f32; 256] {
         let codes: Vec<u8> = (0..=255).collect();
         let mut values = [0f32; 256];
         cast(
@@ -361,6 +469,57 @@ mod tests {
             CastMode::Torch,
         )
         .unwrap();
+        values
+    }
+
+    #[test]
+    fn the_tables_give_the_loops_bytes() {
+        // The portable set's form, whatever set this machine's casts chose: every code under
+        // factors of every kind, in runs of 32 and 128 whose factors recur (MXFP8, blocks) and
+        // in runs whose factors never do (the tables stop paying and the loop takes over), and
+        // one long run.
+        let values = code_values();
+        let specials = [
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            -0.0,
+            f32::from_bits(1),
+            f32::MAX,
+            2f32.powi(-130),
+            448.0 * 1.9,
+        ];
+        let mut next = crate::xorshift(0x2545_F491_4F6C_DD1D);
+        let fresh: Vec<f32> = (0..400).map(|_| f32::from_bits(next() as u32)).collect();
+        for (what, pool) in [
+            ("recurring", &specials[..]),
+            ("never recurring", &fresh[..]),
+        ] {
+            for run in [32, 128] {
+                let runs = 400;
+                let src: Vec<u8> = (0..run * runs).map(|i| (i * 7 + i / 256) as u8).collect();
+                let factors: Vec<f32> = (0..runs).map(|g| pool[g % pool.len()]).collect();
+                let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
+                by_tables(&src, &values, run, &factors, &mut a);
+                for ((s, d), &f) in src.chunks(run).zip(b.chunks_mut(2 * run)).zip(&factors) {
+                    portable(s, &values, f, d);
+                }
+                assert_eq!(a, b, "{what} factors, runs of {run}");
+            }
+        }
+        let src: Vec<u8> = (0..4 * RUN_WORTH_A_TABLE).map(|i| (i * 13) as u8).collect();
+        for f in specials.iter().chain(&fresh[..8]) {
+            let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
+            by_tables(&src, &values, src.len(), &[*f], &mut a);
+            portable(&src, &values, *f, &mut b);
+            assert_eq!(a, b, "one run, factor {f:e}");
+        }
+    }
+
+    #[test]
+    fn simd_and_portable_agree_on_every_code_and_kind_of_factor() {
+        let codes: Vec<u8> = (0..=255).collect();
+        let values = code_values();
         // Every code twice over, with a tail the loop takes.
         let src: Vec<u8> = codes
             .iter()

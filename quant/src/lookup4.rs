@@ -12,17 +12,19 @@
 
 use dtcast_dtype::DType;
 
-use crate::arith::mul;
+use crate::arith::{mul, scaled_as_on_x86};
 
-/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 (the usual output)
-/// on a CPU with AVX-512 or AVX2, or into float32 with AVX-512 (float16's rounding goes through
-/// the general path, as does everything on CPUs without either).
+/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 (the usual output),
+/// or into float32 except on AVX2, whose SIMD casts around a vectorised product are faster than
+/// the loop (float16's rounding goes through the general path). Without AVX-512 or AVX2 (the
+/// portable set: Arm, the x86-64 baseline) the loop over the bytes serves: a table entry per
+/// element, against the general path's three passes over a float32 buffer.
 pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
     element == DType::Float4E2M1Fn
         && matches!(group, 16 | 32)
         && match out {
-            DType::BFloat16 => avx512() || avx2(),
-            DType::Float32 => avx512(),
+            DType::BFloat16 => true,
+            DType::Float32 => !avx2(),
             _ => false,
         }
 }
@@ -66,7 +68,7 @@ pub(crate) fn scale_entry(value: f32, f: f32) -> f32 {
     if f.is_nan() {
         mul(0.0, f)
     } else {
-        value * f
+        scaled_as_on_x86(value * f, value)
     }
 }
 
@@ -282,17 +284,36 @@ pub(crate) fn portable<G: Groups>(
     out: DType,
     dst: &mut [u8],
 ) {
-    let size = out.byte_size().unwrap_or(4);
+    if out == DType::BFloat16 {
+        by_bytes::<G, 2>(src, group, groups, first, dst);
+    } else {
+        by_bytes::<G, 4>(src, group, groups, first, dst);
+    }
+}
+
+/// [`portable`] for outputs of `SIZE` bytes (a constant, so that each byte's two outputs are one
+/// store of `2 * SIZE` bytes).
+#[inline(always)]
+fn by_bytes<G: Groups, const SIZE: usize>(
+    src: &[u8],
+    group: usize,
+    groups: &G,
+    first: usize,
+    dst: &mut [u8],
+) {
     for (g, (codes, dst)) in src
         .chunks_exact(group / 2)
-        .zip(dst.chunks_exact_mut(group * size))
+        .zip(dst.chunks_exact_mut(group * SIZE))
         .enumerate()
     {
         let t = groups.table(first + g);
-        for (&b, pair) in codes.iter().zip(dst.chunks_exact_mut(2 * size)) {
-            let (lo, hi) = (t[usize::from(b & 0xF)], t[usize::from(b >> 4)]);
-            pair[..size].copy_from_slice(&lo.to_le_bytes()[..size]);
-            pair[size..].copy_from_slice(&hi.to_le_bytes()[..size]);
+        for (&b, pair) in codes.iter().zip(dst.chunks_exact_mut(2 * SIZE)) {
+            let (lo, hi) = (
+                u64::from(t[usize::from(b & 0xF)]),
+                u64::from(t[usize::from(b >> 4)]),
+            );
+            let both = lo | hi << (8 * SIZE);
+            pair.copy_from_slice(&both.to_le_bytes()[..2 * SIZE]);
         }
     }
 }

@@ -4,7 +4,7 @@ use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{cvtt, div, internal, mul, pow2, round_bf16, DEFAULT_NAN};
+use crate::arith::{cvtt, div, internal, mul, pow2, round_bf16, scaled_as_on_x86, DEFAULT_NAN};
 use crate::dequant::{check_len, rows_cols, zeroed, Quantized};
 use crate::rules::{
     ao_mx, ao_mx_rceil, ao_nvfp4, ct_fp8, ct_mx, ct_mx_finite, ct_nvfp4, ct_nvfp4_finite, Apply,
@@ -1093,7 +1093,8 @@ fn scale_values<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
         } else {
             x
         };
-        finish(if DIVIDE { x / f } else { x * f }, ROUND, limit)
+        let y = if DIVIDE { x / f } else { x * f };
+        finish(scaled_as_on_x86(y, x), ROUND, limit)
     };
     let mut special = false;
     if BF16 {

@@ -20,17 +20,20 @@
 // ---- the references' arithmetic (dtcast-quant's arith.rs and quantize.rs)
 
 DEV float quiet_f(float x) { return u2f(f2u(x) | 0x00400000u); }
+// x86's NaN for an invalid operation on two numbers (0 * inf, 0 / 0: arith::X86_INDEFINITE, sign
+// set); a GPU writes 0x7FFFFFFF, whose sign would give float8_e4m3fn's 0x7F instead of 0xFF.
+DEV float as_on_x86(float y) { return isnan_f(y) ? u2f(0xFFC00000u) : y; }
 // x86's `x * s` with `s` broadcast (arith::mul): a NaN `s` comes back quieted, else a NaN `x`.
 DEV float q_mul(float x, float s) {
     if (isnan_f(s)) return quiet_f(s);
     if (isnan_f(x)) return quiet_f(x);
-    return x * s;
+    return as_on_x86(x * s);
 }
 // x86's `a / b` (arith::div): a NaN operand comes back quieted, the first one if both are.
 DEV float q_div(float a, float b) {
     if (isnan_f(a)) return quiet_f(a);
     if (isnan_f(b)) return quiet_f(b);
-    return a / b;
+    return as_on_x86(a / b);
 }
 // torch's bfloat16 arithmetic: nearest even, inf stays, a NaN the default NaN (quantize.rs
 // `round_bf16`).
