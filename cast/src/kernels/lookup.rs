@@ -328,38 +328,18 @@ fn run<E: Entry, const STREAM: bool>(
         .zip(d[..n * db / 8].chunks_exact_mut(out_bytes))
         .enumerate()
     {
-        let mut at = [0u16; CHUNK];
-        match (index, sb) {
-            (Index::Pairs, 4) => {
-                for (i, &b) in at.iter_mut().zip(s) {
-                    *i = u16::from(b);
-                }
+        if cfg!(target_endian = "little") && (index, sb) == (Index::Pairs, 4) {
+            // A byte is the index (two float4 codes) and its entry the two outputs' bytes as a
+            // little-endian number: looked up straight into the staged output, without a pass
+            // through indices (float4 → float16 8.1–8.3 → 9.9–10.3 Gelem/s, → bfloat16
+            // 6.6–8.3 → 8.8–10.1: 64M elements, 2 threads, three interleaved runs).
+            let out: &mut [E] = bytemuck::cast_slice_mut(&mut staged[k % 2]);
+            for (o, &b) in out.iter_mut().zip(s) {
+                *o = table[usize::from(b)];
             }
-            (Index::Pairs, _) => {
-                for (two, group) in at.chunks_exact_mut(2).zip(s.chunks_exact(3)) {
-                    let word =
-                        u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
-                    two[0] = (word & 0xFFF) as u16;
-                    two[1] = (word >> 12) as u16;
-                }
-            }
-            (Index::Code, _) => {
-                for (i, &b) in at.iter_mut().zip(s) {
-                    *i = u16::from(b);
-                }
-            }
-            (Index::Bits16, _) => {
-                for (i, b) in at.iter_mut().zip(s.as_chunks::<2>().0) {
-                    *i = u16::from_le_bytes(*b);
-                }
-            }
-            (Index::Folded32, _) => {
-                for (i, b) in at.iter_mut().zip(s.as_chunks::<4>().0) {
-                    *i = super::words::fold32(u32::from_le_bytes(*b));
-                }
-            }
+        } else {
+            fill(&pair, &indices(index, sb, s), table, &mut staged[k % 2]);
         }
-        fill(&pair, &at, table, &mut staged[k % 2]);
         if !STREAM {
             d.copy_from_slice(&bytemuck::cast_slice(&staged[k % 2])[..out_bytes]);
             continue;
@@ -374,6 +354,44 @@ fn run<E: Entry, const STREAM: bool>(
         }
         super::x86::store_fence();
     }
+}
+
+/// A chunk's table indices, read from its source bytes `s` as `index` says (`sb`: the source's
+/// bits per element).
+#[inline(always)]
+fn indices(index: Index, sb: usize, s: &[u8]) -> [u16; CHUNK] {
+    let mut at = [0u16; CHUNK];
+    match (index, sb) {
+        (Index::Pairs, 4) => {
+            for (i, &b) in at.iter_mut().zip(s) {
+                *i = u16::from(b);
+            }
+        }
+        (Index::Pairs, _) => {
+            for (two, group) in at.chunks_exact_mut(2).zip(s.chunks_exact(3)) {
+                let word =
+                    u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
+                two[0] = (word & 0xFFF) as u16;
+                two[1] = (word >> 12) as u16;
+            }
+        }
+        (Index::Code, _) => {
+            for (i, &b) in at.iter_mut().zip(s) {
+                *i = u16::from(b);
+            }
+        }
+        (Index::Bits16, _) => {
+            for (i, b) in at.iter_mut().zip(s.as_chunks::<2>().0) {
+                *i = u16::from_le_bytes(*b);
+            }
+        }
+        (Index::Folded32, _) => {
+            for (i, b) in at.iter_mut().zip(s.as_chunks::<4>().0) {
+                *i = super::words::fold32(u32::from_le_bytes(*b));
+            }
+        }
+    }
+    at
 }
 
 /// [`run`]'s two output slots, on a cache line boundary: where they fell on the stack otherwise
