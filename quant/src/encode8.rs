@@ -622,98 +622,98 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// The loop form gives the AVX-512 form's bytes and verdicts (the quantize tests hold that
-    /// one to the general path): random float32 and bfloat16 bits, values around float8's
-    /// rounding points and 448, factors from tiny to huge, every rule, lengths that end inside
-    /// a 16-element step.
+    /// The SIMD forms (the kernel this CPU gets, and AVX-512's and AVX2's 16-bit forms where
+    /// the CPU has them) give the loop form's bytes and verdicts (the quantize tests hold the
+    /// loop form to the references and the general path): random float32 and bfloat16 bits,
+    /// values around float8's rounding points and 448, factors from tiny to huge, every rule,
+    /// lengths that end inside a 16-element step.
     #[test]
-    fn the_loop_gives_the_avx512_forms_bytes() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if !crate::lookup4::avx512() {
-                eprintln!("SKIPPED: no AVX-512 here; the loop form is held to the references' vectors by the quant tests");
-                return;
-            }
-            let mut next = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
-            for round in 0..400 {
-                let n = (next() % 70) as usize;
-                let values: Vec<u32> = (0..n)
-                    .map(|_| {
-                        let r = next();
-                        // Every fifth round only values that scale into float8's normal range
-                        // (for the factors that keep them there): runs of 32 without one
-                        // subnormal.
-                        match if round % 5 == 1 { 2 } else { r % 3 } {
-                            0 => r as u32,
-                            // float8's ties and their neighbours, times powers of two.
-                            1 => {
-                                let odd = ((r >> 8) % 16 * 2 + 1) as f32 / 32.0;
-                                let x = (1.0 + odd) * 2f32.powi((r >> 16) as i32 % 20 - 10);
-                                x.to_bits()
-                                    .wrapping_add((r >> 40) as u32 % 3)
-                                    .wrapping_sub(1)
-                                    | (r as u32 & 0x8000_0000)
-                            }
-                            _ => (f32::from_bits(0x3F00_0000 | (r as u32 & 0x807F_FFFF)) * 300.0)
-                                .to_bits(),
+    fn the_simd_forms_give_the_loops_bytes() {
+        let mut next = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
+        let mut compared = 0;
+        for round in 0..400 {
+            let n = (next() % 70) as usize;
+            let values: Vec<u32> = (0..n)
+                .map(|_| {
+                    let r = next();
+                    // Every fifth round only values that scale into float8's normal range
+                    // (for the factors that keep them there): runs of 32 without one
+                    // subnormal.
+                    match if round % 5 == 1 { 2 } else { r % 3 } {
+                        0 => r as u32,
+                        // float8's ties and their neighbours, times powers of two.
+                        1 => {
+                            let odd = ((r >> 8) % 16 * 2 + 1) as f32 / 32.0;
+                            let x = (1.0 + odd) * 2f32.powi((r >> 16) as i32 % 20 - 10);
+                            x.to_bits()
+                                .wrapping_add((r >> 40) as u32 % 3)
+                                .wrapping_sub(1)
+                                | (r as u32 & 0x8000_0000)
                         }
-                    })
-                    .filter(|b| round % 4 == 0 || b & 0x7F80_0000 != 0x7F80_0000)
-                    .collect();
-                let f = [1.0f32, 0.37, 448.0 / 3.1, 1e-30, 3e30, 2f32.powi(-9)][round % 6];
-                for bf16 in [false, true] {
-                    let src: Vec<u8> = if bf16 {
-                        values
-                            .iter()
-                            .flat_map(|b| ((b >> 16) as u16).to_le_bytes())
-                            .collect()
-                    } else {
-                        values.iter().flat_map(|b| b.to_le_bytes()).collect()
+                        _ => (f32::from_bits(0x3F00_0000 | (r as u32 & 0x807F_FFFF)) * 300.0)
+                            .to_bits(),
+                    }
+                })
+                .filter(|b| round % 4 == 0 || b & 0x7F80_0000 != 0x7F80_0000)
+                .collect();
+            let f = [1.0f32, 0.37, 448.0 / 3.1, 1e-30, 3e30, 2f32.powi(-9)][round % 6];
+            for bf16 in [false, true] {
+                let src: Vec<u8> = if bf16 {
+                    (values.iter())
+                        .flat_map(|b| ((b >> 16) as u16).to_le_bytes())
+                        .collect()
+                } else {
+                    values.iter().flat_map(|b| b.to_le_bytes()).collect()
+                };
+                for (divide, round_bf16) in
+                    [(true, true), (true, false), (false, true), (false, false)]
+                {
+                    let rules = Rules {
+                        divide,
+                        round_bf16,
+                        unsigned_zero: false,
                     };
-                    for (divide, round_bf16) in
-                        [(true, true), (true, false), (false, true), (false, false)]
-                    {
-                        let rules = Rules {
-                            divide,
-                            round_bf16,
-                            unsigned_zero: false,
-                        };
-                        let (mut wide, mut lanes) =
-                            (vec![0u8; values.len()], vec![0u8; values.len()]);
-                        // SAFETY: the loop form needs nothing; `src` holds one element per
-                        // byte of the output.
-                        let lanes_ok = unsafe { loop_kernel(bf16, rules)(&src, f, &mut lanes) };
-                        // The kernel this CPU gets, and on bfloat16 products rounded to
-                        // bfloat16 the form without AVX512_BF16 too.
-                        let mut kernels = vec![kernel(bf16, rules)];
-                        if bf16 && round_bf16 {
-                            kernels.push(if divide {
+                    let (mut wide, mut lanes) = (vec![0u8; values.len()], vec![0u8; values.len()]);
+                    // SAFETY: the loop form needs nothing; `src` holds one element per byte of
+                    // the output.
+                    let lanes_ok = unsafe { loop_kernel(bf16, rules)(&src, f, &mut lanes) };
+                    let mut kernels = vec![("best", kernel(bf16, rules))];
+                    #[cfg(target_arch = "x86_64")]
+                    if bf16 && round_bf16 {
+                        if crate::lookup4::avx512() {
+                            let words: Kernel = if divide {
                                 x86::words::<true>
                             } else {
                                 x86::words::<false>
-                            });
-                            kernels.push(if divide {
+                            };
+                            kernels.push(("AVX-512 words", words));
+                        }
+                        if std::arch::is_x86_feature_detected!("avx2") {
+                            let words: Kernel = if divide {
                                 x86::words_avx2::<true>
                             } else {
                                 x86::words_avx2::<false>
-                            });
+                            };
+                            kernels.push(("AVX2 words", words));
                         }
-                        for wide_kernel in kernels {
-                            // SAFETY: `avx512()` said this CPU runs the kernels' set; `src`
-                            // holds one element per byte of the output.
-                            let ok = unsafe { wide_kernel(&src, f, &mut wide) };
-                            let at = format!(
-                                "round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}"
-                            );
-                            assert_eq!(ok, lanes_ok, "{at}");
-                            if ok {
-                                assert_eq!(wide, lanes, "{at}");
-                            }
+                    }
+                    for (name, wide_kernel) in kernels {
+                        // SAFETY: the kernels are this CPU's (checked above); `src` holds one
+                        // element per byte of the output.
+                        let ok = unsafe { wide_kernel(&src, f, &mut wide) };
+                        let at = format!(
+                            "{name}: round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}"
+                        );
+                        assert_eq!(ok, lanes_ok, "{at}");
+                        if ok {
+                            assert_eq!(wide, lanes, "{at}");
+                            compared += 1;
                         }
                     }
                 }
             }
         }
+        assert!(compared > 1000, "{compared} comparisons");
     }
 
     /// The exponent-shift forms (the loop, and AVX-512's and AVX2's where the CPU has them) give the

@@ -612,22 +612,24 @@ mod x86 {
         ) -> bool {
             // SAFETY: the caller's contract.
             unsafe {
-                if bounded {
-                    encode::<false>(src, group, pick, rows, unsigned_zero, out)
-                } else {
-                    encode::<true>(src, group, pick, rows, unsigned_zero, out)
+                match (bounded, group) {
+                    (true, 16) => encode::<false, 1>(src, pick, rows, unsigned_zero, out),
+                    (false, 16) => encode::<true, 1>(src, pick, rows, unsigned_zero, out),
+                    (true, _) => encode::<false, 2>(src, pick, rows, unsigned_zero, out),
+                    (false, _) => encode::<true, 2>(src, pick, rows, unsigned_zero, out),
                 }
             }
         }
 
-        /// [`encode_any`] with the inf/NaN check or without (`CHECK`).
+        /// [`encode_any`] with the inf/NaN check or without (`CHECK`), for groups of
+        /// `16 * HALVES` elements (a known count, so that finding a half's group is a shift, not
+        /// a division, and a group of 32 picks its row once).
         ///
         /// # Safety
         /// As [`encode_any`].
         #[target_feature(enable = "avx2")]
-        unsafe fn encode<const CHECK: bool>(
+        unsafe fn encode<const CHECK: bool, const HALVES: usize>(
             src: &[u8],
-            group: usize,
             mut pick: impl FnMut(usize) -> u8,
             rows: &[[u16; ROW]; 256],
             unsigned_zero: bool,
@@ -636,24 +638,29 @@ mod x86 {
             let mut bad = _mm256_setzero_si256();
             // Every 16 elements (8 bytes out) under one row: groups of 32 are two such halves.
             let halves = out.len() / 8;
-            let per_group = group / 16;
             // SAFETY: half `h` reads bytes 32h..32h + 32 of `src` (which holds 4 bytes per byte
             // of `out`); a row is 32 bytes.
-            let mut half = |h: usize, bad: &mut __m256i| unsafe {
-                let row = &rows[usize::from(pick(h / per_group))];
+            let half = |h: usize, row: &[u16; ROW], bad: &mut __m256i| unsafe {
                 let near = _mm256_broadcastsi128_si256(_mm_loadu_si128(row.as_ptr().cast()));
                 let x = _mm256_loadu_si256(src.as_ptr().add(32 * h).cast());
                 codes::<CHECK>(x, near, row[BAD] as i16, unsigned_zero, bad)
             };
             let mut h = 0;
             while h + 2 <= halves {
-                let (a, b) = (half(h, &mut bad), half(h + 1, &mut bad));
+                let first = &rows[usize::from(pick(h / HALVES))];
+                // Two halves of one group, or two groups of 16.
+                let second = if HALVES == 2 {
+                    first
+                } else {
+                    &rows[usize::from(pick(h + 1))]
+                };
+                let (a, b) = (half(h, first, &mut bad), half(h + 1, second, &mut bad));
                 // SAFETY: bytes 8h..8h + 16 of `out`, inside it.
                 unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * h).cast(), pack(a, b)) };
                 h += 2;
             }
             if h < halves {
-                let a = half(h, &mut bad);
+                let a = half(h, &rows[usize::from(pick(h / HALVES))], &mut bad);
                 // SAFETY: bytes 8h..8h + 8 of `out`, inside it.
                 unsafe { _mm_storel_epi64(out.as_mut_ptr().add(8 * h).cast(), pack(a, a)) };
             }
