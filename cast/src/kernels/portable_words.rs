@@ -68,9 +68,9 @@ impl Words for Plain16 {
             match bits {
                 // SAFETY: the contract above, for 32 bytes.
                 8 => unsafe { put::<STREAM>(p, &codes) },
-                // The packed widths are not selected (`applies`: the tables measured faster,
-                // since packing lane by lane kept LLVM from vectorising the rounding); plain
-                // loops, tested like the rest.
+                // float6 is not selected (`applies`: the tables measured faster, since packing
+                // lane by lane kept LLVM from vectorising the rounding); plain loops, tested like
+                // the rest.
                 6 => {
                     let mut bytes = [0u8; 3 * N / 2];
                     for (group, four) in bytes.chunks_exact_mut(3).zip(codes.chunks_exact(4)) {
@@ -149,6 +149,10 @@ impl Words for Plain16 {
         unsafe fn eq(self, o: Self) -> Self::Mask {
             self.zip(o, |x, y| mask(x == y))
         }
+        unsafe fn count(self, m: Self::Mask) -> Self {
+            // A mask lane is 0xFFFF where it holds.
+            self.zip(m, u16::wrapping_sub)
+        }
         unsafe fn select(m: Self::Mask, yes: Self, no: Self) -> Self {
             let mut out = [0; N];
             for (((r, y), n), m) in out.iter_mut().zip(yes.0).zip(no.0).zip(m.0) {
@@ -182,12 +186,14 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
 }
 
 /// Whether `from` → `to` narrows on the portable word lanes: a word-lane pair (`words::applies`),
-/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes. Into float6 and float4 the tables (`lookup.rs`) stay: on the x86-64
-/// baseline, 64M elements, 2 threads, bfloat16 → float6_e2m3fn ran 0.7–0.8 Gelem/s on word lanes
-/// against 4.1–4.8 looked up, and float16/bfloat16 → float4_e2m1fn 3.8–4.9 against 4.6–5.6.
+/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes or into float4
+/// (whose codes are a count of seven compares, `words::counts`). Into float6 the tables
+/// (`lookup.rs`) stay: on the x86-64 baseline, 64M elements, 2 threads, bfloat16 →
+/// float6_e2m3fn ran 0.7–0.8 Gelem/s on word lanes against 4.1–4.8 looked up; float16/bfloat16
+/// → float4_e2m1fn ran 2.5–3.3 looked up against 3.9–4.6 counted.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
     (words::applies(from, to) || matches!(from, DType::Float32) && words::applies_folded32(to))
-        && to.bits() == 8
+        && (to.bits() == 8 || words::counts(from, to))
 }
 
 /// The portable word-lane kernel of step `K` (streaming into any destination if

@@ -116,6 +116,10 @@ impl Words for W256 {
             // SAFETY: the caller's contract.
             unsafe { W256(_mm256_blendv_epi8(no.0, yes.0, m)) }
         }
+        unsafe fn count(self, m: Self::Mask) -> Self {
+            // SAFETY: the caller's contract (a mask lane is -1 where it holds).
+            unsafe { W256(_mm256_sub_epi16(self.0, m)) }
+        }
         unsafe fn none(m: Self::Mask) -> bool {
             // SAFETY: the caller's contract.
             unsafe { _mm256_testz_si256(m, m) == 1 }
