@@ -194,14 +194,18 @@ impl Rule {
         }
         let width = dst.exp_bits + dst.man_bits;
         let rebias = ((min_e - 1) as u16) << man;
-        let (mut thresholds, steps) = ([0u16; MAX_STEPS], clamp as usize);
-        if steps <= MAX_STEPS {
-            let mut k = 0;
-            while k < steps {
-                let (m, m_t) = (man as u16, dst.man_bits as u16);
-                thresholds[k] = threshold(k as u16, m, m_t, src.bias, dst.bias, rebias);
-                k += 1;
-            }
+        // One threshold per magnitude code below `clamp`, where there are few enough.
+        let steps = if clamp as usize <= MAX_STEPS {
+            clamp as usize
+        } else {
+            0
+        };
+        let mut thresholds = [0u16; MAX_STEPS];
+        let mut k = 0;
+        while k < steps {
+            let (m, m_t) = (man as u16, dst.man_bits as u16);
+            thresholds[k] = threshold(k as u16, m, m_t, src.bias, dst.bias, rebias);
+            k += 1;
         }
         Some(Rule {
             man: man as u16,
@@ -219,7 +223,7 @@ impl Rule {
             sign: sign as u16,
             sign_shift: (15 - width) as u16,
             thresholds,
-            steps: if steps <= MAX_STEPS { steps as u16 } else { 0 },
+            steps: steps as u16,
         })
     }
 }
