@@ -2,10 +2,11 @@
 //! plain `u16` lanes, every method a loop that LLVM vectorises for the target (SSE2 on baseline
 //! x86-64: two registers a vector; NEON; SIMD128).
 //!
-//! The one operation the baseline lacks is a variable shift: [`Words::shr_round`] multiplies by a
-//! power of two instead, as AVX2's instantiation does (the high half of `x * 2^(16 - s)` is
-//! `x >> s`, the low half the bits shifted out), and LLVM builds the power of two from the float
-//! exponent where the target has no variable shifts.
+//! The baseline has no variable shifts: the rounding below the smallest normal is a float32
+//! addition ([`words::Quanta::float_bits`]), as in AVX2's instantiation. Against the variable
+//! shift built from float exponents that it replaced: 64M elements, 2 threads, two interleaved
+//! runs, bfloat16 → float8_e4m3fn 4.6–5.1 → 5.0–6.1 Gelem/s, float16 → float8_e4m3fn 4.7–4.9 →
+//! 5.4–5.9.
 
 use dtcast_dtype::DType;
 
@@ -108,9 +109,6 @@ impl Words for Plain16 {
         unsafe fn add(self, o: Self) -> Self {
             self.zip(o, u16::wrapping_add)
         }
-        unsafe fn sub_or_zero(self, o: Self) -> Self {
-            self.zip(o, u16::saturating_sub)
-        }
         unsafe fn min(self, o: Self) -> Self {
             self.zip(o, u16::min)
         }
@@ -120,23 +118,13 @@ impl Words for Plain16 {
         unsafe fn shr(self, k: u16) -> Self {
             self.map(|x| x >> k)
         }
-        unsafe fn shr_round(self, s1: Self) -> Self {
-            self.zip(s1, |x, s1| {
-                // m = 2^(15 - s1) = 2^(16 - s); x * m is x << (16 - s).
-                // Built as a float's exponent (what targets without variable shifts do well):
-                // 2^(15 - s1) is exact, and s1 <= 14 keeps it within 1..=2^15.
-                let power = f32::from_bits(u32::from(127 + 15 - s1) << 23);
-                // SAFETY: a power of two from 2 to 2^15 fits an i32.
-                let m = unsafe { power.to_int_unchecked::<i32>() } as u16;
-                // Written as the high and low halves of 16-bit products (SSE2's `pmulhuw` and
-                // `pmullw`), not as one 32-bit product.
-                let q = ((u32::from(x) * u32::from(m)) >> 16) as u16;
-                let fraction = x.wrapping_mul(m);
-                // Up where the fraction exceeds a half less the quotient's lowest bit (ties to
-                // even), as unsigned numbers: with the top bits flipped, a signed compare.
-                let odd = q & 1;
-                let up = ((fraction ^ 0x8000) as i16) > (odd as i16).wrapping_neg();
-                q.wrapping_add(u16::from(up))
+        unsafe fn quanta(self, q: words::Quanta) -> Self {
+            // Float32 addition (see `Quanta::float_bits`), which every target vectorises; counts
+            // past 2^16 (overflow, inf, NaN: the caller's) saturate.
+            let whole = f32::from_bits(q.float_bits);
+            self.map(|a| {
+                let sum = f32::from_bits(u32::from(a) << q.widen) + whole;
+                (sum.to_bits() - q.float_bits).min(0xFFFF) as u16
             })
         }
         unsafe fn below(self, o: Self) -> Self::Mask {
@@ -189,7 +177,9 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
 /// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes or into float4
 /// (whose codes are a count of seven compares, `words::counts`). Into float6 the tables
 /// (`lookup.rs`) stay: on the x86-64 baseline, 64M elements, 2 threads, bfloat16 →
-/// float6_e2m3fn ran 0.7–0.8 Gelem/s on word lanes against 4.1–4.8 looked up; float16/bfloat16
+/// float6_e2m3fn ran 0.7–0.8 Gelem/s on word lanes against 4.1–4.8 looked up (0.6–0.7 still
+/// with the float32 rounding and eight vectors packed at a time, whether the packing squeezes
+/// 32-bit or 64-bit words: LLVM's code for that loop is not understood yet); float16/bfloat16
 /// → float4_e2m1fn ran 2.5–3.3 looked up against 3.9–4.6 counted.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
     (words::applies(from, to) || matches!(from, DType::Float32) && words::applies_folded32(to))
@@ -199,7 +189,8 @@ pub(crate) const fn applies(from: DType, to: DType) -> bool {
 /// The portable word-lane kernel of step `K` (streaming into any destination if
 /// `ALWAYS_STREAM`).
 pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    super::drive_portable::<K, ALWAYS_STREAM>(src, dst, 2 * N, [run::<K, false>, run::<K, true>]);
+    let step = words::step_elements::<Plain16>(<K::D as crate::lanes::Lane>::DTYPE.bits());
+    super::drive_portable::<K, ALWAYS_STREAM>(src, dst, step, [run::<K, false>, run::<K, true>]);
 }
 
 #[cfg(test)]

@@ -45,6 +45,20 @@ pub(crate) trait Words: Copy {
     /// lays them out); 8- and 4-bit codes as streaming stores when `STREAM` (`p` then aligned to
     /// their size).
     unsafe fn put<const STREAM: bool>(low: Self, high: Self, bits: usize, p: *mut u8);
+    /// Writes the 6-bit codes of eight vectors (`8 * LANES` elements in lane order) at `p`, packed
+    /// (`6 * LANES` bytes): by default four [`put`](Words::put)s; an instantiation whose pairs'
+    /// bytes do not fill whole vectors may join them into whole (streamed, when `STREAM`)
+    /// vectors instead (`p` then aligned to 64 bytes).
+    unsafe fn put6<const STREAM: bool>(codes: [Self; 8], p: *mut u8) {
+        for pair in 0..4 {
+            // SAFETY: the caller's contract; each pair's `2 * LANES * 6 / 8` bytes follow the
+            // last.
+            unsafe {
+                let at = p.add(3 * Self::LANES / 2 * pair);
+                Self::put::<false>(codes[2 * pair], codes[2 * pair + 1], 6, at)
+            }
+        }
+    }
     /// `v` in every lane.
     unsafe fn splat(v: u16) -> Self;
     unsafe fn and(self, o: Self) -> Self;
@@ -52,15 +66,15 @@ pub(crate) trait Words: Copy {
     unsafe fn xor(self, o: Self) -> Self;
     /// Wrapping.
     unsafe fn add(self, o: Self) -> Self;
-    /// `self - o`, 0 where `o` is larger.
-    unsafe fn sub_or_zero(self, o: Self) -> Self;
     unsafe fn min(self, o: Self) -> Self;
     unsafe fn max(self, o: Self) -> Self;
     /// Every lane shifted right by `k` (one count for all: a constant of the rule).
     unsafe fn shr(self, k: u16) -> Self;
-    /// Each lane (below 2^12) divided by `2^(s1 + 1)` (its `s1` at most 14), rounded to
-    /// nearest-even.
-    unsafe fn shr_round(self, s1: Self) -> Self;
+    /// The source magnitudes `self` (finite ones below the target's smallest normal; other lanes
+    /// any value, their codes are the caller's) counted in the target's quanta below its
+    /// smallest normal, rounded to nearest-even: [`shifted_quanta`] on sets with variable 16-bit
+    /// shifts, [`Quanta::float_bits`]' addition where float arithmetic is cheaper.
+    unsafe fn quanta(self, q: Quanta) -> Self;
     /// `self < o`, for lanes below 2^15 (magnitudes and the rule's constants).
     unsafe fn below(self, o: Self) -> Self::Mask;
     /// `self > o`, for lanes below 2^15.
@@ -76,9 +90,73 @@ pub(crate) trait Words: Copy {
     /// Whether `m` holds in no lane.
     unsafe fn none(m: Self::Mask) -> bool;
     /// Whether [`codes`] skips the rounding below the target's smallest normal for a vector with
-    /// no lane there: where that rounding costs more than a branch (the portable lanes, which
-    /// build its variable shifts from float exponents), not where it is a few instructions.
+    /// no lane there: where that rounding was measured to cost more than a branch (the portable
+    /// lanes, when they built variable shifts from float exponents; not re-measured since they
+    /// add in float32), not where it is a few instructions.
     const SKIPS_SUBNORMAL_ROUNDING: bool;
+}
+
+/// Word lanes that round by a variable shift ([`shifted_quanta`]).
+// Only AVX-512's instantiation rounds by a variable shift (the others add in float32).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
+pub(crate) trait ShiftRounding: Words {
+    /// `self - o`, 0 where `o` is larger.
+    unsafe fn sub_or_zero(self, o: Self) -> Self;
+    /// Each lane (below 2^12) divided by `2^(s1 + 1)` (its `s1` at most 14), rounded to
+    /// nearest-even.
+    unsafe fn shr_round(self, s1: Self) -> Self;
+}
+
+/// The numbers of a pair's rounding below the target's smallest normal ([`Words::quanta`]), from
+/// the two formats' rows of the dtype table.
+#[derive(Clone, Copy)]
+pub(crate) struct Quanta {
+    /// The source's mantissa bits ([`shifted_quanta`]'s, like `c1`).
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
+    man: u16,
+    /// `s - 1` for the right shift `s` that turns a significand of exponent `E` into a count of
+    /// the target's quanta is `c1 - E`.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
+    c1: u16,
+    /// `23 - man`: a source magnitude's bits shifted left by it are a float32's, of the source
+    /// value times `2^(bias - 127)` (its exponent field and mantissa in float32's places; a
+    /// source subnormal a float32 subnormal of the same scale).
+    pub(crate) widen: u32,
+    /// The float32 bits of `2^23` target quanta at that scale: adding it to a widened magnitude
+    /// below it rounds the sum to a whole number of quanta (float32's own rounding, to
+    /// nearest-even), and the sum's bits less these are that number.
+    pub(crate) float_bits: u32,
+}
+
+/// [`Words::quanta`] by a variable shift: the significand shifted right by s = c1 + 1 - E (at
+/// least `drop + 1` below the smallest normal), clamped to 15 (past it, every significand of at
+/// most 11 bits counts 0 quanta).
+///
+/// # Safety
+/// The CPU must have `W`'s instruction set.
+#[inline(always)]
+// Only AVX-512's instantiation rounds by a variable shift (the others add in float32).
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
+pub(crate) unsafe fn shifted_quanta<W: ShiftRounding>(a: W, q: Quanta) -> W {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let e = a.shr(q.man);
+        let s1 = W::splat(q.c1).sub_or_zero(e).min(W::splat(14));
+        let sig = a.and(W::splat((1 << q.man) - 1)).or(W::splat(1 << q.man));
+        sig.shr_round(s1)
+    }
 }
 
 /// A pair's numbers, every one derived from the two formats' rows of the dtype table and the
@@ -86,14 +164,12 @@ pub(crate) trait Words: Copy {
 /// `man - drop` mantissa bits.
 #[derive(Clone, Copy)]
 pub(crate) struct Rule {
-    man: u16,
     drop: u16,
     /// The source bits of the target's smallest normal value, and of the exponent below it.
     min_normal: u16,
     rebias: u16,
-    /// `s - 1` for the right shift `s` that turns a significand of exponent `E` into a count of
-    /// the target's quanta is `c1 - E`.
-    c1: u16,
+    /// Below the smallest normal.
+    quanta: Quanta,
     /// The source magnitude bits of infinity (NaN above).
     inf: u16,
     /// The magnitude code of a finite overflow: the largest finite code, or the one above it
@@ -208,11 +284,17 @@ impl Rule {
             k += 1;
         }
         Some(Rule {
-            man: man as u16,
             drop: (man - dst.man_bits) as u16,
             min_normal: (min_e as u16) << man,
             rebias,
-            c1: (c - 1) as u16,
+            quanta: Quanta {
+                man: man as u16,
+                c1: (c - 1) as u16,
+                widen: 23 - man,
+                // 2^23 quanta of 2^(1 - bias_t - man_t), times 2^(bias_s - 127): exponent field
+                // 23 + 1 - bias_t - man_t + bias_s.
+                float_bits: ((23 + 1 - dst.bias - dst.man_bits as i32 + src.bias) as u32) << 23,
+            },
             inf: (((1u32 << src.exp_bits) - 1) << man) as u16,
             clamp: clamp as u16,
             inf_code: inf_code as u16,
@@ -331,17 +413,12 @@ unsafe fn magnitude_code<W: Words>(a: W, r: Rule) -> W {
             .add(W::splat(half.wrapping_sub(r.rebias)))
             .add(odd)
             .shr(r.drop);
-        // Below it, counted in the target's quanta, to nearest-even: the significand shifted right
-        // by s = c1 + 1 - E (at least `drop + 1` there), clamped to 15 (past it, every significand
-        // of at most 11 bits counts 0 quanta).
+        // Below it, counted in the target's quanta, to nearest-even.
         let subnormal = a.below(W::splat(r.min_normal));
         let magnitude = if W::SKIPS_SUBNORMAL_ROUNDING && W::none(subnormal) {
             norm
         } else {
-            let e = a.shr(r.man);
-            let s1 = W::splat(r.c1).sub_or_zero(e).min(W::splat(14));
-            let sig = a.and(W::splat((1 << r.man) - 1)).or(W::splat(1 << r.man));
-            let quanta = sig.shr_round(s1);
+            let quanta = a.quanta(r.quanta);
             if r.by_min {
                 quanta.min(norm)
             } else {
@@ -354,7 +431,17 @@ unsafe fn magnitude_code<W: Words>(a: W, r: Rule) -> W {
     }
 }
 
-/// Converts `n` elements (a multiple of `2 * W::LANES`) by step `K`'s pair: the loop of every
+/// The elements [`run`] converts a step, for `bits`-bit codes: two vectors, or eight for 6-bit
+/// codes (see [`Words::put6`]). `n` given to [`run`] is a multiple of it.
+pub(crate) const fn step_elements<W: Words>(bits: usize) -> usize {
+    if bits == 6 {
+        8 * W::LANES
+    } else {
+        2 * W::LANES
+    }
+}
+
+/// Converts `n` elements (a multiple of [`step_elements`]) by step `K`'s pair: the loop of every
 /// instantiation, compiled into each one's `#[target_feature]` function.
 ///
 /// # Safety
@@ -386,17 +473,29 @@ pub(crate) unsafe fn run_loading<W: Words, K: Step, const STREAM: bool>(
         unreachable!("a word-lane pair (`applies`, `applies_folded32`)")
     };
     let (size, bits) = const { (K::S::DTYPE.bits() / 8, K::D::DTYPE.bits()) };
-    let step = 2 * W::LANES;
+    let step = step_elements::<W>(bits);
     let mut i = 0;
     while i < n {
         // SAFETY: i + step <= n: the elements lie inside both buffers; their output at a
-        // 64-byte-aligned `d` plus a multiple of its size is aligned to that size.
+        // 64-byte-aligned `d` plus a multiple of its size is aligned to that size (a step's
+        // 6-bit output: `6 * LANES` bytes, a multiple of 64 for 32 lanes and more, of 32 for 16).
         unsafe {
             let sp = s.add(size * i);
             super::prefetch_ahead(sp, size * step / 64);
-            let low = codes(load(sp), rule);
-            let high = codes(load(sp.add(size * W::LANES)), rule);
-            W::put::<STREAM>(low, high, bits, d.add(i * bits / 8));
+            let dp = d.add(i * bits / 8);
+            if bits == 6 {
+                // (Indexed, not `array::from_fn`: its closures do not inline into the
+                // `#[target_feature]` loop, and each intrinsic would be a call.)
+                let mut vectors = [W::splat(0); 8];
+                for (k, v) in vectors.iter_mut().enumerate() {
+                    *v = codes(load(sp.add(size * W::LANES * k)), rule);
+                }
+                W::put6::<STREAM>(vectors, dp);
+            } else {
+                let low = codes(load(sp), rule);
+                let high = codes(load(sp.add(size * W::LANES)), rule);
+                W::put::<STREAM>(low, high, bits, dp);
+            }
         }
         i += step;
     }

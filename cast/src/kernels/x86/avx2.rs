@@ -3,7 +3,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::{plain_lookup_u16, spread_u6, squeeze_u6, Vector};
+use super::super::vector::{plain_lookup_u16, spread_u6, Vector};
 use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
@@ -53,6 +53,26 @@ pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
     }
 }
 
+/// 32 codes below 64, one per byte of `codes` in element order, packed four in three bytes: 12
+/// bytes at the start of each 128-bit lane (its 32-bit parts 0-2 and 4-6 hold the 24 bytes).
+///
+/// # Safety
+/// AVX2.
+#[inline(always)]
+unsafe fn u6_groups(codes: __m256i) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        // Four codes c0..c3 of a 32-bit lane joined as c0 | c1 << 6 | c2 << 12 | c3 << 18 by two
+        // multiply-adds (two instructions where shifts, masks and ors take ten): byte pairs
+        // c0 + 64 * c1 (below 2^12), then 16-bit pairs w0 + 4096 * w1.
+        let pairs = _mm256_maddubs_epi16(codes, _mm256_set1_epi16(0x4001));
+        let groups = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x1000_0001));
+        // The three low bytes of each 32-bit lane, twelve per 128-bit lane.
+        let pattern = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+        _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(pattern))
+    }
+}
+
 /// Writes 32 codes below 64, one per byte of `codes` in element order, packed four in three
 /// bytes (24 bytes, written as 16 + 8) at `p`.
 ///
@@ -62,14 +82,57 @@ pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
 pub(super) unsafe fn put_u6(codes: __m256i, p: *mut u8) {
     // SAFETY: the caller's contract.
     unsafe {
-        let groups = squeeze_u6(codes);
-        // The three low bytes of each 32-bit lane, twelve per 128-bit lane, then the two lanes'
-        // twelve bytes side by side.
-        let pattern = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-        let lanes = _mm256_shuffle_epi8(groups, _mm256_broadcastsi128_si256(pattern));
-        let packed = _mm256_permutevar8x32_epi32(lanes, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0));
+        // The two lanes' twelve bytes side by side.
+        let packed = _mm256_permutevar8x32_epi32(
+            u6_groups(codes),
+            _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0),
+        );
         _mm_storeu_si128(p.cast(), _mm256_castsi256_si128(packed));
         _mm_storel_epi64(p.add(16).cast(), _mm256_extracti128_si256::<1>(packed));
+    }
+}
+
+/// Writes 128 codes below 64, 32 per byte vector of `codes` in element order, packed four in
+/// three bytes as three whole 32-byte vectors at `p` (streaming when `STREAM`): no store splits
+/// a vector, so none crosses a cache line where `p` is aligned, and streaming skips reading the
+/// destination's lines first.
+///
+/// # Safety
+/// AVX2; 96 writable bytes at `p`, aligned to 32 when `STREAM`.
+#[inline(always)]
+pub(super) unsafe fn put_u6x4<const STREAM: bool>(codes: [__m256i; 4], p: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        // Each vector's 24 bytes are its 32-bit parts 0-2 and 4-6; the output's three vectors
+        // take them in order, eight parts each.
+        // (Macros, not closures: a closure's intrinsics do not inline into the
+        // `#[target_feature]` loop.)
+        let [a, b, c, d] = [
+            u6_groups(codes[0]),
+            u6_groups(codes[1]),
+            u6_groups(codes[2]),
+            u6_groups(codes[3]),
+        ];
+        macro_rules! from {
+            ($x:expr, [$($part:expr),*]) => {
+                _mm256_permutevar8x32_epi32($x, _mm256_setr_epi32($($part),*))
+            };
+        }
+        let first = _mm256_blend_epi32::<0b1100_0000>(
+            from!(a, [0, 1, 2, 4, 5, 6, 0, 0]),
+            from!(b, [0, 0, 0, 0, 0, 0, 0, 1]),
+        );
+        let second = _mm256_blend_epi32::<0b1111_0000>(
+            from!(b, [2, 4, 5, 6, 0, 0, 0, 0]),
+            from!(c, [0, 0, 0, 0, 0, 1, 2, 4]),
+        );
+        let third = _mm256_blend_epi32::<0b1111_1100>(
+            from!(c, [5, 6, 0, 0, 0, 0, 0, 0]),
+            from!(d, [0, 0, 0, 1, 2, 4, 5, 6]),
+        );
+        first.store::<STREAM>(p);
+        second.store::<STREAM>(p.add(32));
+        third.store::<STREAM>(p.add(64));
     }
 }
 

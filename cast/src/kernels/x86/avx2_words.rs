@@ -1,13 +1,13 @@
 //! AVX2's instantiation of the 16-bit-lane narrowing (`words.rs`): [`Words`] over `__m256i` (16
-//! lanes), and the loop that converts 32 elements a step. AVX2 has no variable 16-bit shifts: the
-//! rounding below the smallest normal multiplies by a power of two instead (built by 32-bit
-//! variable shifts), whose high half is the quotient and low half the bits shifted out.
+//! lanes), and the loop that converts 32 elements a step (128 into 6-bit codes). AVX2 has no
+//! variable 16-bit shifts: the rounding below the smallest normal adds in float32 instead
+//! ([`words::Quanta::float_bits`]).
 
 use core::arch::x86_64::*;
 
 use super::super::steps::Step;
 use super::super::words::{self, inline_all, Words};
-use super::avx2::{put_u4, put_u6};
+use super::avx2::{put_u4, put_u6, put_u6x4};
 
 /// 16 16-bit lanes.
 #[derive(Clone, Copy)]
@@ -38,6 +38,17 @@ impl Words for W256 {
                 }
             }
         }
+        unsafe fn put6<const STREAM: bool>(codes: [Self; 8], p: *mut u8) {
+            // SAFETY: the caller's contract (96 bytes, aligned to 64 when streaming).
+            unsafe {
+                let mut bytes = [_mm256_setzero_si256(); 4];
+                for (k, b) in bytes.iter_mut().enumerate() {
+                    let (low, high) = (codes[2 * k].0, codes[2 * k + 1].0);
+                    *b = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(low, high));
+                }
+                put_u6x4::<STREAM>(bytes, p)
+            }
+        }
         unsafe fn splat(v: u16) -> Self {
             // SAFETY: the caller's contract.
             unsafe { W256(_mm256_set1_epi16(v as i16)) }
@@ -58,10 +69,6 @@ impl Words for W256 {
             // SAFETY: the caller's contract.
             unsafe { W256(_mm256_add_epi16(self.0, o.0)) }
         }
-        unsafe fn sub_or_zero(self, o: Self) -> Self {
-            // SAFETY: the caller's contract.
-            unsafe { W256(_mm256_subs_epu16(self.0, o.0)) }
-        }
         unsafe fn min(self, o: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { W256(_mm256_min_epu16(self.0, o.0)) }
@@ -74,30 +81,25 @@ impl Words for W256 {
             // SAFETY: the caller's contract. (A constant count: compiled as an immediate shift.)
             unsafe { W256(_mm256_srl_epi16(self.0, _mm_cvtsi32_si128(i32::from(k)))) }
         }
-        unsafe fn shr_round(self, s1: Self) -> Self {
+        unsafe fn quanta(self, q: words::Quanta) -> Self {
             // SAFETY: the caller's contract.
             unsafe {
-                // m = 2^(16 - s) = 2^(15 - s1), each 16-bit half of a 32-bit lane shifted on its
-                // own; x * m is x << (16 - s): its high half x >> s, its low half the bits
-                // shifted out, left-aligned.
-                let k = _mm256_sub_epi16(_mm256_set1_epi16(15), s1.0);
-                let low = _mm256_sllv_epi32(
-                    _mm256_set1_epi32(1),
-                    _mm256_and_si256(k, _mm256_set1_epi32(0xFFFF)),
-                );
-                let high = _mm256_sllv_epi32(_mm256_set1_epi32(0x1_0000), _mm256_srli_epi32::<16>(k));
-                let m = _mm256_blend_epi16::<0b1010_1010>(low, high);
-                let q = _mm256_mulhi_epu16(self.0, m);
-                let fraction = _mm256_mullo_epi16(self.0, m);
-                // Up where the fraction exceeds a half less the quotient's lowest bit (ties to
-                // even), as unsigned numbers: with the top bits flipped, a signed compare of
-                // fraction - 2^15 with -odd.
-                let odd = _mm256_and_si256(q, _mm256_set1_epi16(1));
-                let up = _mm256_cmpgt_epi16(
-                    _mm256_xor_si256(fraction, _mm256_set1_epi16(i16::MIN)),
-                    _mm256_sub_epi16(_mm256_setzero_si256(), odd),
-                );
-                W256(_mm256_sub_epi16(q, up))
+                // Each magnitude widened into a float32 (scaled, see `Quanta::widen`; the two
+                // halves in the order the pack below undoes), plus 2^23 quanta at that scale: the
+                // sum's bits less that number's count the quanta, rounded as float32 rounds, to
+                // nearest-even (9 instructions where a variable shift by products takes 15).
+                // Counts past 2^16 (overflow, inf, NaN) saturate: the caller's `min` or select
+                // leaves them.
+                let zero = _mm256_setzero_si256();
+                let down = _mm_cvtsi32_si128(16 - q.widen as i32);
+                let low = _mm256_srl_epi32(_mm256_unpacklo_epi16(zero, self.0), down);
+                let high = _mm256_srl_epi32(_mm256_unpackhi_epi16(zero, self.0), down);
+                let bits = _mm256_set1_epi32(q.float_bits as i32);
+                let whole = _mm256_castsi256_ps(bits);
+                let low = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(low), whole));
+                let high = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(high), whole));
+                let (low, high) = (_mm256_sub_epi32(low, bits), _mm256_sub_epi32(high, bits));
+                W256(_mm256_packus_epi32(low, high))
             }
         }
         unsafe fn below(self, o: Self) -> Self::Mask {
@@ -127,7 +129,7 @@ impl Words for W256 {
     }
 }
 
-/// Converts `n` elements (a multiple of 32) by step `K`'s pair.
+/// Converts `n` elements (a multiple of [`words::step_elements`]) by step `K`'s pair.
 ///
 /// # Safety
 /// As [`words::run`]: the CPU must have AVX2.
@@ -142,7 +144,7 @@ pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_loops::<K, ALWAYS_STREAM>(
         src,
         dst,
-        2 * W256::LANES,
+        words::step_elements::<W256>(<K::D as crate::lanes::Lane>::DTYPE.bits()),
         super::avx2_available(),
         [run::<K, false>, run::<K, true>],
     );

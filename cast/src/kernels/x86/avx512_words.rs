@@ -55,10 +55,6 @@ impl Words for W512 {
             // SAFETY: the caller's contract.
             unsafe { W512(_mm512_add_epi16(self.0, o.0)) }
         }
-        unsafe fn sub_or_zero(self, o: Self) -> Self {
-            // SAFETY: the caller's contract.
-            unsafe { W512(_mm512_subs_epu16(self.0, o.0)) }
-        }
         unsafe fn min(self, o: Self) -> Self {
             // SAFETY: the caller's contract.
             unsafe { W512(_mm512_min_epu16(self.0, o.0)) }
@@ -71,17 +67,9 @@ impl Words for W512 {
             // SAFETY: the caller's contract. (A constant count: compiled as an immediate shift.)
             unsafe { W512(_mm512_srlv_epi16(self.0, _mm512_set1_epi16(k as i16))) }
         }
-        unsafe fn shr_round(self, s1: Self) -> Self {
+        unsafe fn quanta(self, q: words::Quanta) -> Self {
             // SAFETY: the caller's contract.
-            unsafe {
-                // (x + 2^(s-1) - 1 + the kept part's lowest bit) >> s, s = s1 + 1.
-                let one = _mm512_set1_epi16(1);
-                let s = _mm512_add_epi16(s1.0, one);
-                let half = _mm512_sub_epi16(_mm512_sllv_epi16(one, s1.0), one);
-                let odd = _mm512_and_si512(_mm512_srlv_epi16(self.0, s), one);
-                let sum = _mm512_add_epi16(_mm512_add_epi16(self.0, half), odd);
-                W512(_mm512_srlv_epi16(sum, s))
-            }
+            unsafe { words::shifted_quanta(self, q) }
         }
         unsafe fn below(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
@@ -105,7 +93,28 @@ impl Words for W512 {
     }
 }
 
-/// Converts `n` elements (a multiple of 64) by step `K`'s pair.
+impl words::ShiftRounding for W512 {
+    inline_all! {
+        unsafe fn sub_or_zero(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe { W512(_mm512_subs_epu16(self.0, o.0)) }
+        }
+        unsafe fn shr_round(self, s1: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                // (x + 2^(s-1) - 1 + the kept part's lowest bit) >> s, s = s1 + 1.
+                let one = _mm512_set1_epi16(1);
+                let s = _mm512_add_epi16(s1.0, one);
+                let half = _mm512_sub_epi16(_mm512_sllv_epi16(one, s1.0), one);
+                let odd = _mm512_and_si512(_mm512_srlv_epi16(self.0, s), one);
+                let sum = _mm512_add_epi16(_mm512_add_epi16(self.0, half), odd);
+                W512(_mm512_srlv_epi16(sum, s))
+            }
+        }
+    }
+}
+
+/// Converts `n` elements (a multiple of [`words::step_elements`]) by step `K`'s pair.
 ///
 /// # Safety
 /// As [`words::run`]: the CPU must have the AVX-512 subsets.
@@ -120,7 +129,7 @@ pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_loops::<K, ALWAYS_STREAM>(
         src,
         dst,
-        2 * W512::LANES,
+        words::step_elements::<W512>(<K::D as crate::lanes::Lane>::DTYPE.bits()),
         super::avx512_available(),
         [run::<K, false>, run::<K, true>],
     );
