@@ -48,7 +48,8 @@ pub(crate) trait Words: Copy {
     /// Writes the 6-bit codes of eight vectors (`8 * LANES` elements in lane order) at `p`, packed
     /// (`6 * LANES` bytes): by default four [`put`](Words::put)s; an instantiation whose pairs'
     /// bytes do not fill whole vectors may join them into whole (streamed, when `STREAM`)
-    /// vectors instead (`p` then aligned to 64 bytes).
+    /// vectors instead (`p` then aligned to `2 * LANES` bytes, the vector's size: [`run`] steps
+    /// `6 * LANES` bytes from a 64-byte boundary).
     unsafe fn put6<const STREAM: bool>(codes: [Self; 8], p: *mut u8) {
         for pair in 0..4 {
             // SAFETY: the caller's contract; each pair's `2 * LANES * 6 / 8` bytes follow the
@@ -70,10 +71,12 @@ pub(crate) trait Words: Copy {
     unsafe fn max(self, o: Self) -> Self;
     /// Every lane shifted right by `k` (one count for all: a constant of the rule).
     unsafe fn shr(self, k: u16) -> Self;
-    /// The source magnitudes `self` (finite ones below the target's smallest normal; other lanes
-    /// any value, their codes are the caller's) counted in the target's quanta below its
-    /// smallest normal, rounded to nearest-even: [`shifted_quanta`] on sets with variable 16-bit
-    /// shifts, [`Quanta::float_bits`]' addition where float arithmetic is cheaper.
+    /// The source magnitudes `self` counted in the target's quanta below its smallest normal,
+    /// rounded to nearest-even: exact for magnitudes below that normal; from it up to inf, as
+    /// [`Rule`]'s `by_min` says (the float32 addition: the exact count, saturating at
+    /// `u16::MAX`, so never below the normal code); NaN lanes any value (the caller replaces
+    /// them). [`shifted_quanta`] on sets with variable 16-bit shifts, [`Quanta::float_bits`]'
+    /// addition where float arithmetic is cheaper.
     unsafe fn quanta(self, q: Quanta) -> Self;
     /// `self < o`, for lanes below 2^15 (magnitudes and the rule's constants).
     unsafe fn below(self, o: Self) -> Self::Mask;

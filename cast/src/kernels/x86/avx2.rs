@@ -105,7 +105,7 @@ pub(super) unsafe fn put_u6x4<const STREAM: bool>(codes: [__m256i; 4], p: *mut u
     unsafe {
         // Each vector's 24 bytes are its 32-bit parts 0-2 and 4-6; the output's three vectors
         // take them in order, eight parts each.
-        // (Macros, not closures: a closure's intrinsics do not inline into the
+        // (Macros, not closures: a closure's intrinsics may not inline into the
         // `#[target_feature]` loop.)
         let [a, b, c, d] = [
             u6_groups(codes[0]),

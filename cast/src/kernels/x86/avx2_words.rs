@@ -39,7 +39,7 @@ impl Words for W256 {
             }
         }
         unsafe fn put6<const STREAM: bool>(codes: [Self; 8], p: *mut u8) {
-            // SAFETY: the caller's contract (96 bytes, aligned to 64 when streaming).
+            // SAFETY: the caller's contract (96 bytes, aligned to 32 when streaming).
             unsafe {
                 let mut bytes = [_mm256_setzero_si256(); 4];
                 for (k, b) in bytes.iter_mut().enumerate() {
