@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what a GPU machine without Rust needs into .gpu/ (ignored by git): the dtcast binary and
-# the release test executables of dtcast-tests, plus the path they were built at (the fixtures'
-# paths are compiled in). Then, on the GPU machine, from a copy of this repository with .gpu/ in it:
+# the release test executables of dtcast-tests (as one xz archive), plus the path they were built
+# at (the fixtures' paths are compiled in). Then, on the GPU machine, from a copy of this repository with .gpu/ in it:
 #     scripts/gpu_run.sh [step...]      (steps: env tests convert bench; all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +19,7 @@ for e in "${exes[@]}"; do
   case $name in cuda|cuda_quant|device|layer|cli|checkpoint) cp "${e#* }" ".gpu/test-$name" ;; esac
 done
 strip .gpu/* 2>/dev/null || true
+# Uncompressed they are ~95 MB, over the 64 MiB a device call carries; xz takes them to ~16.
+(cd .gpu && tar -I 'xz -T0' -cf bins.tar.xz -- * && find . -type f ! -name bins.tar.xz -delete)
 pwd > .gpu/ROOT
 du -sh .gpu

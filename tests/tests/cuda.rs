@@ -342,7 +342,13 @@ fn cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu() {
         DType::Int32,
     ];
     let mut failures = Vec::new();
+    let began = std::time::Instant::now();
     for start in (0..1u64 << 32).step_by(slice as usize) {
+        // Progress, for a GPU session's bounded time (seen with --nocapture).
+        eprintln!(
+            "float32 patterns {start:#x}..: {:.1} s",
+            began.elapsed().as_secs_f64()
+        );
         let src: Vec<u32> = (start..start + slice).map(|b| b as u32).collect();
         let t = Tensor::from_vec(src, &[slice as usize])
             .unwrap()

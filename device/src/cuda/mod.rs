@@ -20,7 +20,9 @@ use dtcast_dtype::DType;
 use crate::backend::{Backend, Storage};
 use crate::error::TensorError;
 use crate::Device;
+use compiled::Compiled;
 
+mod compiled;
 mod scaled;
 mod source;
 mod staging;
@@ -141,8 +143,8 @@ fn backend_of(ordinal: u8) -> Result<Arc<Cuda>, TensorError> {
         ordinal,
         ctx,
         stream,
-        kernels: Mutex::new(HashMap::new()),
-        scaled: Mutex::new(HashMap::new()),
+        kernels: Compiled::new(),
+        scaled: Compiled::new(),
         pool,
         staging: Mutex::new(Vec::new()),
         arch,
@@ -188,9 +190,9 @@ pub struct Cuda {
     ordinal: u8,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    kernels: Mutex<HashMap<(DType, DType, CastMode), CudaFunction>>,
+    kernels: Compiled<(DType, DType, CastMode), CudaFunction>,
     /// The scaled-format programs (`scaled.rs`), by their source line.
-    scaled: Mutex<HashMap<String, Arc<CudaModule>>>,
+    scaled: Compiled<String, Arc<CudaModule>>,
     /// The memory pool that keeps freed memory, trimmed when an allocation runs out.
     pool: Option<Pool>,
     /// Page-locked buffers for transfers (see `staging.rs`), kept for reuse.
@@ -490,30 +492,23 @@ impl Cuda {
     /// The compiled kernel for a pair and mode: `dtcast_cast` (Torch, Saturate) or `dtcast_check`
     /// (Checked, Exact), cached for this context.
     fn kernel(&self, from: DType, to: DType, mode: CastMode) -> Result<CudaFunction, TensorError> {
-        let cache = || {
-            self.kernels
-                .lock()
-                .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))
-        };
-        if let Some(f) = cache()?.get(&(from, to, mode)) {
-            return Ok(f.clone());
-        }
-        // Compiled without holding the cache, so threads casting other pairs compile at the same
-        // time; two threads compiling the same pair both succeed and one result is kept.
-        // For this device's architecture (its conversion instructions), else — an NVRTC older
-        // than the device — NVRTC's default, which the driver compiles on for the device.
-        let code = match ptx(from, to, mode, self.arch.as_deref()) {
-            Err(_) if self.arch.is_some() => ptx(from, to, mode, None)?,
-            other => other?,
-        };
-        let module = self.ctx.load_module(code).map_err(cuda_error)?;
-        let name = if matches!(mode, CastMode::Checked | CastMode::Exact) {
-            "dtcast_check"
-        } else {
-            "dtcast_cast"
-        };
-        let f = module.load_function(name).map_err(cuda_error)?;
-        Ok(cache()?.entry((from, to, mode)).or_insert(f).clone())
+        // Two threads compiling the same pair both succeed and one result is kept.
+        self.kernels.get_or_build((from, to, mode), || {
+            // For this device's architecture (its conversion instructions), else — an NVRTC
+            // older than the device — NVRTC's default, which the driver compiles on for the
+            // device.
+            let code = match ptx(from, to, mode, self.arch.as_deref()) {
+                Err(_) if self.arch.is_some() => ptx(from, to, mode, None)?,
+                other => other?,
+            };
+            let module = self.ctx.load_module(code).map_err(cuda_error)?;
+            let name = if matches!(mode, CastMode::Checked | CastMode::Exact) {
+                "dtcast_check"
+            } else {
+                "dtcast_cast"
+            };
+            module.load_function(name).map_err(cuda_error)
+        })
     }
 
     /// Checked / Exact on the device: the check kernel finds the first element `to` cannot take;

@@ -106,24 +106,15 @@ impl Cuda {
         line: &str,
         names: &[&str],
     ) -> Result<Vec<CudaFunction>, TensorError> {
-        let cache = || {
-            self.scaled
-                .lock()
-                .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))
-        };
-        let module = match cache()?.get(line) {
-            Some(m) => Arc::clone(m),
-            None => {
-                let src = format!("{}\n{SCALED_CU}\n{line}", kernel_source());
-                let what = format!("the scaled kernels `{}`", line.trim());
-                let ptx = match compile(src.clone(), self.arch.as_deref(), &what, &[]) {
-                    Err(_) if self.arch.is_some() => compile(src, None, &what, &[])?,
-                    other => other?,
-                };
-                let module = self.ctx.load_module(ptx).map_err(cuda_error)?;
-                Arc::clone(cache()?.entry(line.to_owned()).or_insert(module))
-            }
-        };
+        let module = self.scaled.get_or_build(line.to_owned(), || {
+            let src = format!("{}\n{SCALED_CU}\n{line}", kernel_source());
+            let what = format!("the scaled kernels `{}`", line.trim());
+            let ptx = match compile(src.clone(), self.arch.as_deref(), &what, &[]) {
+                Err(_) if self.arch.is_some() => compile(src, None, &what, &[])?,
+                other => other?,
+            };
+            self.ctx.load_module(ptx).map_err(cuda_error)
+        })?;
         names
             .iter()
             .map(|name| module.load_function(name).map_err(cuda_error))
