@@ -46,9 +46,10 @@ fn mask(c: bool) -> u16 {
 // Every method: plain Rust, no CPU requirement (the trait's `unsafe` is for the other sets).
 impl Words for Plain16 {
     const LANES: usize = N;
-    // Measured on the x86-64 baseline (one thread, in cache, bfloat16 → float8_e4m3): the
-    // rounding below the smallest normal took about 40% of the time of a vector without such
-    // lanes.
+    // Measured on the x86-64 baseline (one thread, in cache): the rounding below the smallest
+    // normal took about 40% of the time of a vector without such lanes as variable shifts, and
+    // as the float32 addition still does — always rounding there took bfloat16 →
+    // float8_e4m3fn from 3.8–4.7 to 1.9 Gelem/s, → float6_e2m3fn from 2.6 to 1.6.
     const SKIPS_SUBNORMAL_ROUNDING: bool = true;
     type Mask = Plain16;
     inline_all! {
@@ -69,21 +70,8 @@ impl Words for Plain16 {
             match bits {
                 // SAFETY: the contract above, for 32 bytes.
                 8 => unsafe { put::<STREAM>(p, &codes) },
-                // float6 is not selected (`applies`: the tables measured faster, since packing
-                // lane by lane kept LLVM from vectorising the rounding); plain loops, tested like
-                // the rest.
-                6 => {
-                    let mut bytes = [0u8; 3 * N / 2];
-                    for (group, four) in bytes.chunks_exact_mut(3).zip(codes.chunks_exact(4)) {
-                        let word = u32::from(four[0])
-                            | u32::from(four[1]) << 6
-                            | u32::from(four[2]) << 12
-                            | u32::from(four[3]) << 18;
-                        group.copy_from_slice(&word.to_le_bytes()[..3]);
-                    }
-                    // SAFETY: the contract above, for 24 bytes.
-                    unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) }
-                }
+                // float6 goes through `run6` (bytes, then packed), never here.
+                6 => unreachable!("6-bit codes are packed by `run6`"),
                 _ => {
                     let mut bytes = [0u8; N];
                     for (byte, two) in bytes.iter_mut().zip(codes.chunks_exact(2)) {
@@ -154,36 +142,167 @@ impl Words for Plain16 {
     }
 }
 
-/// [`words::run`] on the portable lanes, a float32 source folded into 16 bits as it is loaded.
+/// [`words::run`] on the portable lanes, a float32 source folded into 16 bits as it is loaded;
+/// 6-bit codes by [`run6`].
 ///
 /// # Safety
 /// As [`words::run`].
 #[inline(always)]
 unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
-    // SAFETY: the caller's contract; each load reads N elements.
+    let float32 = matches!(<K::S as crate::lanes::Lane>::DTYPE, DType::Float32);
+    let six = <K::D as crate::lanes::Lane>::DTYPE.bits() == 6;
+    // The loops below call these with N source elements inside the source.
+    // SAFETY: as above.
+    let folded = |p| unsafe { load_folded(p) };
+    // SAFETY: as above.
+    let plain = |p| unsafe { Plain16::load(p) };
+    // SAFETY: the caller's contract.
     unsafe {
-        if matches!(<K::S as crate::lanes::Lane>::DTYPE, DType::Float32) {
-            words::run_loading::<Plain16, K, STREAM>(s, d, n, |p| {
-                let words = p.cast::<[u32; N]>().read_unaligned();
-                Plain16(words.map(|x| words::fold32(u32::from_le(x))))
-            })
-        } else {
-            words::run::<Plain16, K, STREAM>(s, d, n)
+        match (float32, six) {
+            (true, false) => words::run_loading::<Plain16, K, STREAM>(s, d, n, folded),
+            (true, true) => run6::<K, STREAM>(s, d, n, folded),
+            (false, false) => words::run_loading::<Plain16, K, STREAM>(s, d, n, plain),
+            (false, true) => run6::<K, STREAM>(s, d, n, plain),
+        }
+    }
+}
+
+/// `N` float32 elements at `p`, folded into 16 bits ([`words::fold32`]).
+///
+/// # Safety
+/// `p` must be readable for `4 * N` bytes.
+#[inline(always)]
+unsafe fn load_folded(p: *const u8) -> Plain16 {
+    // SAFETY: the caller's contract.
+    let words = unsafe { p.cast::<[u32; N]>().read_unaligned() };
+    Plain16(words.map(|x| words::fold32(u32::from_le(x))))
+}
+
+/// Elements whose 6-bit codes [`run6`] holds as bytes at a time (2 KiB of float32 source, 768
+/// bytes of output: in L1 both).
+const STAGE: usize = 1024;
+
+/// [`words::run`] into 6-bit codes, in two loops a stage at a time: the codes as bytes into a
+/// buffer (the rounding vectorised, as into float8), then the buffer packed four codes into three
+/// bytes by 64-bit shifts ([`pack6`]). Packing each vector pair's codes where they are computed
+/// made LLVM gather the bytes one at a time (a 2,200-instruction loop, 0.6–0.7 Gelem/s, with the
+/// tables at 4.1–4.8 on the same machine).
+///
+/// # Safety
+/// As [`words::run`] (`n` a multiple of `words::step_elements`, 128); `load` reads `N` source
+/// elements.
+#[inline(always)]
+unsafe fn run6<K: Step, const STREAM: bool>(
+    s: *const u8,
+    d: *mut u8,
+    n: usize,
+    load: impl Fn(*const u8) -> Plain16,
+) {
+    let size = const { <K::S as crate::lanes::Lane>::DTYPE.bits() / 8 };
+    let mut codes = [0u8; STAGE];
+    let mut packed = [0u8; STAGE * 6 / 8];
+    let mut i = 0;
+    while i < n {
+        let m = (n - i).min(STAGE);
+        // SAFETY: elements i..i + m lie inside the source; `codes` holds m bytes.
+        unsafe { codes_of::<K>(s.add(size * i), &mut codes[..m], &load) };
+        pack6(&codes[..m], &mut packed[..m * 6 / 8]);
+        // SAFETY: the output of elements i..i + m lies in `d`; at a 64-byte-aligned `d` (when
+        // streaming) plus a multiple of 96 bytes it is aligned to 32, and its length is a
+        // multiple of 96 (m a multiple of 128): `put`'s contract.
+        unsafe { put::<STREAM>(d.add(i * 6 / 8), &packed[..m * 6 / 8]) };
+        i += m;
+    }
+    if STREAM {
+        super::x86::store_fence();
+    }
+}
+
+/// The codes of `codes.len()` source elements at `s` (a multiple of `2 * N`), one a byte. Not
+/// inlined: inside [`run6`]'s loop over stages LLVM unrolled this loop whole (a 28 KB function
+/// loading every element on its own, 0.4 Gelem/s); on its own it is [`words::run`]'s loop.
+///
+/// # Safety
+/// `s` must be readable for `codes.len()` source elements; `load` reads `N` of them.
+#[inline(never)]
+unsafe fn codes_of<K: Step>(s: *const u8, codes: &mut [u8], load: &impl Fn(*const u8) -> Plain16) {
+    let Some(rule) = (const {
+        words::step_rule(
+            <K::S as crate::lanes::Lane>::DTYPE,
+            <K::D as crate::lanes::Lane>::DTYPE,
+            K::SATURATE,
+        )
+    }) else {
+        unreachable!("a word-lane pair (`applies`)")
+    };
+    let size = const { <K::S as crate::lanes::Lane>::DTYPE.bits() / 8 };
+    let mut j = 0;
+    while j < codes.len() {
+        barrier();
+        // SAFETY: j + 2 * N <= codes.len(): inside the source and `codes`.
+        unsafe {
+            let sp = s.add(size * j);
+            let low = words::codes(load(sp), rule);
+            let high = words::codes(load(sp.add(size * N)), rule);
+            Plain16::put::<false>(low, high, 8, codes.as_mut_ptr().add(j));
+        }
+        j += 2 * N;
+    }
+}
+
+/// Nothing, where LLVM's loop vectoriser must not go: an empty `asm!` in a loop body keeps it
+/// from vectorising across the loop's iterations. Without it, [`codes_of`]'s loop over vector
+/// pairs was vectorised eight iterations at a time, every element loaded on its own (a 22 KB
+/// function, 0.4 Gelem/s) — the lanes are already the vector. (`words::run`'s loop has a prefetch
+/// hint there, which does the same on x86.)
+#[inline(always)]
+fn barrier() {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    // SAFETY: no instructions.
+    unsafe {
+        core::arch::asm!("", options(nomem, nostack, preserves_flags))
+    };
+}
+
+/// 6-bit codes (one a byte, `codes.len()` a multiple of 32) packed as `dtcast_dtype::packing`
+/// lays float6 out: four codes in three bytes, the first in the low bits. Eight codes are one
+/// 64-bit word, squeezed to 48 bits in three steps (pairs, fours, eights); four such words are
+/// three.
+#[inline(always)]
+fn pack6(codes: &[u8], packed: &mut [u8]) {
+    #[inline(always)]
+    fn squeeze(x: u64) -> u64 {
+        let x = (x & 0x003F_003F_003F_003F) | (x >> 2 & 0x0FC0_0FC0_0FC0_0FC0);
+        let x = (x & 0x0000_0FFF_0000_0FFF) | (x >> 4 & 0x00FF_F000_00FF_F000);
+        (x & 0x00FF_FFFF) | (x >> 8 & 0xFFFF_FF00_0000)
+    }
+    for (out, four) in packed.chunks_exact_mut(24).zip(codes.chunks_exact(32)) {
+        let mut w = [0u64; 4];
+        for (k, word) in w.iter_mut().enumerate() {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(&four[8 * k..8 * k + 8]);
+            *word = squeeze(u64::from_le_bytes(eight));
+        }
+        let three = [
+            w[0] | w[1] << 48,
+            w[1] >> 16 | w[2] << 32,
+            w[2] >> 32 | w[3] << 16,
+        ];
+        for (o, word) in out.chunks_exact_mut(8).zip(three) {
+            o.copy_from_slice(&word.to_le_bytes());
         }
     }
 }
 
 /// Whether `from` → `to` narrows on the portable word lanes: a word-lane pair (`words::applies`),
-/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes or into float4
-/// (whose codes are a count of seven compares, `words::counts`). Into float6 the tables
-/// (`lookup.rs`) stay: on the x86-64 baseline, 64M elements, 2 threads, bfloat16 →
-/// float6_e2m3fn ran 0.7–0.8 Gelem/s on word lanes against 4.1–4.8 looked up (0.6–0.7 still
-/// with the float32 rounding and eight vectors packed at a time, whether the packing squeezes
-/// 32-bit or 64-bit words: LLVM's code for that loop is not understood yet); float16/bfloat16
-/// → float4_e2m1fn ran 2.5–3.3 looked up against 3.9–4.6 counted.
+/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes, float6 ([`run6`])
+/// or float4 (whose codes are a count of seven compares, `words::counts`). Against the tables
+/// (`lookup.rs`) on the x86-64 baseline, 64M elements, 2 threads, two interleaved runs:
+/// float16/bfloat16/float32 → float6 2.0–3.4 → 2.5–4.3 Gelem/s; float16/bfloat16 →
+/// float4_e2m1fn 2.5–3.3 → 3.9–4.6.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
     (words::applies(from, to) || matches!(from, DType::Float32) && words::applies_folded32(to))
-        && (to.bits() == 8 || words::counts(from, to))
+        && (to.bits() == 8 || to.bits() == 6 || words::counts(from, to))
 }
 
 /// The portable word-lane kernel of step `K` (streaming into any destination if
@@ -195,7 +314,10 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
 
 #[cfg(test)]
 mod tests {
-    use super::super::ml_steps::{Bf16ToE2M1Fn, Bf16ToE2M3Fn, F16ToE3M2Fn, F16ToE4M3, F32ToE3M4};
+    use super::super::ml_steps::{
+        Bf16ToE2M1Fn, Bf16ToE2M3Fn, F16ToE2M3Fn, F16ToE3M2Fn, F16ToE4M3, F32ToE2M3Fn, F32ToE3M2Fn,
+        F32ToE3M4,
+    };
     use super::super::steps::{Bf16ToE4M3Fn, F32ToE4M3Fn};
     use super::*;
 
@@ -246,7 +368,10 @@ mod tests {
         matches_the_rules::<Bf16ToE4M3Fn<true>>();
         matches_the_rules::<F16ToE4M3<false>>();
         matches_the_rules::<Bf16ToE2M3Fn<false>>();
+        matches_the_rules::<F16ToE2M3Fn<true>>();
         matches_the_rules::<F16ToE3M2Fn<true>>();
+        matches_the_rules::<F32ToE2M3Fn<false>>();
+        matches_the_rules::<F32ToE3M2Fn<true>>();
         matches_the_rules::<Bf16ToE2M1Fn<false>>();
         matches_the_rules::<Bf16ToE2M1Fn<true>>();
         matches_the_rules::<F32ToE4M3Fn<false>>();

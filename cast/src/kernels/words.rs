@@ -356,7 +356,7 @@ pub(crate) fn fold32(x: u32) -> u16 {
 
 /// The rule of step `K`: its own pair's, or for a float32 source the bfloat16 one of
 /// [`folded32_rule`].
-const fn step_rule(from: DType, to: DType, saturate: bool) -> Option<Rule> {
+pub(crate) const fn step_rule(from: DType, to: DType, saturate: bool) -> Option<Rule> {
     if matches!(from, DType::Float32) {
         folded32_rule(to, saturate)
     } else {
