@@ -35,9 +35,11 @@ for step in $steps; do
       # NVRTC compiling every kernel is checked in CI without a GPU; here the GPU tests compile
       # and run every kernel anyway. The suites that touch devices without needing much of the
       # GPU run beside the CUDA suite. On an H200 (16 cores), 2026-11-27: device, layer, cli and
-      # checkpoint take seconds; test-cuda's pair-mode tests 3 to 6 minutes each, all at once
-      # (NVRTC compiling every pair and mode); every float32 pattern over 6 minutes (it prints
-      # its progress).
+      # checkpoint took seconds; test-cuda's pair-mode tests 3 to 6 minutes each, all at once
+      # (NVRTC compiling every pair and mode); every float32 pattern did not finish in 6 minutes
+      # in 1 GiB slices (now 16 MiB ones; it prints its progress). A session's 15 minutes of
+      # device time fit this step alone, not all four: run `tests` first (CUDA_TIMEOUT bounds
+      # test-cuda).
       for t in device layer cli checkpoint; do
         ( timeout 150 ".gpu/test-$t" --test-threads 4 > "$out/test-$t.log" 2>&1; echo "rc=$?" >> "$out/test-$t.log" ) &
       done
