@@ -161,7 +161,7 @@ unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
         match (float32, six) {
             (true, false) => words::run_loading::<Plain16, K, STREAM>(s, d, n, folded),
             (true, true) => run6::<K, STREAM>(s, d, n, folded),
-            (false, false) => words::run_loading::<Plain16, K, STREAM>(s, d, n, plain),
+            (false, false) => words::run::<Plain16, K, STREAM>(s, d, n),
             (false, true) => run6::<K, STREAM>(s, d, n, plain),
         }
     }
