@@ -218,9 +218,9 @@ unsafe fn run6<K: Step, const STREAM: bool>(
     }
 }
 
-/// The codes of `codes.len()` source elements at `s` (a multiple of `2 * N`), one a byte. Not
-/// inlined: inside [`run6`]'s loop over stages LLVM unrolled this loop whole (a 28 KB function
-/// loading every element on its own, 0.4 Gelem/s); on its own it is [`words::run`]'s loop.
+/// The codes of `codes.len()` source elements at `s` (a multiple of `2 * N`), one a byte: the
+/// loop of [`words::run`] into bytes. `#[inline(never)]` was the first try against the slowdown
+/// that [`barrier`] describes and did not help alone; it stays, not re-measured without it.
 ///
 /// # Safety
 /// `s` must be readable for `codes.len()` source elements; `load` reads `N` of them.
@@ -253,8 +253,8 @@ unsafe fn codes_of<K: Step>(s: *const u8, codes: &mut [u8], load: &impl Fn(*cons
 /// Nothing, where LLVM's loop vectoriser must not go: an empty `asm!` in a loop body keeps it
 /// from vectorising across the loop's iterations. Without it, [`codes_of`]'s loop over vector
 /// pairs was vectorised eight iterations at a time, every element loaded on its own (a 22 KB
-/// function, 0.4 Gelem/s) — the lanes are already the vector. (`words::run`'s loop has a prefetch
-/// hint there, which does the same on x86.)
+/// function, 0.4 Gelem/s) — the lanes are already the vector. (`words::run`'s loop, fast on x86
+/// without a barrier, has a prefetch hint in that place, which may do the same there.)
 #[inline(always)]
 fn barrier() {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
