@@ -418,10 +418,8 @@ mod x86 {
             let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(y), _mm256_set1_epi32(1));
             _mm256_add_epi32(y, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)))
         };
-        let (mut bad, mut ok) = (_mm256_setzero_si256(), true);
-        let steps = out.len() / 16;
-        for k in 0..steps {
-            let (s, o) = (&src[32 * k..32 * k + 32], &mut out[16 * k..16 * k + 16]);
+        let mut bad = _mm256_setzero_si256();
+        let codes = |s: &[u8], bad: &mut __m256i| {
             // SAFETY: `s` holds 32 bytes; AVX2 by this function's contract.
             let x = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
             let even = product(_mm256_slli_epi32::<16>(x));
@@ -433,15 +431,38 @@ mod x86 {
             let y = _mm256_blend_epi16::<0xAA>(_mm256_srli_epi32::<16>(even), odd);
             let a = _mm256_and_si256(y, set(0x7FFF));
             // (Magnitudes are below 0x8000: signed compares serve.)
-            bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
+            *bad = _mm256_or_si256(*bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
             // SAFETY: AVX2 by this function's contract.
-            match unsafe { e4m3_codes_avx2(_mm256_min_epu16(a, set(0x43E0)), y) } {
-                // SAFETY: `o` holds 16 bytes.
-                Some(codes) => unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), codes) },
-                None => ok &= by_loop(s, o),
+            unsafe { e4m3_codes_avx2(_mm256_min_epu16(a, set(0x43E0)), y) }
+        };
+        // One step of 16 with an ordinary store, or by the loop form where a code needs it.
+        let single = |s: &[u8], o: &mut [u8], bad: &mut __m256i| match codes(s, bad) {
+            // SAFETY: `o` holds 16 bytes.
+            Some(c) => unsafe {
+                _mm_storeu_si128(o.as_mut_ptr().cast(), c);
+                true
+            },
+            None => by_loop(s, o),
+        };
+        // Two steps an iteration, one 32-byte store (measured: 5% faster than a step and a
+        // 16-byte store each; streaming stores were slower, even aligned).
+        let mut ok = true;
+        let pairs = out.len() / 32;
+        for (s, o) in src.chunks_exact(64).zip(out.chunks_exact_mut(32)) {
+            match (codes(&s[..32], &mut bad), codes(&s[32..], &mut bad)) {
+                // SAFETY: `o` holds 32 bytes.
+                (Some(lo), Some(hi)) => unsafe {
+                    _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm256_set_m128i(hi, lo));
+                },
+                _ => ok &= by_loop(s, o),
             }
         }
-        ok &= by_loop(&src[32 * steps..], &mut out[16 * steps..]);
+        let done = 32 * pairs;
+        let last = done + (out.len() - done) / 16 * 16;
+        if last > done {
+            ok &= single(&src[2 * done..2 * last], &mut out[done..last], &mut bad);
+        }
+        ok &= by_loop(&src[2 * last..], &mut out[last..]);
         ok && _mm256_testz_si256(bad, bad) == 1
     }
 

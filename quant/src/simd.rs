@@ -23,6 +23,20 @@ pub(crate) fn with_best_isa<R>(work: impl FnOnce() -> R) -> R {
     work()
 }
 
+/// Asks for every cache line of `bytes` to be brought into the cache, without waiting for it
+/// (where the target has a stable prefetch instruction: x86-64; elsewhere nothing).
+#[inline(always)]
+pub(crate) fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64) {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of x86-64; a prefetch reads nothing and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     /// # Safety
