@@ -108,12 +108,18 @@ impl Words for Plain16 {
         }
         unsafe fn quanta(self, q: words::Quanta) -> Self {
             // Float32 addition (see `Quanta::float_bits`), which every target vectorises; counts
-            // past 2^16 (overflow, inf, NaN: the caller's) saturate.
+            // past 2^15 (overflow, inf, NaN: the caller's) saturate there, by the signed
+            // saturation every target narrows with in one instruction (SSE2's `packssdw`, NEON's
+            // `sqxtn`; an unsigned one is four on SSE2). The count is never negative: the sum
+            // is at least the number added.
             let whole = f32::from_bits(q.float_bits);
-            self.map(|a| {
+            let mut out = [0; N];
+            for (r, a) in out.iter_mut().zip(self.0) {
                 let sum = f32::from_bits(u32::from(a) << q.widen) + whole;
-                (sum.to_bits() - q.float_bits).min(0xFFFF) as u16
-            })
+                let count = sum.to_bits().wrapping_sub(q.float_bits) as i32;
+                *r = count.clamp(i16::MIN.into(), i16::MAX.into()) as u16;
+            }
+            Plain16(out)
         }
         unsafe fn below(self, o: Self) -> Self::Mask {
             // Lanes below 2^15: a signed compare (SSE2 has it) is the unsigned one.

@@ -73,8 +73,8 @@ pub(crate) trait Words: Copy {
     unsafe fn shr(self, k: u16) -> Self;
     /// The source magnitudes `self` counted in the target's quanta below its smallest normal,
     /// rounded to nearest-even: exact for magnitudes below that normal; from it up to inf, as
-    /// [`Rule`]'s `by_min` says (the float32 addition: the exact count, saturating at
-    /// `u16::MAX`, so never below the normal code); NaN lanes any value (the caller replaces
+    /// [`Rule`]'s `by_min` says (the float32 addition: the exact count, saturating at 2^15 - 1
+    /// or above, so never below the normal code, which is below 2^15); NaN lanes any value (the caller replaces
     /// them). [`shifted_quanta`] on sets with variable 16-bit shifts, [`Quanta::float_bits`]'
     /// addition where float arithmetic is cheaper.
     unsafe fn quanta(self, q: Quanta) -> Self;
