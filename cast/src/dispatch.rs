@@ -82,7 +82,7 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
 /// buffers.
 pub(crate) fn convert_stored<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
     const CHUNK: usize = 64;
-    let (sb, db) = (S::DTYPE.bits(), D::DTYPE.bits());
+    let (sb, db) = (S::BITS, D::BITS);
     if !S::DTYPE.is_packed() && !D::DTYPE.is_packed() {
         return convert::<S, D, SATURATE>(src, dst);
     }

@@ -78,6 +78,9 @@ pub(crate) trait Lane: Copy + Send + Sync + 'static {
     const DTYPE: DType;
     /// Bytes per element.
     const SIZE: usize;
+    /// Bits per element ([`DType::bits`]), a constant of the lane: the kernels' step arithmetic
+    /// in bits folds at compile time (a call reads the dtype table at run time, every step).
+    const BITS: usize = Self::DTYPE.bits();
     /// Reads one element from exactly `SIZE` little-endian bytes.
     fn read(bytes: &[u8]) -> Self;
     /// Writes one element to exactly `SIZE` bytes, little-endian.

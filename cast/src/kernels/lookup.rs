@@ -33,6 +33,7 @@ use dtcast_dtype::{packing, DType};
 use super::rounded16::Rounded16;
 use super::scalar;
 use super::steps::Step;
+use super::vector::Codes;
 use crate::lanes::{unit, Lane};
 
 /// How a kernel reads table indices from the source.
@@ -215,8 +216,8 @@ fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Built {
 /// conversions on first use.
 ///
 /// [`Vector::lookup_u16`]: super::vector::Vector::lookup_u16
-pub(crate) fn codes<K: Step>() -> &'static [u16; 64] {
-    static CODES: [OnceLock<[u16; 64]>; DType::COUNT * DType::COUNT * 2] =
+pub(crate) fn codes<K: Step>() -> &'static Codes {
+    static CODES: [OnceLock<Codes>; DType::COUNT * DType::COUNT * 2] =
         [const { OnceLock::new() }; DType::COUNT * DType::COUNT * 2];
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     let slot = &CODES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
@@ -234,7 +235,7 @@ pub(crate) fn codes<K: Step>() -> &'static [u16; 64] {
         for (entry, bytes) in table.iter_mut().zip(out.as_chunks::<2>().0) {
             *entry = u16::from_le_bytes(*bytes);
         }
-        table
+        Codes::new(table)
     })
 }
 
@@ -252,7 +253,7 @@ pub(super) const CHUNK: usize = 128;
 fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
     let (from, to) = (K::S::DTYPE, K::D::DTYPE);
     let index = index_of(from, to).expect("a table pair");
-    let Some(built) = table::<K>(src.len() * 8 / K::S::DTYPE.bits()) else {
+    let Some(built) = table::<K>(src.len() * 8 / K::S::BITS) else {
         // A short cast before any long one: the portable lanes (the same bytes).
         return super::portable::kernel::<K, ALWAYS_STREAM>(src, dst);
     };

@@ -360,7 +360,7 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
 ) -> bool {
     use crate::lanes::Lane;
     let scalar = scalar::<K>();
-    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let (sb, db) = (K::S::BITS, K::D::BITS);
     let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
     let (mut done, mut clear, mut head) = (0, true, 0);
     if available {
@@ -422,7 +422,9 @@ mod tests {
         // unpacked by `dtcast_dtype::packing`, looked up in a table of distinct entries.
         use vector::Vector;
         type Plain = portable::Lanes;
-        let table: [u16; 64] = core::array::from_fn(|i| (i as u16).wrapping_mul(1031) ^ 0x5A5A);
+        let table = vector::Codes::new(core::array::from_fn(|i| {
+            (i as u16).wrapping_mul(1031) ^ 0x5A5A
+        }));
         let n = 4 * Plain::LANES;
         for dtype in [DType::Float6E2M3Fn, DType::Float4E2M1Fn] {
             let src = random_bytes(dtype.storage_bytes(n).unwrap());
@@ -430,7 +432,7 @@ mod tests {
             dtcast_dtype::packing::unpack(dtype, &src, &mut codes).unwrap();
             let want: Vec<u8> = codes
                 .iter()
-                .flat_map(|&c| table[usize::from(c)].to_le_bytes())
+                .flat_map(|&c| table.entries[usize::from(c)].to_le_bytes())
                 .collect();
             let mut got = vec![0u8; 2 * n];
             // SAFETY: `src` holds `n` codes, `got` room for `n` u16; the portable set runs

@@ -156,7 +156,7 @@ impl Words for Plain16 {
 #[inline(always)]
 unsafe fn run<K: Step, const STREAM: bool>(s: *const u8, d: *mut u8, n: usize) {
     let float32 = matches!(<K::S as crate::lanes::Lane>::DTYPE, DType::Float32);
-    let six = <K::D as crate::lanes::Lane>::DTYPE.bits() == 6;
+    let six = <K::D as crate::lanes::Lane>::BITS == 6;
     // The loops below call these with N source elements inside the source.
     // SAFETY: as above.
     let folded = |p| unsafe { load_folded(p) };
@@ -314,7 +314,7 @@ pub(crate) const fn applies(from: DType, to: DType) -> bool {
 /// The portable word-lane kernel of step `K` (streaming into any destination if
 /// `ALWAYS_STREAM`).
 pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [u8]) {
-    let step = words::step_elements::<Plain16>(<K::D as crate::lanes::Lane>::DTYPE.bits());
+    let step = words::step_elements::<Plain16>(<K::D as crate::lanes::Lane>::BITS);
     super::drive_portable::<K, ALWAYS_STREAM>(src, dst, step, [run::<K, false>, run::<K, true>]);
 }
 

@@ -40,7 +40,7 @@ pub(crate) unsafe fn run<V: Vector, K: Step, const STREAM: bool>(
     n: usize,
 ) {
     // Sizes in bits, so that packed sides fit: a step is a multiple of 8 elements, whole bytes.
-    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let (sb, db) = (K::S::BITS, K::D::BITS);
     let per = V::LANES * K::VECTORS;
     let lines = (per * sb / 8).div_ceil(64);
     let mut i = 0;
@@ -74,7 +74,7 @@ pub(crate) unsafe fn run_screened<V: Vector, K: Step, const STREAM: bool, const 
     screen: KeyRun,
 ) -> bool {
     debug_assert!(matches!(K::S::SIZE, 4 | 8));
-    let (sb, db) = (K::S::DTYPE.bits(), K::D::DTYPE.bits());
+    let (sb, db) = (K::S::BITS, K::D::BITS);
     let per = V::LANES * K::VECTORS;
     let lines = (per * sb / 8).div_ceil(64);
     let wide = K::S::SIZE == 8;

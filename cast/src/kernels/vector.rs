@@ -143,10 +143,10 @@ pub(crate) trait Vector: Copy {
     unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
         s: *const u8,
         d: *mut u8,
-        table: &[u16; 64],
+        table: &Codes,
     ) {
         // SAFETY: the caller's contract.
-        unsafe { plain_lookup_u16::<BITS>(4 * Self::LANES, s, d, table) }
+        unsafe { plain_lookup_u16::<BITS>(4 * Self::LANES, s, d, &table.entries) }
     }
 
     // ---- float16, with the algorithm as the provided body.
@@ -228,6 +228,38 @@ pub(crate) trait Vector: Copy {
             };
             let code = sum.shr::<13>().and(high).add(sum.and(low));
             code.or(self.sra::<16>().and(Self::splat(0xFFFF_8000)))
+        }
+    }
+}
+
+/// The 64 entries a step looks codes up in (`lookup::codes`), also as byte tables: AVX2's byte
+/// shuffles index 16 bytes, so each row of 16 entries' low bytes and high bytes is one
+/// shuffle's table, loaded as it is (splitting the entries there took 12 shuffles a step).
+pub(crate) struct Codes {
+    /// Entry `i` of code `i`.
+    pub(crate) entries: [u16; 64],
+    /// Entry `i`'s low byte at `i`.
+    // Only AVX2 reads the byte tables.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
+    pub(crate) low: [u8; 64],
+    /// Entry `i`'s high byte at `i`.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
+    pub(crate) high: [u8; 64],
+}
+
+impl Codes {
+    /// The tables of `entries`.
+    pub(crate) fn new(entries: [u16; 64]) -> Codes {
+        Codes {
+            entries,
+            low: entries.map(|e| e.to_le_bytes()[0]),
+            high: entries.map(|e| e.to_le_bytes()[1]),
         }
     }
 }

@@ -3,7 +3,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::{plain_lookup_u16, spread_u6, Vector};
+use super::super::vector::{spread_u6, Codes, Vector};
 use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
@@ -50,6 +50,28 @@ pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
         } else {
             _mm_storeu_si128(p.cast(), bytes)
         }
+    }
+}
+
+/// The 32 codes of 6 bits packed at `p` (24 bytes: four in three, the first in the low bits) as
+/// bytes in element order.
+///
+/// # Safety
+/// AVX2; 24 readable bytes at `p` (read as 16 + 8).
+#[inline(always)]
+unsafe fn codes_u6(p: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let raw = _mm256_inserti128_si256::<1>(
+            _mm256_castsi128_si256(_mm_loadu_si128(p.cast())),
+            _mm_loadl_epi64(p.add(16).cast()),
+        );
+        // Twelve bytes (four groups of three) into each 128-bit lane, then each group into a
+        // 32-bit lane of its own.
+        let spread = _mm256_permutevar8x32_epi32(raw, _mm256_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0));
+        let pattern = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+        let groups = _mm256_shuffle_epi8(spread, _mm256_broadcastsi128_si256(pattern));
+        spread_u6(groups)
     }
 }
 
@@ -139,7 +161,7 @@ pub(super) unsafe fn put_u6x4<const STREAM: bool>(codes: [__m256i; 4], p: *mut u
 impl Vector for __m256i {
     const LANES: usize = 8;
     type Mask = __m256i;
-    const LOOKUP_BITS: usize = 4;
+    const LOOKUP_BITS: usize = 6;
 
     // Every method: the caller guarantees AVX2 + F16C (checked once by `kernel`) and the memory
     // named in the trait's contract; each body is one or a few intrinsics.
@@ -188,18 +210,9 @@ impl Vector for __m256i {
             }
         }
         unsafe fn load_u6(p: *const u8) -> [Self; 4] {
-            // SAFETY: the caller's contract: 24 readable bytes (read as 16 + 8).
+            // SAFETY: the caller's contract: 24 readable bytes.
             unsafe {
-                let raw = _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_loadu_si128(p.cast())),
-                    _mm_loadl_epi64(p.add(16).cast()),
-                );
-                // Twelve bytes (four groups of three) into each 128-bit lane, then each group
-                // into a 32-bit lane of its own.
-                let spread = _mm256_permutevar8x32_epi32(raw, _mm256_setr_epi32(0, 1, 2, 0, 3, 4, 5, 0));
-                let pattern = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
-                let groups = _mm256_shuffle_epi8(spread, _mm256_broadcastsi128_si256(pattern));
-                let codes = spread_u6(groups);
+                let codes = codes_u6(p);
                 let (lo, hi) = (_mm256_castsi256_si128(codes), _mm256_extracti128_si256::<1>(codes));
                 [
                     _mm256_cvtepu8_epi32(lo),
@@ -212,32 +225,43 @@ impl Vector for __m256i {
         unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
             s: *const u8,
             d: *mut u8,
-            table: &[u16; 64],
+            table: &Codes,
         ) {
-            if BITS != 4 {
-                // Six-bit codes are not looked up here (`LOOKUP_BITS`): the plain loop.
-                // SAFETY: the caller's contract.
-                return unsafe { plain_lookup_u16::<BITS>(32, s, d, table) };
-            }
-            // SAFETY: the caller's contract: 16 bytes (32 codes) at `s`, 64 bytes at `d`;
-            // `table`'s first 16 entries are 32 bytes.
+            // SAFETY: the caller's contract: 32 codes at `s` (16 or 24 bytes), 64 bytes at `d`;
+            // `table` is 128 bytes.
             unsafe {
-                // The 16 entries' low bytes in one 16-byte table and their high bytes in
-                // another, each in both 128-bit lanes (what a byte shuffle indexes).
-                let entries = _mm256_loadu_si256(table.as_ptr().cast());
-                let evens_odds = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-                let split = _mm256_shuffle_epi8(entries, _mm256_broadcastsi128_si256(evens_odds));
-                let low_bytes = _mm256_permute4x64_epi64::<0b10_00_10_00>(split);
-                let high_bytes = _mm256_permute4x64_epi64::<0b11_01_11_01>(split);
-                // The 32 codes as bytes in element order (byte j's low nibble, then its high).
-                let packed = _mm_loadu_si128(s.cast());
-                let mask = _mm_set1_epi8(0xF);
-                let (lo, hi) = (_mm_and_si128(packed, mask), _mm_and_si128(_mm_srli_epi16::<4>(packed), mask));
-                let codes = _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
-                    _mm_unpackhi_epi8(lo, hi),
-                );
-                let (l, h) = (_mm256_shuffle_epi8(low_bytes, codes), _mm256_shuffle_epi8(high_bytes, codes));
+                // Sixteen entries at a time: their low bytes in one 16-byte table and their
+                // high bytes in another, each in both 128-bit lanes (what a byte shuffle indexes).
+                let row = |bytes: &[u8; 64], k: usize| _mm256_broadcastsi128_si256(_mm_loadu_si128(bytes.as_ptr().add(16 * k).cast()));
+                let rows = |k: usize| (row(&table.low, k), row(&table.high, k));
+                let (l, h) = if BITS == 4 {
+                    // The 32 codes as bytes in element order (byte j's low nibble, then its
+                    // high).
+                    let packed = _mm_loadu_si128(s.cast());
+                    let mask = _mm_set1_epi8(0xF);
+                    let (lo, hi) = (_mm_and_si128(packed, mask), _mm_and_si128(_mm_srli_epi16::<4>(packed), mask));
+                    let codes = _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
+                        _mm_unpackhi_epi8(lo, hi),
+                    );
+                    let (low_bytes, high_bytes) = rows(0);
+                    (_mm256_shuffle_epi8(low_bytes, codes), _mm256_shuffle_epi8(high_bytes, codes))
+                } else {
+                    // Six bits: a shuffle of each of the four rows (a byte shuffle reads an
+                    // index's low four bits), the row picked by bits 4 and 5 (moved to each
+                    // byte's top bit, which a byte blend reads; a 16-bit shift serves, as no
+                    // bit crosses into a byte's top bit from below).
+                    let codes = codes_u6(s);
+                    let (bit4, bit5) = (_mm256_slli_epi16::<3>(codes), _mm256_slli_epi16::<2>(codes));
+                    let pick = |t: [__m256i; 4]| {
+                        let entry = |k: usize| _mm256_shuffle_epi8(t[k], codes);
+                        let low = _mm256_blendv_epi8(entry(0), entry(1), bit4);
+                        let high = _mm256_blendv_epi8(entry(2), entry(3), bit4);
+                        _mm256_blendv_epi8(low, high, bit5)
+                    };
+                    let tables = [rows(0), rows(1), rows(2), rows(3)];
+                    (pick(tables.map(|t| t.0)), pick(tables.map(|t| t.1)))
+                };
                 // Each entry's two bytes side by side: codes 0-7 | 16-23 and 8-15 | 24-31,
                 // put back in order.
                 let (a, b) = (_mm256_unpacklo_epi8(l, h), _mm256_unpackhi_epi8(l, h));

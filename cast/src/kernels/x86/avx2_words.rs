@@ -144,7 +144,7 @@ pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_loops::<K, ALWAYS_STREAM>(
         src,
         dst,
-        words::step_elements::<W256>(<K::D as crate::lanes::Lane>::DTYPE.bits()),
+        words::step_elements::<W256>(<K::D as crate::lanes::Lane>::BITS),
         super::avx2_available(),
         [run::<K, false>, run::<K, true>],
     );

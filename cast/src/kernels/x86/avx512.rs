@@ -4,7 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::{spread_u6, squeeze_u6, Vector};
+use super::super::vector::{spread_u6, squeeze_u6, Codes, Vector};
 use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
@@ -180,7 +180,7 @@ impl Vector for __m512i {
         unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
             s: *const u8,
             d: *mut u8,
-            table: &[u16; 64],
+            table: &Codes,
         ) {
             // SAFETY: the caller's contract: 64 codes at `s`, 128 bytes at `d`; `table` holds
             // two vectors of 32 entries.
@@ -195,8 +195,8 @@ impl Vector for __m512i {
                     _mm512_or_si512(low, high)
                 };
                 let (t0, t1) = (
-                    _mm512_loadu_si512(table.as_ptr().cast()),
-                    _mm512_loadu_si512(table.as_ptr().add(32).cast()),
+                    _mm512_loadu_si512(table.entries.as_ptr().cast()),
+                    _mm512_loadu_si512(table.entries.as_ptr().add(32).cast()),
                 );
                 // One permute picks each of 32 codes' entries among all 64 (index bit 5 chooses
                 // the register).

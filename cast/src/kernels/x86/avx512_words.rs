@@ -129,7 +129,7 @@ pub(super) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_loops::<K, ALWAYS_STREAM>(
         src,
         dst,
-        words::step_elements::<W512>(<K::D as crate::lanes::Lane>::DTYPE.bits()),
+        words::step_elements::<W512>(<K::D as crate::lanes::Lane>::BITS),
         super::avx512_available(),
         [run::<K, false>, run::<K, true>],
     );
