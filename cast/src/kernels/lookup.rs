@@ -223,7 +223,7 @@ pub(crate) fn codes<K: Step>() -> &'static Codes {
     let slot = &CODES[(from.index() * DType::COUNT + to.index()) * 2 + usize::from(K::SATURATE)];
     slot.get_or_init(|| {
         assert!(
-            from.bits() <= 6 && to.bits() == 16,
+            matches!(from.bits(), 4 | 6 | 8) && to.bits() == 16,
             "codes of {from} → {to}"
         );
         let codes: Vec<u8> = (0..1u16 << from.bits()).map(|c| c as u8).collect();
@@ -231,9 +231,23 @@ pub(crate) fn codes<K: Step>() -> &'static Codes {
         packing::pack(from, &codes, &mut src).expect("sizes from storage_bytes");
         let mut out = vec![0u8; 2 * codes.len()];
         scalar::<K>()(&src, &mut out);
-        let mut table = [0u16; 64];
-        for (entry, bytes) in table.iter_mut().zip(out.as_chunks::<2>().0) {
-            *entry = u16::from_le_bytes(*bytes);
+        let all: Vec<u16> = out
+            .as_chunks::<2>()
+            .0
+            .iter()
+            .map(|b| u16::from_le_bytes(*b))
+            .collect();
+        let mut table = [0u16; 128];
+        for (entry, &value) in table.iter_mut().zip(&all) {
+            *entry = value;
+        }
+        if from.bits() == 8 {
+            // The top half must be the bottom half with the sign set (`Codes`).
+            let (positive, negative) = all.split_at(128);
+            assert!(
+                positive.iter().zip(negative).all(|(p, n)| p | 0x8000 == *n),
+                "{from} → {to}: a negative code is not its magnitude's entry with the sign"
+            );
         }
         Codes::new(table)
     })

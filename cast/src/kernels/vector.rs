@@ -130,15 +130,16 @@ pub(crate) trait Vector: Copy {
 
     // ---- codes looked up
 
-    /// The widest codes (4 or 6 bits) that [`lookup_u16`](Vector::lookup_u16) looks up by
+    /// The widest codes (4, 6 or 8 bits) that [`lookup_u16`](Vector::lookup_u16) looks up by
     /// shuffling or permuting registers (a few instructions for `4 * LANES` codes), so that
     /// looking narrow codes up beats computing their values; 0 where it is the plain loop
     /// ([`plain_lookup_u16`], the provided body).
     const LOOKUP_BITS: usize = 0;
 
-    /// Reads `4 * LANES` codes of `BITS` (4 or 6) bits packed at `s` (the layout of
+    /// Reads `4 * LANES` codes of `BITS` (4, 6 or 8) bits packed at `s` (the layout of
     /// `dtcast_dtype::packing`) and writes each one's entry of `table` as a little-endian u16 at
-    /// `d` (streaming as [`store`](Vector::store)).
+    /// `d` (streaming as [`store`](Vector::store)); an 8-bit code's entry is its low 7 bits'
+    /// with its top bit in the entry's (a sign: see [`Codes`]).
     #[inline(always)]
     unsafe fn lookup_u16<const BITS: usize, const STREAM: bool>(
         s: *const u8,
@@ -235,27 +236,31 @@ pub(crate) trait Vector: Copy {
 /// The 64 entries a step looks codes up in (`lookup::codes`), also as byte tables: AVX2's byte
 /// shuffles index 16 bytes, so each row of 16 entries' low bytes and high bytes is one
 /// shuffle's table, loaded as it is (splitting the entries there took 12 shuffles a step).
+///
+/// 8-bit codes (float8) have 128 entries, those of the codes below 128: a code with its top bit
+/// set is its low 7 bits' entry with the top bit set (the sign, where the format's negative
+/// codes are the positive ones' negations, NaN included; `lookup::codes` checks it).
 pub(crate) struct Codes {
     /// Entry `i` of code `i`.
-    pub(crate) entries: [u16; 64],
+    pub(crate) entries: [u16; 128],
     /// Entry `i`'s low byte at `i`.
     // Only AVX2 reads the byte tables.
     #[cfg_attr(
         not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
         allow(dead_code)
     )]
-    pub(crate) low: [u8; 64],
+    pub(crate) low: [u8; 128],
     /// Entry `i`'s high byte at `i`.
     #[cfg_attr(
         not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
         allow(dead_code)
     )]
-    pub(crate) high: [u8; 64],
+    pub(crate) high: [u8; 128],
 }
 
 impl Codes {
     /// The tables of `entries`.
-    pub(crate) fn new(entries: [u16; 64]) -> Codes {
+    pub(crate) fn new(entries: [u16; 128]) -> Codes {
         Codes {
             entries,
             low: entries.map(|e| e.to_le_bytes()[0]),
@@ -273,7 +278,7 @@ pub(crate) unsafe fn plain_lookup_u16<const BITS: usize>(
     n: usize,
     s: *const u8,
     d: *mut u8,
-    table: &[u16; 64],
+    table: &[u16; 128],
 ) {
     // SAFETY: the caller's contract.
     let (s, d) = unsafe {
@@ -287,6 +292,10 @@ pub(crate) unsafe fn plain_lookup_u16<const BITS: usize>(
             let g = &s[3 * (k / 4)..];
             let word = u32::from(g[0]) | u32::from(g[1]) << 8 | u32::from(g[2]) << 16;
             word >> (6 * (k % 4)) & 0x3F
+        } else if BITS == 8 {
+            let sign = u16::from(s[k] & 0x80) << 8;
+            *out = (table[usize::from(s[k] & 0x7F)] | sign).to_le_bytes();
+            continue;
         } else {
             u32::from(s[k / 2] >> (4 * (k % 2)) & 0xF)
         };

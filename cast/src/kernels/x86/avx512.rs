@@ -4,7 +4,7 @@
 use core::arch::x86_64::*;
 
 use super::super::steps::{self, Step};
-use super::super::vector::{spread_u6, squeeze_u6, Codes, Vector};
+use super::super::vector::{plain_lookup_u16, spread_u6, squeeze_u6, Codes, Vector};
 use super::super::KeyRun;
 
 /// Marks every method `#[inline(always)]`, so that it inlines into the `#[target_feature]` loop.
@@ -182,6 +182,11 @@ impl Vector for __m512i {
             d: *mut u8,
             table: &Codes,
         ) {
+            if BITS == 8 {
+                // Eight-bit codes are not looked up here (`LOOKUP_BITS`): the plain loop.
+                // SAFETY: the caller's contract.
+                return unsafe { plain_lookup_u16::<8>(64, s, d, &table.entries) };
+            }
             // SAFETY: the caller's contract: 64 codes at `s`, 128 bytes at `d`; `table` holds
             // two vectors of 32 entries.
             unsafe {
