@@ -233,9 +233,10 @@ pub(crate) trait Vector: Copy {
     }
 }
 
-/// The 64 entries a step looks codes up in (`lookup::codes`), also as byte tables: AVX2's byte
-/// shuffles index 16 bytes, so each row of 16 entries' low bytes and high bytes is one
-/// shuffle's table, loaded as it is (splitting the entries there took 12 shuffles a step).
+/// The entries a step looks codes up in (`lookup::codes`; 16, 64 or 128 of them), also as byte
+/// tables: AVX2's byte shuffles index 16 bytes, so each row of 16 entries' low bytes and high
+/// bytes is one shuffle's table, loaded as it is (splitting the entries there took 12 shuffles a
+/// step).
 ///
 /// 8-bit codes (float8) have 128 entries, those of the codes below 128: a code with its top bit
 /// set is its low 7 bits' entry with the top bit set (the sign, where the format's negative
