@@ -19,6 +19,8 @@ PAIRS = [
     ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2"), ("bool", "float32"), ("int32", "int64"),
     ("float16", "bfloat16"), ("bfloat16", "float16"), ("bfloat16", "float8_e4m3fn"),
     ("float16", "float8_e4m3fn"), ("bfloat16", "float8_e5m2"), ("float16", "float8_e5m2"),
+    ("float8_e4m3fn", "bfloat16"), ("float8_e4m3fn", "float16"), ("float8_e5m2", "bfloat16"),
+    ("float8_e5m2", "float16"),
 ]
 
 

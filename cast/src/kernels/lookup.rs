@@ -210,10 +210,10 @@ fn build(from: DType, to: DType, index: Index, rules: super::Kernel) -> Built {
     Built { entries, rounded }
 }
 
-/// The 16-bit destination bits of every code of step `K`'s source (float6 or float4; codes past
-/// the format's are 0), for the SIMD steps that look a code up ([`Vector::lookup_u16`]) where
-/// that is cheaper than computing it: the scalar rules' bits by construction, from 64 scalar
-/// conversions on first use.
+/// The 16-bit destination bits of every code of step `K`'s source (float8, float6 or float4;
+/// codes past the format's are 0; float8's negative codes as [`Codes`] keeps them), for the SIMD
+/// steps that look a code up ([`Vector::lookup_u16`]) where that is cheaper than computing it:
+/// the scalar rules' bits by construction, from up to 256 scalar conversions on first use.
 ///
 /// [`Vector::lookup_u16`]: super::vector::Vector::lookup_u16
 pub(crate) fn codes<K: Step>() -> &'static Codes {
@@ -241,15 +241,24 @@ pub(crate) fn codes<K: Step>() -> &'static Codes {
         for (entry, &value) in table.iter_mut().zip(&all) {
             *entry = value;
         }
+        let mut recode = None;
         if from.bits() == 8 {
-            // The top half must be the bottom half with the sign set (`Codes`).
+            // The top half must be the bottom half with the sign set, but for one value the
+            // rules write otherwise (`Codes::recode`): the first code where the sign alone is
+            // wrong says which, and every code is then checked.
             let (positive, negative) = all.split_at(128);
+            let pairs = || positive.iter().zip(negative);
+            recode = pairs()
+                .find(|&(p, n)| p | 0x8000 != *n)
+                .map(|(p, n)| (p | 0x8000, *n));
+            let codes = Codes::new(table, recode);
             assert!(
-                positive.iter().zip(negative).all(|(p, n)| p | 0x8000 == *n),
-                "{from} → {to}: a negative code is not its magnitude's entry with the sign"
+                pairs().all(|(p, n)| codes.signed(*p, 0x8000) == *n),
+                "{from} → {to}: the negative codes are not their magnitudes' entries with the \
+                 sign, but for one value"
             );
         }
-        Codes::new(table)
+        Codes::new(table, recode)
     })
 }
 

@@ -423,9 +423,10 @@ mod tests {
         use vector::Vector;
         type Plain = portable::Lanes;
         // Distinct entries without their top bit (an 8-bit code's sign sets it).
-        let table = vector::Codes::new(core::array::from_fn(|i| {
-            (i as u16).wrapping_mul(1031) & 0x7FFF
-        }));
+        let table = vector::Codes::new(
+            core::array::from_fn(|i| (i as u16).wrapping_mul(1031) & 0x7FFF),
+            None,
+        );
         let n = 4 * Plain::LANES;
         for dtype in [DType::Float8E4M3, DType::Float6E2M3Fn, DType::Float4E2M1Fn] {
             let src = random_bytes(dtype.storage_bytes(n).unwrap());
@@ -452,6 +453,25 @@ mod tests {
             }
             assert_eq!(got, want, "{dtype}");
         }
+        // An 8-bit table with a sign-set entry that stands for another value (`Codes::recode`):
+        // only the code whose magnitude's entry that is (the entries are distinct) reads it.
+        let recoded = 0x85u8;
+        let from = table.entries[usize::from(recoded & 0x7F)] | 0x8000;
+        let table = vector::Codes::new(table.entries, Some((from, 0x1234)));
+        let mut src: Vec<u8> = (0..n).map(|k| (k * 37 % 256) as u8).collect();
+        src[n / 2] = recoded;
+        let want: Vec<u8> = (src.iter())
+            .flat_map(|&c| match c {
+                0x85 => 0x1234u16.to_le_bytes(),
+                _ => {
+                    (table.entries[usize::from(c & 0x7F)] | u16::from(c & 0x80) << 8).to_le_bytes()
+                }
+            })
+            .collect();
+        let mut got = vec![0u8; 2 * n];
+        // SAFETY: `src` holds `n` codes, `got` room for `n` u16.
+        unsafe { Plain::lookup_u16::<8, false>(src.as_ptr(), got.as_mut_ptr(), &table) };
+        assert_eq!(got, want, "a recoded entry");
     }
 
     #[test]

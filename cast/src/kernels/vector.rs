@@ -147,7 +147,7 @@ pub(crate) trait Vector: Copy {
         table: &Codes,
     ) {
         // SAFETY: the caller's contract.
-        unsafe { plain_lookup_u16::<BITS>(4 * Self::LANES, s, d, &table.entries) }
+        unsafe { plain_lookup_u16::<BITS>(4 * Self::LANES, s, d, table) }
     }
 
     // ---- float16, with the algorithm as the provided body.
@@ -240,10 +240,16 @@ pub(crate) trait Vector: Copy {
 ///
 /// 8-bit codes (float8) have 128 entries, those of the codes below 128: a code with its top bit
 /// set is its low 7 bits' entry with the top bit set (the sign, where the format's negative
-/// codes are the positive ones' negations, NaN included; `lookup::codes` checks it).
+/// codes are the positive ones' negations), except for one such result that the rules write as
+/// another value ([`recode`](Codes::recode); `lookup::codes` checks both).
 pub(crate) struct Codes {
     /// Entry `i` of code `i`.
     pub(crate) entries: [u16; 128],
+    /// An 8-bit code's entry with the sign set that stands for another value (`(from, to)`):
+    /// torch writes every float8_e4m3fn and float8_e5m2 NaN as bfloat16 `0x7FC0` whatever its
+    /// sign (the looked-up `0xFFC0` becomes `0x7FC0`), and a fnuz format's one NaN is the code of
+    /// negative zero (`0x8000` becomes the NaN). `None` where the sign alone serves.
+    pub(crate) recode: Option<(u16, u16)>,
     /// Entry `i`'s low byte at `i`.
     // Only AVX2 reads the byte tables.
     #[cfg_attr(
@@ -260,12 +266,24 @@ pub(crate) struct Codes {
 }
 
 impl Codes {
-    /// The tables of `entries`.
-    pub(crate) fn new(entries: [u16; 128]) -> Codes {
+    /// The tables of `entries`, with 8-bit codes' [`recode`](Codes::recode).
+    pub(crate) fn new(entries: [u16; 128], recode: Option<(u16, u16)>) -> Codes {
         Codes {
             entries,
+            recode,
             low: entries.map(|e| e.to_le_bytes()[0]),
             high: entries.map(|e| e.to_le_bytes()[1]),
+        }
+    }
+
+    /// The value of an 8-bit code whose low 7 bits' entry is `entry` and whose top bit is
+    /// `sign` (`0x8000` or 0).
+    #[inline(always)]
+    pub(crate) fn signed(&self, entry: u16, sign: u16) -> u16 {
+        let value = entry | sign;
+        match self.recode {
+            Some((from, to)) if value == from => to,
+            Some(_) | None => value,
         }
     }
 }
@@ -279,7 +297,7 @@ pub(crate) unsafe fn plain_lookup_u16<const BITS: usize>(
     n: usize,
     s: *const u8,
     d: *mut u8,
-    table: &[u16; 128],
+    table: &Codes,
 ) {
     // SAFETY: the caller's contract.
     let (s, d) = unsafe {
@@ -295,12 +313,14 @@ pub(crate) unsafe fn plain_lookup_u16<const BITS: usize>(
             word >> (6 * (k % 4)) & 0x3F
         } else if BITS == 8 {
             let sign = u16::from(s[k] & 0x80) << 8;
-            *out = (table[usize::from(s[k] & 0x7F)] | sign).to_le_bytes();
+            *out = table
+                .signed(table.entries[usize::from(s[k] & 0x7F)], sign)
+                .to_le_bytes();
             continue;
         } else {
             u32::from(s[k / 2] >> (4 * (k % 2)) & 0xF)
         };
-        *out = table[code as usize].to_le_bytes();
+        *out = table.entries[code as usize].to_le_bytes();
     }
 }
 

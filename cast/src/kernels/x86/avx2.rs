@@ -53,25 +53,41 @@ pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
     }
 }
 
-/// The bytes of `table` (eight rows of 16) at `magnitude`'s bytes (below 128): each row by a
-/// byte shuffle, the row picked by bits 4, 5 and 6 (in the top bit of each byte of `bits`' three
-/// vectors). A function, not a closure: a closure this size was not inlined, and the intrinsics
-/// in it became calls (0.23 Gelem/s).
+/// The bytes of `table`'s first `ROWS` (1, 4 or 8) rows of 16 at `index`'s bytes (each below
+/// `16 * ROWS`): each row by a byte shuffle (which reads an index's low four bits), the row
+/// picked by byte blends on bits 4, 5 and 6, moved to each byte's top bit, which a blend reads (a
+/// 16-bit shift serves: no bit crosses into a byte's top bit from the byte below). A function,
+/// not a closure: a closure this size was not inlined, and the intrinsics in it became calls
+/// (0.23 Gelem/s).
 ///
 /// # Safety
 /// AVX2.
 #[inline(always)]
-unsafe fn pick8(table: &[u8; 128], magnitude: __m256i, bits: [__m256i; 3]) -> __m256i {
-    // SAFETY: the caller's contract; row `k` is bytes 16k..16k + 16 of `table`.
+unsafe fn pick<const ROWS: usize>(table: &[u8; 128], index: __m256i) -> __m256i {
+    // SAFETY: the caller's contract; row `k < 8` is bytes 16k..16k + 16 of `table`.
     unsafe {
         let entry = |k: usize| {
             let row = _mm_loadu_si128(table.as_ptr().add(16 * k).cast());
-            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(row), magnitude)
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(row), index)
         };
-        let pair = |k: usize| _mm256_blendv_epi8(entry(k), entry(k + 1), bits[0]);
-        let low = _mm256_blendv_epi8(pair(0), pair(2), bits[1]);
-        let high = _mm256_blendv_epi8(pair(4), pair(6), bits[1]);
-        _mm256_blendv_epi8(low, high, bits[2])
+        let bits = [
+            _mm256_slli_epi16::<3>(index),
+            _mm256_slli_epi16::<2>(index),
+            _mm256_slli_epi16::<1>(index),
+        ];
+        // Each level halves the rows: rows 2k and 2k + 1 by the level's bit.
+        let mut rows: [__m256i; 8] = [_mm256_setzero_si256(); 8];
+        for (k, row) in rows.iter_mut().enumerate().take(ROWS) {
+            *row = entry(k);
+        }
+        let (mut left, mut level) = (ROWS, 0);
+        while left > 1 {
+            for k in 0..left / 2 {
+                rows[k] = _mm256_blendv_epi8(rows[2 * k], rows[2 * k + 1], bits[level]);
+            }
+            (left, level) = (left / 2, level + 1);
+        }
+        rows[0]
     }
 }
 
@@ -252,51 +268,40 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract: 32 codes at `s` (16, 24 or 32 bytes), 64 bytes at
             // `d`; `table`'s byte tables are 128 bytes each (eight rows of 16).
             unsafe {
-                // Sixteen entries at a time: their low bytes in one 16-byte table and their
-                // high bytes in another, each in both 128-bit lanes (what a byte shuffle indexes).
-                let row = |bytes: &[u8; 128], k: usize| _mm256_broadcastsi128_si256(_mm_loadu_si128(bytes.as_ptr().add(16 * k).cast()));
-                let rows = |k: usize| (row(&table.low, k), row(&table.high, k));
-                let (l, h) = if BITS == 4 {
-                    // The 32 codes as bytes in element order (byte j's low nibble, then its
-                    // high).
+                // Sixteen entries a row: their low bytes in one byte table and their high bytes
+                // in another (`Codes`), each looked up by the codes as bytes in element order.
+                let codes = if BITS == 4 {
+                    // Byte j's low nibble, then its high.
                     let packed = _mm_loadu_si128(s.cast());
                     let mask = _mm_set1_epi8(0xF);
                     let (lo, hi) = (_mm_and_si128(packed, mask), _mm_and_si128(_mm_srli_epi16::<4>(packed), mask));
-                    let codes = _mm256_inserti128_si256::<1>(
-                        _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
-                        _mm_unpackhi_epi8(lo, hi),
-                    );
-                    let (low_bytes, high_bytes) = rows(0);
-                    (_mm256_shuffle_epi8(low_bytes, codes), _mm256_shuffle_epi8(high_bytes, codes))
-                } else if BITS == 8 {
-                    // Eight bits: the low seven looked up as six bits are below (eight rows,
-                    // picked by bits 4, 5 and 6), the top bit (a sign) set in the entry's.
-                    let codes = _mm256_loadu_si256(s.cast());
-                    let magnitude = _mm256_and_si256(codes, _mm256_set1_epi8(0x7F));
-                    let (bit4, bit5, bit6) = (
-                        _mm256_slli_epi16::<3>(codes),
-                        _mm256_slli_epi16::<2>(codes),
-                        _mm256_slli_epi16::<1>(codes),
-                    );
-                    let sign = _mm256_and_si256(codes, _mm256_set1_epi8(0x80u8 as i8));
-                    let bits = [bit4, bit5, bit6];
-                    let (low, high) = (pick8(&table.low, magnitude, bits), pick8(&table.high, magnitude, bits));
-                    (low, _mm256_or_si256(high, sign))
+                    _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)), _mm_unpackhi_epi8(lo, hi))
+                } else if BITS == 6 {
+                    codes_u6(s)
                 } else {
-                    // Six bits: a shuffle of each of the four rows (a byte shuffle reads an
-                    // index's low four bits), the row picked by bits 4 and 5 (moved to each
-                    // byte's top bit, which a byte blend reads; a 16-bit shift serves, as no
-                    // bit crosses into a byte's top bit from below).
-                    let codes = codes_u6(s);
-                    let (bit4, bit5) = (_mm256_slli_epi16::<3>(codes), _mm256_slli_epi16::<2>(codes));
-                    let pick = |t: [__m256i; 4]| {
-                        let entry = |k: usize| _mm256_shuffle_epi8(t[k], codes);
-                        let low = _mm256_blendv_epi8(entry(0), entry(1), bit4);
-                        let high = _mm256_blendv_epi8(entry(2), entry(3), bit4);
-                        _mm256_blendv_epi8(low, high, bit5)
-                    };
-                    let tables = [rows(0), rows(1), rows(2), rows(3)];
-                    (pick(tables.map(|t| t.0)), pick(tables.map(|t| t.1)))
+                    _mm256_loadu_si256(s.cast())
+                };
+                let (l, h) = if BITS == 4 {
+                    (pick::<1>(&table.low, codes), pick::<1>(&table.high, codes))
+                } else if BITS == 6 {
+                    (pick::<4>(&table.low, codes), pick::<4>(&table.high, codes))
+                } else {
+                    // Eight bits: the low seven looked up, the top one (a sign) set in the
+                    // entry's, and the one sign-set entry that stands for another value
+                    // (`Codes::recode`) replaced.
+                    let magnitude = _mm256_and_si256(codes, _mm256_set1_epi8(0x7F));
+                    let sign = _mm256_and_si256(codes, _mm256_set1_epi8(0x80u8 as i8));
+                    let (l, h) = (pick::<8>(&table.low, magnitude), pick::<8>(&table.high, magnitude));
+                    let h = _mm256_or_si256(h, sign);
+                    match table.recode {
+                        Some((from, to)) => {
+                            let ([fl, fh], [tl, th]) = (from.to_le_bytes(), to.to_le_bytes());
+                            let byte = |b: u8| _mm256_set1_epi8(b as i8);
+                            let hit = _mm256_and_si256(_mm256_cmpeq_epi8(l, byte(fl)), _mm256_cmpeq_epi8(h, byte(fh)));
+                            (_mm256_blendv_epi8(l, byte(tl), hit), _mm256_blendv_epi8(h, byte(th), hit))
+                        }
+                        None => (l, h),
+                    }
                 };
                 // Each entry's two bytes side by side: codes 0-7 | 16-23 and 8-15 | 24-31,
                 // put back in order.

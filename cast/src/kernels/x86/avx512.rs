@@ -185,7 +185,7 @@ impl Vector for __m512i {
             if BITS == 8 {
                 // Eight-bit codes are not looked up here (`LOOKUP_BITS`): the plain loop.
                 // SAFETY: the caller's contract.
-                return unsafe { plain_lookup_u16::<8>(64, s, d, &table.entries) };
+                return unsafe { plain_lookup_u16::<8>(64, s, d, table) };
             }
             // SAFETY: the caller's contract: 64 codes at `s`, 128 bytes at `d`; `table` holds
             // two vectors of 32 entries.
