@@ -247,8 +247,9 @@ pub(crate) struct Codes {
     pub(crate) entries: [u16; 128],
     /// An 8-bit code's entry with the sign set that stands for another value (`(from, to)`):
     /// torch writes every float8_e4m3fn and float8_e5m2 NaN as bfloat16 `0x7FC0` whatever its
-    /// sign (the looked-up `0xFFC0` becomes `0x7FC0`), and a fnuz format's one NaN is the code of
-    /// negative zero (`0x8000` becomes the NaN). `None` where the sign alone serves.
+    /// sign (the looked-up `0xFFC0` becomes `0x7FC0`); a fnuz format, whose one NaN is the code
+    /// of negative zero, would need `0x8000` to become the NaN. `None` where the sign alone
+    /// serves.
     pub(crate) recode: Option<(u16, u16)>,
     /// Entry `i`'s low byte at `i`.
     // Only AVX2 reads the byte tables.
