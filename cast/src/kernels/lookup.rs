@@ -246,24 +246,21 @@ pub(crate) fn codes<K: Step>() -> &'static Codes {
         for (entry, &value) in table.iter_mut().zip(&all) {
             *entry = value;
         }
-        let mut recode = None;
-        if from.bits() == 8 {
-            // The top half must be the bottom half with the sign set, but for one value the
-            // rules write otherwise (`Codes::recode`): the first code where the sign alone is
-            // wrong says which, and every code is then checked.
-            let (positive, negative) = all.split_at(128);
-            let pairs = || positive.iter().zip(negative);
-            recode = pairs()
-                .find(|&(p, n)| p | 0x8000 != *n)
-                .map(|(p, n)| (p | 0x8000, *n));
-            let codes = Codes::new(table, recode);
-            assert!(
-                pairs().all(|(p, n)| codes.signed(*p, 0x8000) == *n),
-                "{from} → {to}: the negative codes are not their magnitudes' entries with the \
-                 sign, but for one value"
-            );
-        }
-        Codes::new(table, recode)
+        // The top half (8-bit codes only; 4- and 6-bit codes have none) must be the bottom half
+        // with the sign set, but for one value the rules write otherwise (`Codes::recode`): the
+        // first code where the sign alone is wrong says which, and every code is then checked.
+        let (positive, negative) = all.split_at(all.len().min(128));
+        let pairs = || positive.iter().zip(negative);
+        let recode = pairs()
+            .find(|&(p, n)| p | 0x8000 != *n)
+            .map(|(p, n)| (p | 0x8000, *n));
+        let codes = Codes::new(table, recode);
+        assert!(
+            pairs().all(|(p, n)| codes.signed(*p, 0x8000) == *n),
+            "{from} → {to}: the negative codes are not their magnitudes' entries with the sign, \
+             but for one value"
+        );
+        codes
     })
 }
 

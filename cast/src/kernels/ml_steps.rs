@@ -1,7 +1,8 @@
 //! SIMD casts between the formats torch cannot cast and float32/bfloat16/float16, by ml_dtypes'
 //! rules (`ml.rs`): into float8_e4m3, float8_e3m4, float6 and float4 and back, and float32 into
-//! int4 and uint4; and torch's float8 formats into float32, bfloat16 and float16. Packed sides (float6, float4, int4, uint4) are read and written packed, as the
-//! buffers store them — no unpacked copy.
+//! int4 and uint4; and torch's float8 formats into float32, bfloat16 and float16. Packed sides
+//! (float6, float4, int4, uint4) are read and written packed, as the buffers store them — no
+//! unpacked copy.
 
 use crate::lanes::{E4M3Fn, Lane, BF16, E5M2, F16};
 use crate::lowp_lanes::{ml_float, I4, U4};
