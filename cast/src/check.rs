@@ -281,11 +281,10 @@ pub(crate) fn lossless(from: DType, to: DType) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
     fn thresholds() {
         let t = |d: DType| d.float_format().unwrap().overflow_threshold();
         assert_eq!(t(DType::Float16), (65520.0, true));
@@ -294,7 +293,6 @@ mod tests {
         assert_eq!(t(DType::Float8E8M0Fnu), (1.5 * 2f64.powi(127), true));
     }
 
-    #[test]
     fn lossless_pairs() {
         assert!(lossless(DType::Float16, DType::Float32));
         assert!(lossless(DType::Float8E5M2, DType::Float16));
@@ -325,11 +323,12 @@ mod tests {
         assert!(lossless(DType::Bool, DType::UInt1));
     }
 
-    #[test]
     fn display_is_python_like() {
         assert_eq!(display(Val::Float(300.0)), "300.0");
         assert_eq!(display(Val::Double(f64::NAN)), "NaN");
         assert_eq!(display(Val::Int(-3)), "-3");
         assert_eq!(display(Val::CFloat(1.0, -2.0)), "(1.0-2.0j)");
     }
+
+    crate::self_test::list!(thresholds, lossless_pairs, display_is_python_like);
 }

@@ -233,11 +233,10 @@ pub(crate) fn pair_fns(from: DType, to: DType) -> Option<PairFns> {
     with_lanes!(by_source!(from, to))
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
     fn every_pair_has_kernels() {
         let values = DType::ALL
             .into_iter()
@@ -248,4 +247,6 @@ mod tests {
             }
         }
     }
+
+    crate::self_test::list!(every_pair_has_kernels);
 }

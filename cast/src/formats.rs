@@ -423,11 +423,10 @@ fn odd_fixup(f: f64, exact: i128) -> f64 {
     f64::from_bits((f.to_bits() as i64 + step) as u64)
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
     fn every_narrow_code_decodes_and_encodes_back() {
         let new = [
             DType::Float8E4M3,
@@ -457,7 +456,6 @@ mod tests {
         }
     }
 
-    #[test]
     fn float16_rounding_from_the_reference() {
         // torch-semantics.md §5: 65519.99 -> 65504, 65520 -> inf, 2^-25 -> 0 (tie to even),
         // 1.5 * 2^-24 -> 2^-23.
@@ -468,7 +466,6 @@ mod tests {
         assert_eq!(f32_to_f16(f32::from_bits(0xFFC0_0000)), 0xFE00);
     }
 
-    #[test]
     fn bfloat16_rounding_from_the_reference() {
         assert_eq!(f32_to_bf16(1.0 + 2f32.powi(-8)), 0x3F80);
         assert_eq!(f32_to_bf16(1.0 + 3.0 * 2f32.powi(-8)), 0x3F82);
@@ -479,7 +476,6 @@ mod tests {
         );
     }
 
-    #[test]
     fn e8m0_examples_from_the_reference() {
         for (x, want) in [
             (1.5f32, 2.0f32),
@@ -498,7 +494,6 @@ mod tests {
         assert_eq!(f32_to_e8m0(f32::NEG_INFINITY), 0xFF);
     }
 
-    #[test]
     fn round_to_odd_makes_double_rounding_single() {
         // 2^40 + 2^32 + 1 -> bfloat16 is 2^40 + 2^33 when rounded once (torch-semantics.md §5).
         let i = (1i64 << 40) + (1 << 32) + 1;
@@ -513,4 +508,12 @@ mod tests {
         // u64::MAX truncates to 2^64 - 2^11, whose last mantissa bit is already odd.
         assert_eq!(u64_to_f64_odd(u64::MAX), 2f64.powi(64) - 2048.0);
     }
+
+    crate::self_test::list!(
+        every_narrow_code_decodes_and_encodes_back,
+        float16_rounding_from_the_reference,
+        bfloat16_rounding_from_the_reference,
+        e8m0_examples_from_the_reference,
+        round_to_odd_makes_double_rounding_single,
+    );
 }

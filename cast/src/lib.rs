@@ -81,6 +81,9 @@ mod plain;
 mod plan;
 mod rules;
 mod screen;
+#[cfg(feature = "self-test")]
+#[doc(hidden)]
+pub mod self_test;
 mod split;
 mod tables;
 mod through;

@@ -534,8 +534,8 @@ fn all<const N: usize>(block: &[u8], ok: impl Fn([u8; N]) -> bool) -> bool {
     failures == 0
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
     fn table_of(rejects: &[usize], size: usize) -> Vec<bool> {
@@ -553,7 +553,6 @@ mod tests {
         }
     }
 
-    #[test]
     fn one_run_of_failures_in_a_table_becomes_a_run_screen() {
         // Both signs fail alike: the sign bit is masked off.
         let t = table_of(&[0x70, 0x71, 0xF0, 0xF1], 256);
@@ -570,13 +569,11 @@ mod tests {
         );
     }
 
-    #[test]
     fn scattered_failures_need_the_table() {
         assert!(table_run(&table_of(&[3, 5], 256)).is_none());
         assert!(table_run(&[false; 256]).is_none());
     }
 
-    #[test]
     fn plans_give_the_element_rules_verdict_on_every_bit_pattern() {
         // For every one- and two-byte source, destination and mode: what the plan lets through
         // is exactly what the per-element rules accept, code by code.
@@ -614,7 +611,6 @@ mod tests {
         check(bytes, verify, 0).is_ok()
     }
 
-    #[test]
     fn plans_for_wide_sources_agree_with_the_element_rules_at_the_edges() {
         // Around every boundary a screen is built from: the integer ranges, the float
         // thresholds, zero, the infinities and NaN — for every wide source and destination.
@@ -725,7 +721,6 @@ mod tests {
         }
     }
 
-    #[test]
     fn pairs_that_cannot_fail_have_nothing_to_check() {
         let nothing = |from, to| matches!(checked_plan(from, to), Check::Nothing);
         assert!(nothing(DType::Int32, DType::Float32));
@@ -738,4 +733,12 @@ mod tests {
         assert!(!nothing(DType::Float32, DType::Int32)); // NaN
         assert!(!nothing(DType::Float32, DType::Bool)); // NaN
     }
+
+    crate::self_test::list!(
+        one_run_of_failures_in_a_table_becomes_a_run_screen,
+        scattered_failures_need_the_table,
+        plans_give_the_element_rules_verdict_on_every_bit_pattern,
+        plans_for_wide_sources_agree_with_the_element_rules_at_the_edges,
+        pairs_that_cannot_fail_have_nothing_to_check,
+    );
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 use dtcast::cast::{cast_reference, CastMode};
 use dtcast::device::cuda_available;
 use dtcast::{DType, Device, Tensor, ToOptions};
-use dtcast_tests::cuda_host::{compile_cpp, quirk_bits, run_harness};
+use dtcast_tests::cuda_host::{compile_cpp, quirk_bits, run_harness, Build};
 use dtcast_tests::fixture;
 
 /// The dtypes the CUDA kernels cast: every dtype with values (all but float4_e2m1fn_x2, which
@@ -101,7 +101,13 @@ fn cuda_kernel_source_matches_the_cpu_rules_when_run_on_the_host() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("harness");
-    if compile_cpp(&root.join("tests/cuda_host/harness.cpp"), &exe).is_none() {
+    if compile_cpp(
+        &root.join("tests/cuda_host/harness.cpp"),
+        &exe,
+        Build::Quick,
+    )
+    .is_none()
+    {
         return;
     }
     let mut jobs = Vec::new();
@@ -721,7 +727,11 @@ fn float32_paths(args: &[&str]) -> Option<(bool, String)> {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("float32_paths");
-    compile_cpp(&root.join("tests/cuda_host/float32_paths.cpp"), &exe)?;
+    compile_cpp(
+        &root.join("tests/cuda_host/float32_paths.cpp"),
+        &exe,
+        Build::Optimised,
+    )?;
     let out = Command::new(&exe).args(args).output().unwrap();
     Some((
         out.status.success(),
@@ -791,7 +801,7 @@ fn cuda_check_source_matches_the_cpu_rules_when_run_on_the_host() {
     let cpp = dir.path().join("checks.cpp");
     std::fs::write(&cpp, src).unwrap();
     let exe = dir.path().join("checks");
-    if compile_cpp(&cpp, &exe).is_none() {
+    if compile_cpp(&cpp, &exe, Build::Quick).is_none() {
         return;
     }
     let values: Vec<Vec<u8>> = DType::ALL.iter().map(|d| values(*d)).collect();

@@ -15,7 +15,7 @@ use dtcast::quant::{
     dequantize, quantize, scale_layout, DequantPlan, Granularity, Quantized, Quantizer, Scheme,
 };
 use dtcast::{DType, Tensor};
-use dtcast_tests::cuda_host::{compile_cpp, quirk_bits, run_harness};
+use dtcast_tests::cuda_host::{compile_cpp, quirk_bits, run_harness, Build};
 
 /// A xorshift stream.
 struct Rng(u64);
@@ -163,7 +163,11 @@ fn harness(dir: &std::path::Path) -> Option<std::path::PathBuf> {
         .parent()
         .unwrap();
     let exe = dir.join("scaled_harness");
-    compile_cpp(&root.join("tests/cuda_host/scaled_harness.cpp"), &exe)?;
+    compile_cpp(
+        &root.join("tests/cuda_host/scaled_harness.cpp"),
+        &exe,
+        Build::Quick,
+    )?;
     Some(exe)
 }
 

@@ -218,6 +218,32 @@ fn names_follow_torch_registration_order() {
     );
 }
 
+/// Fields `#[derive(Layer)]` leaves out: a `#[skip]`ped `Option<Tensor>` and a field that holds
+/// no tensor at all (only a tensor field needs an attribute).
+#[derive(Layer)]
+struct WithPlainFields {
+    #[param]
+    weight: Tensor,
+    #[skip]
+    cache: Option<Tensor>,
+    steps: u32,
+}
+
+#[test]
+fn skipped_and_plain_fields_are_not_part_of_the_layer() {
+    let mut b = WithPlainFields {
+        weight: t(&[2]),
+        cache: Some(t(&[4])),
+        steps: 3,
+    };
+    assert_eq!(names(b.named_tensors()), ["weight"]);
+    assert_eq!(b.state_dict().len(), 1);
+    b.astype(DType::BFloat16).unwrap();
+    assert_eq!(b.weight.dtype(), DType::BFloat16);
+    assert_eq!(b.cache.as_ref().map(Tensor::dtype), Some(DType::Float32));
+    assert_eq!(b.steps, 3);
+}
+
 #[derive(Layer)]
 struct Optional {
     #[param]

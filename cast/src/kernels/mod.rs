@@ -398,8 +398,20 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     }
 }
 
-#[cfg(test)]
-mod tests {
+/// The kernels' tests (`crate::self_test`), module by module.
+#[cfg(feature = "self-test")]
+pub(crate) fn self_tests() -> [&'static [crate::self_test::Test]; 5] {
+    [
+        tests::TESTS,
+        portable_words::tests::TESTS,
+        rebias16::tests::TESTS,
+        rounded16::tests::TESTS,
+        words::tests::TESTS,
+    ]
+}
+
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
     /// `len` xorshift bytes.
@@ -415,7 +427,6 @@ mod tests {
             .collect()
     }
 
-    #[test]
     fn the_plain_lookup_reads_codes_where_packing_puts_them() {
         // `Vector::lookup_u16`'s provided body (AVX-512's and AVX2's own are held to the scalar
         // rules by the cast tests of float6/float4 → bfloat16/float16): every code of random packed bytes,
@@ -474,7 +485,6 @@ mod tests {
         assert_eq!(got, want, "a recoded entry");
     }
 
-    #[test]
     fn the_provided_float16_conversions_are_the_scalar_rules() {
         // `Vector`'s provided float16 bodies, which only the portable set runs (x86 overrides
         // both with F16C): held here to `formats` on every float16 and, the other way, on every
@@ -521,7 +531,6 @@ mod tests {
         }
     }
 
-    #[test]
     fn screened_kernels_convert_as_the_plain_ones_and_screen_as_the_scalar_run() {
         // Every screened kernel on every instruction set this machine runs: the same bytes as the
         // streaming kernel, and "clear" exactly when no element's key is in the run — for runs
@@ -610,4 +619,10 @@ mod tests {
         // the portable set.
         assert!(checked >= 9 * 2 * 3 * 3 * 6, "{checked}");
     }
+
+    crate::self_test::list!(
+        the_plain_lookup_reads_codes_where_packing_puts_them,
+        the_provided_float16_conversions_are_the_scalar_rules,
+        screened_kernels_convert_as_the_plain_ones_and_screen_as_the_scalar_run,
+    );
 }

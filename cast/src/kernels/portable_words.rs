@@ -318,8 +318,8 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_portable::<K, ALWAYS_STREAM>(src, dst, step, [run::<K, false>, run::<K, true>]);
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::super::ml_steps::{
         Bf16ToE2M1Fn, Bf16ToE2M3Fn, F16ToE2M3Fn, F16ToE3M2Fn, F16ToE4M3, F32ToE2M3Fn, F32ToE3M2Fn,
         F32ToE3M4,
@@ -368,7 +368,6 @@ mod tests {
         }
     }
 
-    #[test]
     fn the_portable_word_lanes_match_the_rules_on_every_16_bit_pattern() {
         matches_the_rules::<Bf16ToE4M3Fn<false>>();
         matches_the_rules::<Bf16ToE4M3Fn<true>>();
@@ -383,4 +382,6 @@ mod tests {
         matches_the_rules::<F32ToE4M3Fn<false>>();
         matches_the_rules::<F32ToE3M4<true>>();
     }
+
+    crate::self_test::list!(the_portable_word_lanes_match_the_rules_on_every_16_bit_pattern);
 }

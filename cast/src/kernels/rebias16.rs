@@ -129,8 +129,8 @@ pub(crate) fn kernel<K: Step, const ALWAYS_STREAM: bool>(src: &[u8], dst: &mut [
     super::drive_portable::<K, ALWAYS_STREAM>(src, dst, N, [run::<K, false>, run::<K, true>]);
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::super::steps::{Bf16ToF16, F16ToBf16};
     use super::*;
 
@@ -183,11 +183,12 @@ mod tests {
         }
     }
 
-    #[test]
     fn float16_and_bfloat16_on_word_lanes_match_the_rules_on_every_pattern() {
         matches_the_rules::<F16ToBf16<false>>();
         matches_the_rules::<F16ToBf16<true>>();
         matches_the_rules::<Bf16ToF16<false>>();
         matches_the_rules::<Bf16ToF16<true>>();
     }
+
+    crate::self_test::list!(float16_and_bfloat16_on_word_lanes_match_the_rules_on_every_pattern);
 }

@@ -171,12 +171,11 @@ impl Rounded16 {
     }
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
     use crate::mode::Rounding;
 
-    #[test]
     fn the_arithmetic_covers_every_finite_value_of_the_destination() {
         // Every value up to the destination's largest finite one is zero, subnormal or normal
         // there, which the arithmetic computes: whatever the rounding, the check against the
@@ -211,4 +210,6 @@ mod tests {
             }
         }
     }
+
+    crate::self_test::list!(the_arithmetic_covers_every_finite_value_of_the_destination);
 }

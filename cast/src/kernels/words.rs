@@ -507,11 +507,10 @@ pub(crate) unsafe fn run_loading<W: Words, K: Step, const STREAM: bool>(
     }
 }
 
-#[cfg(test)]
-mod tests {
+#[cfg(feature = "self-test")]
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
     fn the_16_bit_sources_narrow_on_word_lanes_where_no_source_subnormal_survives() {
         use DType::*;
         let narrow = [
@@ -541,4 +540,8 @@ mod tests {
             assert!(!applies(from, to), "{from} -> {to}");
         }
     }
+
+    crate::self_test::list!(
+        the_16_bit_sources_narrow_on_word_lanes_where_no_source_subnormal_survives,
+    );
 }

@@ -1,5 +1,6 @@
 // #[derive(Layer)] on a tuple struct: its tensors would have no names.
-use dtcast::prelude::*;
+use dtcast_device::Tensor;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Pair(#[param] Tensor, #[param] Tensor);

@@ -1,5 +1,6 @@
 // A field that is a parameter and a buffer at once.
-use dtcast::prelude::*;
+use dtcast_device::Tensor;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Block {

@@ -1,5 +1,5 @@
 // #[param] on a field that is not a tensor.
-use dtcast::prelude::*;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Block {

@@ -1,5 +1,6 @@
 // A tensor field with no attribute would silently be left out of state_dict and checkpoints.
-use dtcast::prelude::*;
+use dtcast_device::Tensor;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Block {

@@ -1,5 +1,6 @@
 // #[skip] and #[param] contradict each other.
-use dtcast::prelude::*;
+use dtcast_device::Tensor;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Block {

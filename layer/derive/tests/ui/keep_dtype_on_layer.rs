@@ -1,5 +1,5 @@
 // #[keep_dtype] on a child layer: it applies to tensors only.
-use dtcast::prelude::*;
+use dtcast_layer::{Layer, Linear};
 
 #[derive(Layer)]
 struct Model {

@@ -1,5 +1,6 @@
 // #[keep_dtype] without #[param] or #[buffer].
-use dtcast::prelude::*;
+use dtcast_device::Tensor;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 struct Block {

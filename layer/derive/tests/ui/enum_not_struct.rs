@@ -1,5 +1,5 @@
 // #[derive(Layer)] on an enum.
-use dtcast::prelude::*;
+use dtcast_layer::Layer;
 
 #[derive(Layer)]
 enum Choice {
