@@ -1,10 +1,11 @@
-//! bfloat16/float16 → the signed narrow floats (float8_e4m3fn, float8_e5m2 from bfloat16,
-//! float8_e4m3, float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes
-//! (and float32 folded into 16 bits, [`fold32`], where the portable set uses it), written once
-//! over [`Words`] and instantiated for AVX-512 (`x86/avx512_words.rs`, 32 lanes), AVX2
-//! (`x86/avx2_words.rs`, 16 lanes) and portable Rust (`portable_words.rs`, 16 lanes). The shared
-//! algorithm (`steps::float8`, `ml_steps::ml_code`) works on 32-bit lanes; on 16-bit lanes each instruction does twice the elements and the rounding
-//! below the target's smallest normal is an integer one (the shared algorithm adds a float there).
+//! bfloat16/float16 → the signed narrow floats (float8_e4m3fn, float8_e5m2, float8_e4m3,
+//! float8_e3m4, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, ...) on 16-bit lanes (and float32
+//! folded into 16 bits, [`fold32`], where the portable set uses it), written once over [`Words`]
+//! and instantiated for AVX-512 (`x86/avx512_words.rs`, 32 lanes), AVX2 (`x86/avx2_words.rs`, 16
+//! lanes) and portable Rust (`portable_words.rs`, 16 lanes). The shared algorithm
+//! (`steps::float8`, `ml_steps::ml_code`) works on 32-bit lanes; on 16-bit lanes each instruction
+//! does twice the elements and the rounding below the target's smallest normal is an integer one
+//! (the shared algorithm adds a float there).
 //!
 //! The rule is the scalar lanes' own: the format and its endings (overflow, inf, NaN) come from
 //! `ml::destination`, which the scalar rules read too, every other number from the two formats'
@@ -92,11 +93,19 @@ pub(crate) trait Words: Copy {
     }
     /// Whether `m` holds in no lane.
     unsafe fn none(m: Self::Mask) -> bool;
-    /// Whether [`codes`] skips the rounding below the target's smallest normal for a vector with
-    /// no lane there: where that rounding was measured to cost more than a branch (the portable
-    /// lanes, when they built variable shifts from float exponents; not re-measured since they
-    /// add in float32), not where it is a few instructions.
-    const SKIPS_SUBNORMAL_ROUNDING: bool;
+    /// Whether every lane is in `lo..=hi` (both below 2^15, as the lanes): by default two
+    /// compares, each tested on its own.
+    unsafe fn within(self, lo: u16, hi: u16) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::none(self.below(Self::splat(lo))) && Self::none(self.above(Self::splat(hi)))
+        }
+    }
+    /// Whether [`codes`] skips the work of the rare lanes for a vector without them: the
+    /// rounding below the target's smallest normal, and infinity and NaN. Where that work was
+    /// measured to cost more than a branch (the portable lanes), not where it is a few
+    /// instructions.
+    const SKIPS_RARE_LANES: bool;
 }
 
 /// Word lanes that round by a variable shift ([`shifted_quanta`]).
@@ -201,6 +210,11 @@ pub(crate) struct Rule {
     /// the roundings.
     thresholds: [u16; MAX_STEPS],
     steps: u16,
+    /// Whether the two formats share their exponent bias (float16 → float8_e5m2): then a source
+    /// subnormal's bits, rounded like a normal's (no rebias), are the target subnormal's code
+    /// (the target's quantum is `2^drop` of the source's on both sides of the smallest normal),
+    /// and there is no rounding below the smallest normal of its own.
+    aligned: bool,
 }
 
 /// The most magnitude codes the compares of [`Rule::thresholds`] serve: float4's eight.
@@ -234,7 +248,7 @@ impl Rule {
     /// The rule of `from` → `to` in Torch rounding (`saturate`: Saturate), if that pair narrows on
     /// 16-bit lanes: a 16-bit float source into a signed format of fewer mantissa bits whose
     /// endings a minimum and two selects express, where no source subnormal can round to anything
-    /// but zero (float16 → float8_e5m2 has them round to its subnormals: `None`).
+    /// but zero, or where the two formats share their exponent bias ([`Rule::aligned`]).
     pub(crate) const fn of(from: DType, to: DType, saturate: bool) -> Option<Rule> {
         let (Some(f), Some((dst, ending))) = (from.float_format(), ml::destination(to, saturate))
         else {
@@ -251,8 +265,10 @@ impl Rule {
         let c = 1 - dst.bias - dst.man_bits as i32 + src.bias + man as i32;
         // Source subnormals (E = 0, no implicit bit) must lie 16 binades or more below the
         // target's quantum (so every one rounds to 0 whatever the shift's clamp), and the
-        // smallest normal's exponent above 1 (so that rebiasing never wraps).
-        if min_e < 2 || c < 16 {
+        // smallest normal's exponent above 1 (so that rebiasing never wraps) — or the exponent
+        // fields must be the same (`min_e` 1: no rebias, and subnormals round as normals do).
+        let aligned = min_e == 1;
+        if !aligned && (min_e < 2 || c < 16) {
             return None;
         }
         let (max, sign) = (dst.max_mag, dst.sign_bit());
@@ -273,8 +289,9 @@ impl Rule {
         }
         let width = dst.exp_bits + dst.man_bits;
         let rebias = ((min_e - 1) as u16) << man;
-        // One threshold per magnitude code below `clamp`, where there are few enough.
-        let steps = if clamp as usize <= MAX_STEPS {
+        // One threshold per magnitude code below `clamp`, where there are few enough (and the
+        // halfway points below the smallest normal are source normals: not `aligned`).
+        let steps = if clamp as usize <= MAX_STEPS && !aligned {
             clamp as usize
         } else {
             0
@@ -309,6 +326,7 @@ impl Rule {
             sign_shift: (15 - width) as u16,
             thresholds,
             steps: steps as u16,
+            aligned,
         })
     }
 }
@@ -373,28 +391,71 @@ pub(crate) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
     // SAFETY: the caller's contract.
     unsafe {
         let a = h.and(W::splat(0x7FFF));
+        let sign = h.shr(r.sign_shift).and(W::splat(r.sign));
+        // A vector of finite magnitudes from the smallest normal up: its codes are never 0 (a
+        // normal's), so the sign is or'ed in as it is. (Not where the thresholds are counted, or
+        // the exponent fields are `aligned`: there the branch cost more than it saved.)
+        if W::SKIPS_RARE_LANES && r.steps == 0 && !r.aligned && a.within(r.min_normal, r.inf - 1) {
+            return normal_code(a, r).min(W::splat(r.clamp)).or(sign);
+        }
         let mut code = if r.steps > 0 {
-            // A count of the thresholds passed: at most `clamp` (overflow included), inf too.
-            let mut code = W::splat(0);
-            let mut k = 0;
-            while k < r.steps as usize {
-                code = code.count(a.above(W::splat(r.thresholds[k])));
-                k += 1;
-            }
-            code
+            counted_code(a, r)
         } else {
             magnitude_code(a, r)
         };
         if r.inf_code != r.clamp {
             code = W::select(a.eq(W::splat(r.inf)), W::splat(r.inf_code), code);
         }
-        let mut sign = h.shr(r.sign_shift).and(W::splat(r.sign));
+        let mut sign = sign;
         if !r.neg_zero {
             sign = W::select(code.eq(W::splat(0)), W::splat(0), sign);
         }
         let nan = a.above(W::splat(r.inf));
         let nan_code = W::splat(r.nan).xor(sign.and(W::splat(r.nan_flip)));
         W::select(nan, nan_code, code.or(sign))
+    }
+}
+
+/// The magnitude codes of the finite source magnitudes `a` from the target's smallest normal up
+/// (any, where `aligned`): by the thresholds where the rule counts them, else the exponent
+/// rebiased and the mantissa rounded to nearest-even (a carry moves into the exponent); above the
+/// largest finite code where they overflow.
+///
+/// # Safety
+/// The CPU must have `W`'s instruction set.
+#[inline(always)]
+unsafe fn normal_code<W: Words>(a: W, r: Rule) -> W {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if r.steps > 0 {
+            return counted_code(a, r);
+        }
+        // `half - rebias` wraps: the sum does not (with the exponent fields `aligned`, the rebias
+        // is 0).
+        let odd = a.shr(r.drop).and(W::splat(1));
+        let half: u16 = (1 << (r.drop - 1)) - 1;
+        a.add(W::splat(half.wrapping_sub(r.rebias)))
+            .add(odd)
+            .shr(r.drop)
+    }
+}
+
+/// The magnitude codes of the source magnitudes `a` by the thresholds ([`Rule::thresholds`]): at
+/// most `clamp` (overflow and inf included; NaN lanes are the caller's).
+///
+/// # Safety
+/// The CPU must have `W`'s instruction set.
+#[inline(always)]
+unsafe fn counted_code<W: Words>(a: W, r: Rule) -> W {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut code = W::splat(0);
+        let mut k = 0;
+        while k < r.steps as usize {
+            code = code.count(a.above(W::splat(r.thresholds[k])));
+            k += 1;
+        }
+        code
     }
 }
 
@@ -407,18 +468,15 @@ pub(crate) unsafe fn codes<W: Words>(h: W, r: Rule) -> W {
 unsafe fn magnitude_code<W: Words>(a: W, r: Rule) -> W {
     // SAFETY: the caller's contract.
     unsafe {
-        // From the smallest normal up: the exponent rebiased, the mantissa rounded to nearest-even
-        // (a carry moves into the exponent). `half - rebias` wraps: the sum does not.
-        let normal = a.max(W::splat(r.min_normal));
-        let odd = normal.shr(r.drop).and(W::splat(1));
-        let half: u16 = (1 << (r.drop - 1)) - 1;
-        let norm = normal
-            .add(W::splat(half.wrapping_sub(r.rebias)))
-            .add(odd)
-            .shr(r.drop);
+        // From the smallest normal up (every magnitude, where `aligned`: below it, the same
+        // integer rounding counts the target's quanta).
+        if r.aligned {
+            return normal_code(a, r).min(W::splat(r.clamp));
+        }
+        let norm = normal_code(a.max(W::splat(r.min_normal)), r);
         // Below it, counted in the target's quanta, to nearest-even.
         let subnormal = a.below(W::splat(r.min_normal));
-        let magnitude = if W::SKIPS_SUBNORMAL_ROUNDING && W::none(subnormal) {
+        let magnitude = if W::SKIPS_RARE_LANES && W::none(subnormal) {
             norm
         } else {
             let quanta = a.quanta(r.quanta);
@@ -511,7 +569,7 @@ pub(crate) unsafe fn run_loading<W: Words, K: Step, const STREAM: bool>(
 pub(crate) mod tests {
     use super::*;
 
-    fn the_16_bit_sources_narrow_on_word_lanes_where_no_source_subnormal_survives() {
+    fn the_16_bit_sources_narrow_on_word_lanes() {
         use DType::*;
         let narrow = [
             Float8E4M3Fn,
@@ -524,10 +582,12 @@ pub(crate) mod tests {
         ];
         for from in [BFloat16, Float16] {
             for to in narrow {
+                assert!(applies(from, to), "{from} -> {to}");
                 // float16 and float8_e5m2 share their exponent bias: float16's subnormals round to
-                // float8_e5m2's, which the word lanes do not compute.
-                let expected = !(from == Float16 && to == Float8E5M2);
-                assert_eq!(applies(from, to), expected, "{from} -> {to}");
+                // float8_e5m2's, by the normals' integer rounding.
+                let aligned = from == Float16 && to == Float8E5M2;
+                let rule = Rule::of(from, to, false).unwrap();
+                assert_eq!(rule.aligned, aligned, "{from} -> {to}");
             }
         }
         // Not narrow floats, or not narrower: no word-lane rule.
@@ -541,7 +601,5 @@ pub(crate) mod tests {
         }
     }
 
-    crate::self_test::list!(
-        the_16_bit_sources_narrow_on_word_lanes_where_no_source_subnormal_survives,
-    );
+    crate::self_test::list!(the_16_bit_sources_narrow_on_word_lanes);
 }

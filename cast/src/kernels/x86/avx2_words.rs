@@ -17,7 +17,7 @@ struct W256(__m256i);
 // intrinsics.
 impl Words for W256 {
     const LANES: usize = 16;
-    const SKIPS_SUBNORMAL_ROUNDING: bool = false;
+    const SKIPS_RARE_LANES: bool = false;
     type Mask = __m256i;
     inline_all! {
         unsafe fn load(p: *const u8) -> Self {

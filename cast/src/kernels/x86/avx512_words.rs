@@ -16,7 +16,7 @@ struct W512(__m512i);
 // is one or a few intrinsics.
 impl Words for W512 {
     const LANES: usize = 32;
-    const SKIPS_SUBNORMAL_ROUNDING: bool = false;
+    const SKIPS_RARE_LANES: bool = false;
     type Mask = __mmask32;
     inline_all! {
         unsafe fn load(p: *const u8) -> Self {
