@@ -53,6 +53,10 @@ struct Figures {
     threads: usize,
     cast: Duration,
     memcpy: Duration,
+    /// The median of the rounds' memcpy time over cast time ([`paired_ratio`]).
+    ratio: f64,
+    /// The median of the rounds' ratios of this variant's throughput to the first variant's.
+    versus_first: f64,
 }
 
 impl Figures {
@@ -152,7 +156,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         let labels: Vec<String> = variants.iter().map(Variant::label).collect();
         writeln!(
             out,
-            "{} elements, {} threads, {}{}, median of {} interleaved rounds; GB/s count bytes read + written",
+            "{} elements, {} threads, {}{}, median of {} interleaved rounds (ratios: the median of the rounds' ratios); GB/s count bytes read + written",
             args.elements,
             pool.current_num_threads(),
             labels.join(" / "),
@@ -184,13 +188,12 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                 path,
             )
         })?;
-        let first = figures[0].gelem_per_s();
         for f in &figures {
             if args.json {
                 writeln!(
                     out,
-                    "{{\"from\": \"{}\", \"to\": \"{}\", \"kernels\": \"{}\", \"mode\": \"{}\", \"path\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}}}",
-                    f.from, f.to, f.variant.isa, f.variant.mode, path.name(), f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps()
+                    "{{\"from\": \"{}\", \"to\": \"{}\", \"kernels\": \"{}\", \"mode\": \"{}\", \"path\": \"{}\", \"elements\": {}, \"threads\": {}, \"gelem_per_s\": {:.4}, \"cast_gbps\": {:.3}, \"memcpy_gbps\": {:.3}, \"ratio\": {:.3}, \"versus_first\": {:.3}}}",
+                    f.from, f.to, f.variant.isa, f.variant.mode, path.name(), f.elements, f.threads, f.gelem_per_s(), f.cast_gbps(), f.memcpy_gbps(), f.ratio, f.versus_first
                 )?;
             } else {
                 write!(
@@ -201,10 +204,10 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                     f.gelem_per_s(),
                     f.cast_gbps(),
                     f.memcpy_gbps(),
-                    f.cast_gbps() / f.memcpy_gbps()
+                    f.ratio
                 )?;
                 if variants.len() > 1 {
-                    write!(out, " {:>10.2}", f.gelem_per_s() / first)?;
+                    write!(out, " {:>10.2}", f.versus_first)?;
                 }
                 writeln!(out)?;
             }
@@ -275,20 +278,34 @@ fn measure(
         memcpy();
         memcpy_times.push(t.elapsed());
     }
-    let memcpy_time = median(memcpy_times);
     Ok(variants
         .iter()
-        .zip(cast_times)
+        .zip(&cast_times)
         .map(|(&variant, times)| Figures {
             from,
             to,
             variant,
             elements: n,
             threads: rayon::current_num_threads(),
-            cast: median(times),
-            memcpy: memcpy_time,
+            cast: median(times.clone()),
+            memcpy: median(memcpy_times.clone()),
+            ratio: paired_ratio(&memcpy_times, times),
+            versus_first: paired_ratio(&cast_times[0], times),
         })
         .collect())
+}
+
+/// The median over rounds of `numerator[i] / denominator[i]` (two timings of one round): a
+/// slow spell of a shared machine that hits one round slows both sides of its ratio, where a
+/// ratio of two medians can take them from different spells.
+pub(super) fn paired_ratio(numerator: &[Duration], denominator: &[Duration]) -> f64 {
+    let mut ratios: Vec<f64> = numerator
+        .iter()
+        .zip(denominator)
+        .map(|(n, d)| n.as_secs_f64() / d.as_secs_f64().max(f64::MIN_POSITIVE))
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
 }
 
 /// The median of some timings.

@@ -48,7 +48,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds; GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
             dtcast_cast::isa(),
             args.repeat
         )?;
@@ -97,13 +97,14 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                 std::hint::black_box(&copy_to);
                 copy.push(t.elapsed());
             }
+            let ratio = super::bench::paired_ratio(&copy, &work);
             let (w, c) = (median(&mut work), median(&mut copy));
             let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
             let gelem = elements as f64 / w.as_secs_f64() / 1e9;
             if args.json {
                 writeln!(
                     out,
-                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"kernels\":\"{}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3}}}",
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"kernels\":\"{}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3},\"ratio\":{ratio:.3}}}",
                     dtcast_cast::isa(),
                     gbps(w),
                     gbps(c)
@@ -114,7 +115,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                     "{name:<22} {direction:<11} {gelem:>9.3} {:>10.2} {:>11.2} {:>7.2}",
                     gbps(w),
                     gbps(c),
-                    gbps(w) / gbps(c)
+                    ratio
                 )?;
             }
         }

@@ -572,9 +572,11 @@ fn bench_reports_json_lines_for_the_requested_pairs() {
         assert_eq!(v["to"], to);
         assert_eq!(v["elements"], 4096);
         assert_eq!(v["threads"], 1);
-        for key in ["gelem_per_s", "cast_gbps", "memcpy_gbps"] {
+        for key in ["gelem_per_s", "cast_gbps", "memcpy_gbps", "ratio"] {
             assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} in {line}");
         }
+        // The only variant, against itself in every round.
+        assert_eq!(v["versus_first"], 1.0, "{line}");
     }
     let o = dtcast(&["bench", "--pairs", "f32-bf16"], "");
     assert_eq!(o.code, 2);

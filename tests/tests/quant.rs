@@ -859,9 +859,16 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
             (row["scheme"].as_str(), row["direction"].as_str()),
             (Some(scheme), Some(direction))
         );
-        for k in ["gelem_per_s", "cast_gbps", "memcpy_gbps"] {
+        for k in ["gelem_per_s", "cast_gbps", "memcpy_gbps", "ratio"] {
             assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {row}");
         }
+        // One round: its ratio is the ratio of the two throughputs (each printed to 3 places).
+        let f = |k: &str| row[k].as_f64().unwrap();
+        let of_throughputs = f("cast_gbps") / f("memcpy_gbps");
+        assert!(
+            (f("ratio") - of_throughputs).abs() <= 0.002 + 0.01 * of_throughputs,
+            "{row}"
+        );
         // --threads is honoured (it once was silently ignored here).
         assert_eq!(row["threads"].as_u64(), Some(1), "{row}");
         assert_eq!(
