@@ -364,16 +364,24 @@ fn run<E: Entry, const STREAM: bool>(
             // 0.76–0.80.
             let out: &mut [E] = bytemuck::cast_slice_mut(&mut staged[k % 2]);
             if sb == 6 {
-                // Four float6 codes in three bytes: two 12-bit indices.
-                for (two, group) in out
-                    .as_chunks_mut::<2>()
-                    .0
-                    .iter_mut()
-                    .zip(s.as_chunks::<3>().0)
-                {
-                    let word =
-                        u32::from(group[0]) | u32::from(group[1]) << 8 | u32::from(group[2]) << 16;
-                    *two = [table[(word & 0xFFF) as usize], table[(word >> 12) as usize]];
+                // Eight float6 codes in six bytes: four 12-bit indices of one little-endian
+                // word, read eight bytes at a time (the chunk's last six through a copy: the two
+                // bytes after them may lie past the source). Against three bytes a word, two
+                // indices each: 4.87 → 4.36 instructions an element (cachegrind), portable ÷
+                // AVX2 (64M elements, 2 threads, three interleaved runs) float6 → float32
+                // 0.43–0.47 → 0.55–0.68, → float16 0.43–0.47 → 0.49–0.58, → bfloat16
+                // 0.42–0.55 → 0.47–0.54.
+                let groups = s.len() / 6;
+                for (g, four) in out.as_chunks_mut::<4>().0[..groups].iter_mut().enumerate() {
+                    let word = if g + 1 < groups {
+                        u64::from_le_bytes(*s[6 * g..].first_chunk::<8>().unwrap())
+                    } else {
+                        let mut eight = [0u8; 8];
+                        eight[..6].copy_from_slice(&s[6 * g..6 * g + 6]);
+                        u64::from_le_bytes(eight)
+                    };
+                    let entry = |k: u32| table[(word >> (12 * k) & 0xFFF) as usize];
+                    *four = [entry(0), entry(1), entry(2), entry(3)];
                 }
             } else if sb == 8 && index == Index::Pairs {
                 // Two float8 codes: a little-endian u16.
