@@ -278,6 +278,7 @@ fn measure(
         memcpy();
         memcpy_times.push(t.elapsed());
     }
+    let memcpy_time = median(&memcpy_times);
     Ok(variants
         .iter()
         .zip(&cast_times)
@@ -287,8 +288,8 @@ fn measure(
             variant,
             elements: n,
             threads: rayon::current_num_threads(),
-            cast: median(times.clone()),
-            memcpy: median(memcpy_times.clone()),
+            cast: median(times),
+            memcpy: memcpy_time,
             ratio: paired_ratio(&memcpy_times, times),
             versus_first: paired_ratio(&cast_times[0], times),
         })
@@ -309,9 +310,10 @@ pub(super) fn paired_ratio(numerator: &[Duration], denominator: &[Duration]) -> 
 }
 
 /// The median of some timings.
-pub(super) fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
+pub(super) fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
 }
 
 /// `n` elements of `from` that `to` holds, so that Checked and Exact runs measure the check, not

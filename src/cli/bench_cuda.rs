@@ -144,7 +144,7 @@ fn transfers(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<(), C
         gpu.synchronize()?;
         after.push(s.elapsed());
     }
-    let (before, after) = (median(before), median(after));
+    let (before, after) = (median(&before), median(&after));
     if args.json {
         writeln!(
             out,

@@ -8,6 +8,7 @@ use dtcast::quant::{dequantize_into, quantize, quantize_into, Scheme};
 use dtcast_dtype::DType;
 
 use super::args::BenchArgs;
+use super::bench::median;
 use super::CmdError;
 
 /// Columns of the benchmark weight (rows = elements / columns).
@@ -98,7 +99,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                 copy.push(t.elapsed());
             }
             let ratio = super::bench::paired_ratio(&copy, &work);
-            let (w, c) = (median(&mut work), median(&mut copy));
+            let (w, c) = (median(&work), median(&copy));
             let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
             let gelem = elements as f64 / w.as_secs_f64() / 1e9;
             if args.json {
@@ -121,9 +122,4 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         }
     }
     Ok(())
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
