@@ -12,8 +12,11 @@ use crate::rules::{self, Float8, Val};
 /// Bytes of one element as the kernels see it: its storage size, and one byte for the packed
 /// dtypes (unpacked a block at a time, code in the low bits).
 #[inline]
-pub(crate) fn unit(dtype: DType) -> usize {
-    dtype.byte_size().unwrap_or(1)
+pub(crate) const fn unit(dtype: DType) -> usize {
+    match dtype.byte_size() {
+        Some(size) => size,
+        None => 1,
+    }
 }
 
 /// Path-dependent bits of torch 2.15 that one pair of dtypes shows and others do not: data, read

@@ -268,9 +268,13 @@ impl DType {
     /// assert_eq!(DType::Float4E2M1FnX2.byte_size(), Some(1));
     /// assert_eq!(DType::Int4.byte_size(), None);
     /// ```
-    pub fn byte_size(self) -> Option<usize> {
+    pub const fn byte_size(self) -> Option<usize> {
         let bits = self.bits();
-        bits.is_multiple_of(8).then_some(bits / 8)
+        if bits.is_multiple_of(8) {
+            Some(bits / 8)
+        } else {
+            None
+        }
     }
 
     /// `true` for the dtypes stored several elements to a byte (fewer than 8 bits each).
@@ -361,13 +365,13 @@ impl DType {
     }
 
     /// The category (bool, signed/unsigned integer, floating, complex).
-    pub fn category(self) -> Category {
+    pub const fn category(self) -> Category {
         self.info().category
     }
 
     /// `true` for real floating types, float8 included (torch's `is_floating_point`).
-    pub fn is_floating_point(self) -> bool {
-        self.category() == Category::Floating
+    pub const fn is_floating_point(self) -> bool {
+        matches!(self.category(), Category::Floating)
     }
 
     /// `true` for complex types.

@@ -66,14 +66,23 @@ enum Index {
 /// up two at a time (a table of 65,536 four-byte entries, 256 KiB, where the entries of real
 /// data's few codes stay in cache): portable ÷ AVX2, 64M elements, 2 threads, two runs
 /// interleaved with one code a lookup, 0.41–0.56 → 0.63–0.91 (2.2–3.5 → 3.4–5.6 Gelem/s).
-fn index_of(from: DType, to: DType) -> Option<Index> {
-    let narrow_float = |t: DType| {
+const fn index_of(from: DType, to: DType) -> Option<Index> {
+    // (`const`, so that the kernels of the pairs not looked up are never instantiated: `kernels`.)
+    const fn narrow_float(t: DType) -> bool {
         t.bits() <= 8
-            && t.float_format()
-                .is_some_and(|f| f.mantissa_bits <= 6 && f.signed)
-    };
-    let with_inf = |f: DType| f.bits() == 8 && f.float_format().is_some_and(|f| f.has_inf);
-    if to == DType::Float32 && from.bits() >= 8 && !with_inf(from) {
+            && match t.float_format() {
+                Some(f) => f.mantissa_bits <= 6 && f.signed,
+                None => false,
+            }
+    }
+    const fn with_inf(f: DType) -> bool {
+        f.bits() == 8
+            && match f.float_format() {
+                Some(f) => f.has_inf,
+                None => false,
+            }
+    }
+    if matches!(to, DType::Float32) && from.bits() >= 8 && !with_inf(from) {
         return None;
     }
     match from.bits() {
@@ -82,10 +91,10 @@ fn index_of(from: DType, to: DType) -> Option<Index> {
         8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
         // Two destination elements per entry: at most 8 bytes.
         4 | 6 if from.is_floating_point() && !to.is_packed() && unit(to) <= 4 => Some(Index::Pairs),
-        16 if to.bits() <= 8 || from == DType::Float16 || to == DType::Float16 => {
+        16 if to.bits() <= 8 || matches!(from, DType::Float16) || matches!(to, DType::Float16) => {
             Some(Index::Bits16)
         }
-        32 if from == DType::Float32 && narrow_float(to) => Some(Index::Folded32),
+        32 if matches!(from, DType::Float32) && narrow_float(to) => Some(Index::Folded32),
         _ => None,
     }
 }
@@ -266,8 +275,12 @@ pub(crate) fn codes<K: Step>() -> &'static Codes {
 
 /// The table kernels of step `K` (plain and always streaming), if its pair is looked up.
 pub(crate) fn kernels<K: Step>() -> Option<(super::Kernel, super::Kernel)> {
-    index_of(K::S::DTYPE, K::D::DTYPE)?;
-    Some((kernel::<K, false>, kernel::<K, true>))
+    // A constant condition: the kernels of a pair that is not looked up are not compiled.
+    if const { index_of(K::S::DTYPE, K::D::DTYPE).is_some() } {
+        Some((kernel::<K, false>, kernel::<K, true>))
+    } else {
+        None
+    }
 }
 
 /// Elements per chunk: a multiple of 8 (float6 groups of 4 fill whole bytes) whose output is a

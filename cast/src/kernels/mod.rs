@@ -227,26 +227,26 @@ pub(crate) fn pick<T: Step, U: Step>(isa: Isa, rounding: Rounding) -> Option<Fas
 
 /// Step `K` compiled for `isa`.
 fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
+    use crate::lanes::Lane;
     match isa {
         Isa::Scalar => None,
         // Where a destination element depends on at most 16 bits of its source, portable code
-        // looks it up where that measured faster (`lookup.rs`).
+        // looks it up where that measured faster (`lookup.rs`). The conditions are constants, so
+        // that only the kernels a pair runs are compiled for it (the others were a fifth of the
+        // crate's LLVM input, `cargo llvm-lines`, and of its build time).
         Isa::Portable => {
-            let (from, to) = (
-                <K::S as crate::lanes::Lane>::DTYPE,
-                <K::D as crate::lanes::Lane>::DTYPE,
-            );
-            let (kernel, streaming): (Kernel, Kernel) = if portable_words::applies(from, to) {
-                (
-                    portable_words::kernel::<K, false>,
-                    portable_words::kernel::<K, true>,
-                )
-            } else if rebias16::applies(from, to) {
-                (rebias16::kernel::<K, false>, rebias16::kernel::<K, true>)
-            } else {
-                lookup::kernels::<K>()
-                    .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>))
-            };
+            let (kernel, streaming): (Kernel, Kernel) =
+                if const { portable_words::applies(K::S::DTYPE, K::D::DTYPE) } {
+                    (
+                        portable_words::kernel::<K, false>,
+                        portable_words::kernel::<K, true>,
+                    )
+                } else if const { rebias16::applies(K::S::DTYPE, K::D::DTYPE) } {
+                    (rebias16::kernel::<K, false>, rebias16::kernel::<K, true>)
+                } else {
+                    lookup::kernels::<K>()
+                        .unwrap_or((portable::kernel::<K, false>, portable::kernel::<K, true>))
+                };
             Some(Fast {
                 kernel,
                 streaming,
@@ -348,6 +348,9 @@ fn drive_portable<K: Step, const ALWAYS_STREAM: bool>(
 /// With a `screen` (a 4- or 8-byte source), `simd` screens what it converts and says whether it
 /// found nothing in the run, and the scalar elements are screened here: the result says whether
 /// no element is in the run. Without one, the result is `simd`'s.
+///
+/// Generic only in what it passes on: the splitting is [`drive_split`], compiled once (it was a
+/// sixth of the crate's LLVM input, compiled per kernel); it runs once per block of a cast.
 #[inline(always)]
 fn drive<K: Step, const ALWAYS_STREAM: bool>(
     src: &[u8],
@@ -356,19 +359,53 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
     available: bool,
     streams: bool,
     screen: Option<KeyRun>,
-    simd: impl FnOnce(&[u8], &mut [u8], usize, bool) -> bool,
+    mut simd: impl FnMut(&[u8], &mut [u8], usize, bool) -> bool,
 ) -> bool {
     use crate::lanes::Lane;
-    let scalar = scalar::<K>();
-    let (sb, db) = (K::S::BITS, K::D::BITS);
+    let split = Split {
+        source_bits: K::S::BITS,
+        destination_bits: K::D::BITS,
+        lanes,
+        available,
+        streams,
+        always_stream: ALWAYS_STREAM,
+    };
+    drive_split(src, dst, split, scalar::<K>(), screen, &mut simd)
+}
+
+/// How [`drive`] splits a cast between scalar elements and a SIMD loop.
+#[derive(Clone, Copy)]
+struct Split {
+    source_bits: usize,
+    destination_bits: usize,
+    lanes: usize,
+    available: bool,
+    streams: bool,
+    always_stream: bool,
+}
+
+/// A SIMD loop as [`drive`] runs it: `(src, dst, n, stream)`, whether no element is in the run.
+type SimdLoop<'a> = dyn FnMut(&[u8], &mut [u8], usize, bool) -> bool + 'a;
+
+/// [`drive`]'s work, with the step's facts as values.
+#[inline(never)]
+fn drive_split(
+    src: &[u8],
+    dst: &mut [u8],
+    split: Split,
+    scalar: Kernel,
+    screen: Option<KeyRun>,
+    simd: &mut SimdLoop<'_>,
+) -> bool {
+    let (sb, db) = (split.source_bits, split.destination_bits);
     let n = (src.len() * 8 / sb).min(dst.len() * 8 / db);
     let (mut done, mut clear, mut head) = (0, true, 0);
-    if available {
+    if split.available {
         // The elements up to the destination's next 64-byte boundary, where that boundary falls
         // between elements of both buffers.
         let gap = (64 - (dst.as_ptr() as usize) % 64) % 64;
-        let stream = streams
-            && (ALWAYS_STREAM || dst.len() >= STREAM_BYTES)
+        let stream = split.streams
+            && (split.always_stream || dst.len() >= STREAM_BYTES)
             && (gap * 8).is_multiple_of(db)
             && (gap * 8 / db * sb).is_multiple_of(8);
         if stream {
@@ -376,7 +413,7 @@ fn drive<K: Step, const ALWAYS_STREAM: bool>(
             scalar(&src[..done * sb / 8], &mut dst[..done * db / 8]);
         }
         head = done;
-        let full = (n - done) - (n - done) % lanes;
+        let full = (n - done) - (n - done) % split.lanes;
         clear = simd(
             &src[done * sb / 8..],
             &mut dst[done * db / 8..],

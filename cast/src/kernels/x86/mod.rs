@@ -137,18 +137,14 @@ pub(crate) fn avx2_screened<K: Step>() -> Option<super::ScreenedKernel> {
     Some(avx2::screened::<K>)
 }
 
-/// The AVX2 kernels of step `K` (see [`pick_lanes`]). AVX2 has no variable 16-bit shifts
-/// (`avx2_words.rs` multiplies instead), so its word lanes gain less than AVX-512's: in cache, one
-/// thread, bfloat16 → float8_e4m3 4.6 → 4.9 Gelem/s, float16 → float8_e4m3 5.15 → 5.2,
+/// The AVX2 kernels of step `K`: on 16-bit lanes (`words`) where its pair narrows bfloat16/float16
+/// into a signed narrow float (`words.rs`), else the shared algorithm's on 32-bit lanes. The
+/// condition is a constant, so that the kernels a pair does not run are not compiled for it. AVX2
+/// has no variable 16-bit shifts (`avx2_words.rs` multiplies instead), so its word lanes gain less
+/// than AVX-512's: in cache, one thread, bfloat16 → float8_e4m3 4.6 → 4.9 Gelem/s, float16 → float8_e4m3 5.15 → 5.2,
 /// bfloat16/float16 → float4_e2m1fn 4.1/4.3 → 4.5 (three interleaved runs).
 pub(crate) fn avx2_kernel<K: Step>() -> Option<Fast> {
-    pick_lanes::<K>(
-        [
-            avx2_words::kernel::<K, false>,
-            avx2_words::kernel::<K, true>,
-        ],
-        [avx2::kernel::<K, false>, avx2::kernel::<K, true>],
-    )
+    kernels_of!(K, avx2_words, avx2)
 }
 
 /// The AVX-512 kernel of step `K` (a 4- or 8-byte source) that screens as it converts.
@@ -156,31 +152,34 @@ pub(crate) fn avx512_screened<K: Step>() -> Option<super::ScreenedKernel> {
     Some(avx512::screened::<K>)
 }
 
-/// The AVX-512 kernels of step `K` (see [`pick_lanes`]).
+/// The AVX-512 kernels of step `K` (as [`avx2_kernel`] chooses).
 pub(crate) fn avx512_kernel<K: Step>() -> Option<Fast> {
-    pick_lanes::<K>(
-        [
-            avx512_words::kernel::<K, false>,
-            avx512_words::kernel::<K, true>,
-        ],
-        [avx512::kernel::<K, false>, avx512::kernel::<K, true>],
-    )
+    kernels_of!(K, avx512_words, avx512)
 }
 
-/// One instruction set's kernels of step `K` (`[plain, always streaming]`): on 16-bit lanes
-/// (`words`) where its pair narrows bfloat16/float16 into a signed narrow float (`words.rs`), else
-/// the shared algorithm's on 32-bit lanes (`lanes32`).
-fn pick_lanes<K: Step>(words: [super::Kernel; 2], lanes32: [super::Kernel; 2]) -> Option<Fast> {
-    let [kernel, streaming] = if words::applies(<K::S as Lane>::DTYPE, <K::D as Lane>::DTYPE) {
-        words
-    } else {
-        lanes32
+/// The kernels of step `$k` from module `$words` (16-bit lanes) where `words::applies` to its
+/// pair, else from `$lanes32`: a macro, so that the condition is a constant in the caller and only
+/// the chosen module's kernels are compiled.
+macro_rules! kernels_of {
+    ($k:ty, $words:ident, $lanes32:ident) => {
+        Some(
+            if const { words::applies(<$k as Step>::S::DTYPE, <$k as Step>::D::DTYPE) } {
+                both([$words::kernel::<$k, false>, $words::kernel::<$k, true>])
+            } else {
+                both([$lanes32::kernel::<$k, false>, $lanes32::kernel::<$k, true>])
+            },
+        )
     };
-    Some(Fast {
+}
+use kernels_of;
+
+/// `[plain, always streaming]` kernels as a [`Fast`] without a screened one.
+fn both([kernel, streaming]: [super::Kernel; 2]) -> Fast {
+    Fast {
         kernel,
         streaming,
         screened: None,
-    })
+    }
 }
 
 /// Code that runs faster compiled for a wider instruction set, with no intrinsics of its own
