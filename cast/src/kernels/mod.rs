@@ -232,8 +232,9 @@ fn instantiate<K: Step>(isa: Isa) -> Option<Fast> {
         Isa::Scalar => None,
         // Where a destination element depends on at most 16 bits of its source, portable code
         // looks it up where that measured faster (`lookup.rs`). The conditions are constants, so
-        // that only the kernels a pair runs are compiled for it (the others were a fifth of the
-        // crate's LLVM input, `cargo llvm-lines`, and of its build time).
+        // that only the kernels a pair runs are compiled for it (with `x86::kernels_of!` and
+        // `lookup::kernels`: the others were a quarter of the crate's LLVM input, `cargo
+        // llvm-lines`).
         Isa::Portable => {
             let (kernel, streaming): (Kernel, Kernel) =
                 if const { portable_words::applies(K::S::DTYPE, K::D::DTYPE) } {
