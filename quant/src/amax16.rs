@@ -117,6 +117,9 @@ pub(crate) mod x86 {
             // `out.len() * group * 2` bytes) and writes groups `32b..32b + 32` of `out`.
             unsafe {
                 let s = src.as_ptr().add(b * group * 64);
+                for line in 0..group {
+                    crate::simd::prefetch_ahead(s.add(64 * line));
+                }
                 let m = if group == 16 {
                     block::<16>(s)
                 } else {
@@ -189,6 +192,9 @@ pub(crate) mod x86 {
                 // `out`.
                 unsafe {
                     let s = src.as_ptr().add(b * group * 32);
+                    for line in 0..group / 2 {
+                        crate::simd::prefetch_ahead(s.add(64 * line));
+                    }
                     let m = if group == 16 {
                         block::<16>(s)
                     } else {

@@ -291,6 +291,10 @@ pub(crate) mod x86 {
             // half a byte per element, and `k < steps`).
             unsafe {
                 let s = src.as_ptr().add(32 * k * size);
+                crate::simd::prefetch_ahead(s);
+                if !BF16 {
+                    crate::simd::prefetch_ahead(s.add(64));
+                }
                 let (f0, f1) = (_mm512_set1_ps(factors[g0]), _mm512_set1_ps(factors[g1]));
                 let a = codes::<DIVIDE, ROUND>(load::<BF16>(s), f0, zero, &mut bad);
                 let b = codes::<DIVIDE, ROUND>(load::<BF16>(s.add(16 * size)), f1, zero, &mut bad);
@@ -379,6 +383,9 @@ pub(crate) mod x86 {
             // inside, as the caller's lengths say.
             unsafe {
                 let s = src.as_ptr().add(2048 * b);
+                for line in 0..32 {
+                    crate::simd::prefetch_ahead(s.add(64 * line));
+                }
                 let maxima = crate::amax16::x86::block::<32>(s);
                 if _mm512_cmpge_epu16_mask(maxima, set(0x7F60)) != 0 {
                     // The two-pass path rewrites the band: the streamed lines first ordered.
@@ -444,6 +451,7 @@ pub(crate) mod x86 {
                 } else {
                     _mm512_set1_epi16(shift(shifts[k]))
                 };
+                crate::simd::prefetch_ahead(src.as_ptr().add(64 * k));
                 let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
                 let c = codes_pow2(x, shifts, unsigned_zero, &mut bad);
                 // The odd element's code (bits 16..20 of a 32-bit lane) to bits 4..8.

@@ -496,6 +496,7 @@ mod x86 {
             } else {
                 near
             };
+            crate::simd::prefetch_ahead(src.as_ptr().add(64 * k));
             let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
             pack(codes::<CHECK>(x, near, full, &fixed, unsigned_zero, bad))
         };
@@ -654,6 +655,8 @@ mod x86 {
                 } else {
                     &rows[usize::from(pick(h + 1))]
                 };
+                // The two halves are one line of `src` where it is aligned to 64 bytes.
+                crate::simd::prefetch_ahead(src.as_ptr().wrapping_add(32 * h));
                 let (a, b) = (half(h, first, &mut bad), half(h + 1, second, &mut bad));
                 // SAFETY: bytes 8h..8h + 16 of `out`, inside it.
                 unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * h).cast(), pack(a, b)) };
