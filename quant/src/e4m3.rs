@@ -311,8 +311,20 @@ mod x86 {
             unsafe { groups_bf16(src, group, factors, dst) }
         } else {
             // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
-            unsafe { groups::<false>(src, group, factors, dst) }
+            unsafe { groups_plain(src, group, factors, dst) }
         }
+    }
+
+    /// [`groups`] without AVX512_BF16: compiled for the AVX-512 subsets it needs, as
+    /// [`groups_bf16`] is for its own (inlined into `groups_avx512`, which has no target
+    /// features, every intrinsic of the loop was a call).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    unsafe fn groups_plain(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+        // SAFETY: this function's contract covers `groups`'.
+        unsafe { groups::<false>(src, group, factors, dst) }
     }
 
     /// [`groups`] where the CPU runs AVX512_BF16.

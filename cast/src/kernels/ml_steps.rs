@@ -11,7 +11,10 @@ use dtcast_dtype::DType;
 
 use crate::formats::Narrow;
 
-use super::steps::{is_nan, narrow_constants, narrow_magnitude, step, Step};
+use super::steps::{
+    is_nan, narrow_constants, narrow_magnitude, step, widened, FromBf16, FromF16, FromF32, Step,
+    Widened,
+};
 use super::vector::Vector;
 use super::{pick, Pick};
 
@@ -147,35 +150,46 @@ unsafe fn get<V: Vector, S: Lane>(s: *const u8) -> [V; 4] {
     }
 }
 
-/// Four vectors of f32 bits from `load` (at element offsets 0, w, 2w, 3w) → codes of `F`,
-/// written as `D` stores them.
+/// Four vectors of the step's source at `s`, read as f32 bits by `L`, → codes of `F`, written
+/// as `D` stores them. (No closures here or below: one that does not inline into the
+/// `#[target_feature]` loop has none of its instruction set, and its intrinsics become calls —
+/// `steps::Widened`.)
 #[inline(always)]
-unsafe fn four<V: Vector, F: MlFormat, D: Lane, const SATURATE: bool, const STREAM: bool>(
-    load: impl Fn(usize) -> V,
+unsafe fn four<
+    V: Vector,
+    F: MlFormat,
+    L: Widened,
+    D: Lane,
+    const SATURATE: bool,
+    const STREAM: bool,
+>(
+    s: *const u8,
     d: *mut u8,
 ) {
-    let w = V::LANES;
-    // SAFETY: the caller's contract: room for four vectors of codes at `d`. (No `array::map`
-    // here or below: its closure need not inline into the `#[target_feature]` loop, and the
-    // intrinsics would then be calls.)
+    // SAFETY: the caller's contract: four vectors at `s`, room for their codes at `d`.
     unsafe {
-        let code = |k: usize| F::code::<V, SATURATE>(load(k * w));
-        put::<V, D, STREAM>([code(0), code(1), code(2), code(3)], d)
+        let codes = [
+            F::code::<V, SATURATE>(widened::<V, L>(s, 0)),
+            F::code::<V, SATURATE>(widened::<V, L>(s, 1)),
+            F::code::<V, SATURATE>(widened::<V, L>(s, 2)),
+            F::code::<V, SATURATE>(widened::<V, L>(s, 3)),
+        ];
+        put::<V, D, STREAM>(codes, d)
     }
 }
 
 macro_rules! ml_steps {
     ($format:ty: $f32:ident => $lane:ty, $bf16:ident, $f16:ident) => {
         step!($f32<SATURATE>: f32 => $lane, vectors = 4, |s, d, w| {
-            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load(s.add(4 * i)), d)
+            four::<V, $format, FromF32, $lane, SATURATE, STREAM>(s, d)
         });
         step!($bf16<SATURATE>: BF16 => $lane, vectors = 4, |s, d, w| {
             // bfloat16 → f32 is exact: the same codes as from f32.
-            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load_u16(s.add(2 * i)).shl::<16>(), d)
+            four::<V, $format, FromBf16, $lane, SATURATE, STREAM>(s, d)
         });
         step!($f16<SATURATE>: F16 => $lane, vectors = 4, |s, d, w| {
             // float16 → f32 is exact (NaN payloads do not matter: every NaN gives one code).
-            four::<V, $format, $lane, SATURATE, STREAM>(|i| V::load_f16_as_f32(s.add(2 * i)), d)
+            four::<V, $format, FromF16, $lane, SATURATE, STREAM>(s, d)
         });
     };
 }
@@ -285,17 +299,23 @@ macro_rules! ml_widen {
                 let [a, b, c, e] = get::<V, $lane>(s);
                 // Exact in bfloat16 too (at most 4 mantissa bits, exponents well inside); a NaN
                 // is 0x7FC0 with its sign, as ml_dtypes writes it.
-                let f = |c: V| <$format>::value(c).shr::<16>();
-                V::store_u16::<STREAM>(f(a), f(b), d);
-                V::store_u16::<STREAM>(f(c), f(e), d.add(4 * w));
+                V::store_u16::<STREAM>(
+                    <$format>::value(a).shr::<16>(),
+                    <$format>::value(b).shr::<16>(),
+                    d,
+                );
+                V::store_u16::<STREAM>(
+                    <$format>::value(c).shr::<16>(),
+                    <$format>::value(e).shr::<16>(),
+                    d.add(4 * w),
+                );
             }
         });
         step!($f16<SATURATE>: $lane => F16, vectors = 4, |s, d, w| {
             if !looked_up::<V, Self, STREAM>(s, d) {
                 let [a, b, c, e] = get::<V, $lane>(s);
-                let f = |c: V| <$format>::value(c);
-                V::store_f16::<STREAM>(f(a), f(b), d);
-                V::store_f16::<STREAM>(f(c), f(e), d.add(4 * w));
+                V::store_f16::<STREAM>(<$format>::value(a), <$format>::value(b), d);
+                V::store_f16::<STREAM>(<$format>::value(c), <$format>::value(e), d.add(4 * w));
             }
         });
     };
@@ -373,13 +393,23 @@ unsafe fn int4<V: Vector, const LO: i32, const HI: i32, const SATURATE: bool>(x:
 }
 
 step!(F32ToI4<SATURATE>: f32 => I4, vectors = 4, |s, d, w| {
-    let f = |i: usize| int4::<V, -8, 7, SATURATE>(V::load(s.add(4 * i * w)));
-    put::<V, I4, STREAM>([f(0), f(1), f(2), f(3)], d)
+    let codes = [
+        int4::<V, -8, 7, SATURATE>(widened::<V, FromF32>(s, 0)),
+        int4::<V, -8, 7, SATURATE>(widened::<V, FromF32>(s, 1)),
+        int4::<V, -8, 7, SATURATE>(widened::<V, FromF32>(s, 2)),
+        int4::<V, -8, 7, SATURATE>(widened::<V, FromF32>(s, 3)),
+    ];
+    put::<V, I4, STREAM>(codes, d)
 });
 
 step!(F32ToU4<SATURATE>: f32 => U4, vectors = 4, |s, d, w| {
-    let f = |i: usize| int4::<V, 0, 15, SATURATE>(V::load(s.add(4 * i * w)));
-    put::<V, U4, STREAM>([f(0), f(1), f(2), f(3)], d)
+    let codes = [
+        int4::<V, 0, 15, SATURATE>(widened::<V, FromF32>(s, 0)),
+        int4::<V, 0, 15, SATURATE>(widened::<V, FromF32>(s, 1)),
+        int4::<V, 0, 15, SATURATE>(widened::<V, FromF32>(s, 2)),
+        int4::<V, 0, 15, SATURATE>(widened::<V, FromF32>(s, 3)),
+    ];
+    put::<V, U4, STREAM>(codes, d)
 });
 
 /// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
