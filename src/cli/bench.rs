@@ -317,9 +317,10 @@ pub(super) fn median(times: &[Duration]) -> Duration {
 }
 
 /// `n` elements of `from` that `to` holds, so that Checked and Exact runs measure the check, not
-/// an error, cast from f64 as a user's data would be: a spread of values in [0.5, 99.5) (which
-/// every dtype holds after rounding), or for Exact runs powers of two from 1 to 64 (which every
-/// dtype but bool holds exactly; 1 for bool).
+/// an error, cast from f64 as a user's data would be: a spread of values in [0.005 h, h), where
+/// `h` is 99.5 or the largest value both dtypes hold if that is smaller (float4_e2m1fn: 6, int4:
+/// 7), or for Exact runs powers of two from 1 up to 64 or to `h` (1 for bool; 0 for int1, whose
+/// values are 0 and -1).
 pub(super) fn sample(
     from: DType,
     to: DType,
@@ -327,7 +328,11 @@ pub(super) fn sample(
     n: usize,
 ) -> Result<Vec<u8>, CmdError> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let bool_side = from == DType::Bool || to == DType::Bool;
+    let high = largest(from).min(largest(to)).min(99.5);
+    // The powers of two up to `high`: 2^0 .. 2^(powers - 1), at most 2^6.
+    let powers = (0..7u32)
+        .take_while(|&k| f64::from(1u32 << k) <= high)
+        .count() as u64;
     let values: Vec<u8> = (0..n)
         .flat_map(|_| {
             state ^= state << 13;
@@ -335,12 +340,28 @@ pub(super) fn sample(
             state ^= state << 17;
             let unit = (state >> 11) as f64 / (1u64 << 53) as f64;
             let x = match mode {
-                CastMode::Exact if bool_side => 1.0,
-                CastMode::Exact => f64::from(1u32 << (state % 7)),
-                _ => 0.5 + unit * 99.0,
+                CastMode::Exact if powers == 0 => 0.0,
+                CastMode::Exact => f64::from(1u32 << (state % powers)),
+                _ => high * (0.005 + 0.995 * unit),
             };
             x.to_le_bytes()
         })
         .collect();
     Ok(cast_to_vec(&values, DType::Float64, from, CastMode::Torch)?)
+}
+
+/// The largest value `d` holds (its real part's, for a complex dtype).
+fn largest(d: DType) -> f64 {
+    let real = d.to_real();
+    match real.float_format() {
+        Some(format) => format.max_finite,
+        None if real == DType::Bool => 1.0,
+        None if real.is_integral(false) => {
+            let bits = real.bits() as i32;
+            let magnitude_bits = if real.is_signed() { bits - 1 } else { bits };
+            2f64.powi(magnitude_bits) - 1.0
+        }
+        // float4_e2m1fn_x2: bytes of two float4, which have no value casts.
+        None => f64::MAX,
+    }
 }

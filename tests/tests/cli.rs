@@ -608,6 +608,29 @@ fn bench_runs_every_mode_on_values_the_destination_holds() {
         assert_eq!(o.code, 0, "--mode {mode}: {}", o.stderr);
         assert_eq!(o.stdout.lines().count(), 6, "--mode {mode}");
     }
+    // Every hot pair (the default list: float4/float6 hold at most 6 and 7.5, float8_e3m4 15.5,
+    // int4 7), and the narrowest integers (int1 holds 0 and -1, uint1 and int2 at most 1).
+    let narrow = "float32:int1,float32:uint1,float64:int2,float16:uint2,float6_e2m3fn:int4";
+    for (pairs, lines) in [(None, dtcast::cast::hot_pairs().len()), (Some(narrow), 5)] {
+        for mode in ["checked", "exact"] {
+            let mut args = vec![
+                "bench",
+                "--elements",
+                "1024",
+                "--repeat",
+                "1",
+                "--threads",
+                "1",
+            ];
+            args.extend(["--mode", mode, "--json"]);
+            if let Some(pairs) = pairs {
+                args.extend(["--pairs", pairs]);
+            }
+            let o = dtcast(&args, "");
+            assert_eq!(o.code, 0, "--mode {mode}, {pairs:?}: {}", o.stderr);
+            assert_eq!(o.stdout.lines().count(), lines, "--mode {mode}, {pairs:?}");
+        }
+    }
 }
 
 #[test]
