@@ -46,7 +46,7 @@ pub(crate) enum Screen {
     RoundTrip {
         there: Kernel,
         back: Kernel,
-        to_size: usize,
+        to_bits: usize,
         within: Option<(Key, u64, u64)>,
         /// The kernels' instruction set, for the Run screen of `within`.
         isa: Isa,
@@ -114,15 +114,32 @@ fn exact_plan(from: DType, to: DType, isa: Isa) -> Check {
     let (Some(forward), Some(backward)) = (pair_fns(from, to), pair_fns(to, from)) else {
         return Check::Elements;
     };
-    // The round trip runs on one byte per packed element: the SIMD kernels (which pack) only
-    // where neither side is packed.
-    let simd = |from: DType, to: DType| {
-        select(isa, from, to, Rounding::Torch).filter(|_| !from.is_packed() && !to.is_packed())
+    // The SIMD kernels read and write packed elements as stored, the scalar rules one byte per
+    // element. A packed source reaches the screen unpacked: the scalar rules both ways. A packed
+    // destination: the SIMD kernels both ways where the pair has them (the middle packed), else
+    // the scalar rules both ways (which ran float32 → float4_e2m1fn/float6 in Exact mode at
+    // 0.28–0.46 Gelem/s against 3.2–5.3 on AVX2 and AVX-512 and 1.1–1.9 on the portable set now:
+    // 16M elements, two threads). Otherwise each way's kernel on its own.
+    let simd = |from: DType, to: DType| select(isa, from, to, Rounding::Torch);
+    let scalar = (forward.torch, backward.torch, 8 * unit(to));
+    let (there, back, to_bits) = if from.is_packed() {
+        scalar
+    } else if to.is_packed() {
+        match (simd(from, to), simd(to, from)) {
+            (Some(there), Some(back)) => (there.kernel, back.kernel, to.bits()),
+            _ => scalar,
+        }
+    } else {
+        (
+            simd(from, to).map_or(forward.torch, |f| f.kernel),
+            simd(to, from).map_or(backward.torch, |f| f.kernel),
+            8 * unit(to),
+        )
     };
     Check::Screen(Screen::RoundTrip {
-        there: simd(from, to).map_or(forward.torch, |f| f.kernel),
-        back: simd(to, from).map_or(backward.torch, |f| f.kernel),
-        to_size: unit(to),
+        there,
+        back,
+        to_bits,
         within,
         isa,
     })
@@ -418,7 +435,7 @@ impl Screen {
         if let Screen::RoundTrip {
             there,
             back,
-            to_size,
+            to_bits,
             within,
             isa,
         } = *self
@@ -426,7 +443,7 @@ impl Screen {
             let inside = within.is_none_or(|(key, lo, len)| {
                 Screen::Run { key, lo, len }.passes(block, from, scratch, isa)
             });
-            return inside && round_trips(block, unit(from), there, back, to_size, scratch);
+            return inside && round_trips(block, unit(from), there, back, to_bits, scratch);
         }
         let task = Passes {
             screen: self,
@@ -498,17 +515,24 @@ impl Task for Passes<'_> {
     }
 }
 
-/// Whether casting `block` (elements of `from_size` bytes) by `there` and then `back` gives its
-/// bytes again.
+/// Whether casting `block` (elements of `from_size` bytes) by `there` (into elements of
+/// `to_bits` bits) and then `back` gives its bytes again.
 fn round_trips(
     block: &[u8],
     from_size: usize,
     there: Kernel,
     back: Kernel,
-    to_size: usize,
+    to_bits: usize,
     scratch: &mut Vec<u8>,
 ) -> bool {
-    let mid_len = block.len() / from_size * to_size;
+    // Blocks are 1,024 or 4,096 elements, and the last one the rest of a buffer, which holds a
+    // whole number of bytes of the destination: so does every block of a cast. Anything else
+    // (a single float4 element) is not cleared here, and the per-element rules take it.
+    let bits = block.len() / from_size * to_bits;
+    if !bits.is_multiple_of(8) {
+        return false;
+    }
+    let mid_len = bits / 8;
     scratch.resize(mid_len + block.len(), 0);
     let (mid, again) = scratch.split_at_mut(mid_len);
     there(block, mid);

@@ -292,6 +292,50 @@ fn large_packed_casts_agree_with_the_reference_in_every_mode() {
     }
 }
 
+#[test]
+fn exact_casts_into_packed_floats_clear_whole_blocks_and_find_the_first_inexact_element() {
+    // Every value of the format (both zeros) repeated over many blocks and both threads passes
+    // Exact with the reference's bytes; one element that is not a value (a NaN, an overflow, a
+    // value between two codes, a subnormal float32), late in the buffer, is the error the
+    // reference names. Exact's screen casts each block there and back with the SIMD kernels,
+    // which read and write the middle packed.
+    let n = 262_144;
+    for to in [
+        DType::Float4E2M1Fn,
+        DType::Float6E2M3Fn,
+        DType::Float6E3M2Fn,
+    ] {
+        let codes = 1usize << to.bits();
+        let code_bytes: Vec<u8> = (0..n).map(|i| ((i * 37) % codes) as u8).collect();
+        let mut packed = vec![0u8; to.storage_bytes(n).unwrap()];
+        packing::pack(to, &code_bytes, &mut packed).unwrap();
+        let values = cast_to_vec(&packed, to, DType::Float32, CastMode::Torch).unwrap();
+        let mut out = vec![0u8; packed.len()];
+        cast(&values, DType::Float32, &mut out, to, CastMode::Exact).unwrap();
+        assert_eq!(out, packed, "{to}: the values back as their codes");
+        for bad in [f32::NAN, 1e6, 0.3, 1e-40] {
+            let mut src = values.clone();
+            let at = n - 1000 + 3;
+            src[4 * at..4 * at + 4].copy_from_slice(&bad.to_le_bytes());
+            let fast = cast(&src, DType::Float32, &mut out, to, CastMode::Exact);
+            let reference = dtcast::cast::cast_reference(
+                &src,
+                DType::Float32,
+                &mut vec![0; out.len()],
+                to,
+                CastMode::Exact,
+            );
+            assert!(fast.is_err(), "{to}: {bad} passed Exact");
+            assert_eq!(fast, reference, "{to}: {bad}");
+            assert_eq!(
+                cast_to_vec(&src, DType::Float32, to, CastMode::Exact).err(),
+                fast.err(),
+                "{to}: {bad}, allocating"
+            );
+        }
+    }
+}
+
 /// A value as Python's `float.hex` (or `nan`, `-nan`, `inf`, `-0.0`) writes it.
 fn py_float(s: &str) -> f64 {
     let (negative, body) = match s.strip_prefix('-') {
