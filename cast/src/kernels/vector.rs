@@ -152,6 +152,16 @@ pub(crate) trait Vector: Copy {
 
     // ---- float16, with the algorithm as the provided body.
 
+    /// `LANES` float8_e5m2 codes at `p` as f32 bits. Each code is the top byte of a float16 (the
+    /// same sign, exponent width and bias), so this is float16's widening of `code << 8`: exact,
+    /// a NaN quieted with its payload kept — how torch decodes float8_e5m2
+    /// (`rules::NanToF32::ViaFloat16`).
+    #[inline(always)]
+    unsafe fn load_e5m2_as_f32(p: *const u8) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { Self::load_u8(p).shl::<8>().f16_to_f32() }
+    }
+
     /// `LANES` float16 at `p` as f32 bits: exact; a NaN is quieted with its payload kept (x86's
     /// `vcvtph2ps`, the scalar `formats::f16_to_f32`).
     #[inline(always)]

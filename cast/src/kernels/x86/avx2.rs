@@ -452,6 +452,13 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract: 16 readable bytes.
             unsafe { _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128(p.cast()))) }
         }
+        unsafe fn load_e5m2_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 8 readable bytes.
+            unsafe {
+                let halves = _mm_slli_epi16::<8>(_mm_cvtepu8_epi16(_mm_loadl_epi64(p.cast())));
+                _mm256_castps_si256(_mm256_cvtph_ps(halves))
+            }
+        }
         unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
             unsafe {

@@ -373,6 +373,14 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract: 32 readable bytes.
             unsafe { _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))) }
         }
+        unsafe fn load_e5m2_as_f32(p: *const u8) -> Self {
+            // SAFETY: the caller's contract: 16 readable bytes.
+            unsafe {
+                let halves =
+                    _mm256_slli_epi16::<8>(_mm256_cvtepu8_epi16(_mm_loadu_si128(p.cast())));
+                _mm512_castps_si512(_mm512_cvtph_ps(halves))
+            }
+        }
         unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
             // SAFETY: the caller's contract.
             unsafe {
