@@ -89,8 +89,9 @@ const fn index_of(from: DType, to: DType) -> Option<Index> {
         // Two float8 codes a lookup where the pair's entry fits 4 bytes (256 KiB a table).
         8 if from.is_floating_point() && !to.is_packed() && unit(to) == 2 => Some(Index::Pairs),
         8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
-        // Two destination elements per entry: at most 8 bytes.
-        4 | 6 if from.is_floating_point() && !to.is_packed() && unit(to) <= 4 => Some(Index::Pairs),
+        // Two destination elements per entry: at most 8 bytes. (4-bit integers too: int4/uint4 →
+        // float32 looked up ran 7.7–7.9 Gelem/s, computed on the lanes 6.7–7.2; 64M, 2 threads.)
+        4 | 6 if !to.is_packed() && unit(to) <= 4 => Some(Index::Pairs),
         16 if to.bits() <= 8 || matches!(from, DType::Float16) || matches!(to, DType::Float16) => {
             Some(Index::Bits16)
         }

@@ -422,9 +422,37 @@ step!(F32ToU4<SATURATE>: f32 => U4, vectors = 4, |s, d, w| {
     put::<V, U4, STREAM>(codes, d)
 });
 
+/// 4-bit integer codes (one per 32-bit lane) → f32 bits: int4 sign-extended from bit 3. Exact,
+/// so both modes agree.
+#[inline(always)]
+unsafe fn int4_value<V: Vector, const SIGNED: bool>(c: V) -> V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let value = if SIGNED { c.shl::<28>().sra::<28>() } else { c };
+        value.i32_to_f32()
+    }
+}
+
+step!(I4ToF32<SATURATE>: I4 => f32, vectors = 4, |s, d, w| {
+    // Without it, Exact float32 → int4 checked its round trip by the scalar rules.
+    let [a, b, c, e] = get::<V, I4>(s);
+    int4_value::<V, true>(a).store::<STREAM>(d);
+    int4_value::<V, true>(b).store::<STREAM>(d.add(4 * w));
+    int4_value::<V, true>(c).store::<STREAM>(d.add(8 * w));
+    int4_value::<V, true>(e).store::<STREAM>(d.add(12 * w));
+});
+
+step!(U4ToF32<SATURATE>: U4 => f32, vectors = 4, |s, d, w| {
+    let [a, b, c, e] = get::<V, U4>(s);
+    int4_value::<V, false>(a).store::<STREAM>(d);
+    int4_value::<V, false>(b).store::<STREAM>(d.add(4 * w));
+    int4_value::<V, false>(c).store::<STREAM>(d.add(8 * w));
+    int4_value::<V, false>(e).store::<STREAM>(d.add(12 * w));
+});
+
 /// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
 /// Torch and Saturate rounding.
-pub(crate) const ML_FAST: [(DType, DType, Pick); 38] = {
+pub(crate) const ML_FAST: [(DType, DType, Pick); 40] = {
     use DType::*;
     [
         (
@@ -534,6 +562,8 @@ pub(crate) const ML_FAST: [(DType, DType, Pick); 38] = {
         ),
         (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
         (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
+        (Int4, Float32, pick::<I4ToF32<false>, I4ToF32<true>>),
+        (UInt4, Float32, pick::<U4ToF32<false>, U4ToF32<true>>),
         (
             Float8E4M3,
             Float32,
