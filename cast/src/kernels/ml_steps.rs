@@ -433,22 +433,26 @@ unsafe fn int4_value<V: Vector, const SIGNED: bool>(c: V) -> V {
     }
 }
 
-step!(I4ToF32<SATURATE>: I4 => f32, vectors = 4, |s, d, w| {
-    // Without it, Exact float32 → int4 checked its round trip by the scalar rules.
-    let [a, b, c, e] = get::<V, I4>(s);
-    int4_value::<V, true>(a).store::<STREAM>(d);
-    int4_value::<V, true>(b).store::<STREAM>(d.add(4 * w));
-    int4_value::<V, true>(c).store::<STREAM>(d.add(8 * w));
-    int4_value::<V, true>(e).store::<STREAM>(d.add(12 * w));
-});
+/// int4/uint4 → float32 (without them, Exact float32 → int4/uint4 checked its round trip by the
+/// scalar rules).
+macro_rules! int4_widen {
+    ($($name:ident: $lane:ty, $signed:literal;)*) => {
+        $(
+            step!($name<SATURATE>: $lane => f32, vectors = 4, |s, d, w| {
+                let [a, b, c, e] = get::<V, $lane>(s);
+                int4_value::<V, $signed>(a).store::<STREAM>(d);
+                int4_value::<V, $signed>(b).store::<STREAM>(d.add(4 * w));
+                int4_value::<V, $signed>(c).store::<STREAM>(d.add(8 * w));
+                int4_value::<V, $signed>(e).store::<STREAM>(d.add(12 * w));
+            });
+        )*
+    };
+}
 
-step!(U4ToF32<SATURATE>: U4 => f32, vectors = 4, |s, d, w| {
-    let [a, b, c, e] = get::<V, U4>(s);
-    int4_value::<V, false>(a).store::<STREAM>(d);
-    int4_value::<V, false>(b).store::<STREAM>(d.add(4 * w));
-    int4_value::<V, false>(c).store::<STREAM>(d.add(8 * w));
-    int4_value::<V, false>(e).store::<STREAM>(d.add(12 * w));
-});
+int4_widen! {
+    I4ToF32: I4, true;
+    U4ToF32: U4, false;
+}
 
 /// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
 /// Torch and Saturate rounding.
