@@ -316,11 +316,13 @@ pub(super) fn median(times: &[Duration]) -> Duration {
     sorted[sorted.len() / 2]
 }
 
-/// `n` elements of `from` that `to` holds, so that Checked and Exact runs measure the check, not
-/// an error, cast from f64 as a user's data would be: a spread of values in [0.005 h, h), where
-/// `h` is 99.5 or the largest value both dtypes hold if that is smaller (float4_e2m1fn: 6, int4:
-/// 7), or for Exact runs powers of two from 1 up to 64 or to `h` (1 for bool; 0 for int1, whose
-/// values are 0 and -1).
+/// `n` elements of `from`, cast from f64 as a user's data would be: a spread of values in
+/// [0.5, 99.5) for Torch and Saturate runs (the figures of every earlier run were measured on it;
+/// into float4 and float6 most of it overflows), and for Checked and Exact runs values that `to`
+/// holds, so that they measure the check, not an error: a spread in [0.005 h, h), where `h` is
+/// 99.5 or the largest value both dtypes hold if that is smaller (float4_e2m1fn: 6, int4: 7), or
+/// for Exact runs powers of two from 1 up to 64 or to `h` (1 for bool; 0 for int1, whose values
+/// are 0 and -1).
 pub(super) fn sample(
     from: DType,
     to: DType,
@@ -342,7 +344,8 @@ pub(super) fn sample(
             let x = match mode {
                 CastMode::Exact if powers == 0 => 0.0,
                 CastMode::Exact => f64::from(1u32 << (state % powers)),
-                _ => high * (0.005 + 0.995 * unit),
+                CastMode::Checked => high * (0.005 + 0.995 * unit),
+                CastMode::Torch | CastMode::Saturate => 0.5 + unit * 99.0,
             };
             x.to_le_bytes()
         })
