@@ -316,14 +316,27 @@ fn pack6(codes: &[u8], packed: &mut [u8]) {
 }
 
 /// Whether `from` → `to` narrows on the portable word lanes: a word-lane pair (`words::applies`),
-/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes, float6 ([`run6`])
-/// or float4 (whose codes are a count of seven compares, `words::counts`). Against the tables
-/// (`lookup.rs`) on the x86-64 baseline, 64M elements, 2 threads, two interleaved runs:
-/// float16/bfloat16/float32 → float6 2.0–3.4 → 2.5–4.3 Gelem/s; float16/bfloat16 →
-/// float4_e2m1fn 2.5–3.3 → 3.9–4.6.
+/// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes, float6 with
+/// three exponent bits ([`run6`]) or float4 (whose codes are a count of seven compares,
+/// `words::counts`). Against the tables (`lookup.rs`) on the x86-64 baseline, 64M elements, 2
+/// threads, two interleaved runs: float16/bfloat16/float32 → float6 2.0–3.4 → 2.5–4.3 Gelem/s;
+/// float16/bfloat16 → float4_e2m1fn 2.5–3.3 → 3.9–4.6 (Zen 3). float6_e2m3fn, whose smallest
+/// normal is 1, has its lanes below it in most vectors of real data, where the lanes round on
+/// the slow path: looked up it ran faster on either sample (Zen 4; `dtcast bench` Torch
+/// [0.5, 99.5) and Checked's in-range values): from float16/bfloat16 5.7–6.5 → 7.2–7.9 and
+/// 2.6–3.4 → 3.9–5.1 Gelem/s, from float32 4.4–4.8 → 5.8–6.3 and 2.7 → 3.9–4.0; into
+/// float6_e3m2fn the lanes stayed ahead on the first (9.4–10.2 against 7.5–7.7) and even on the
+/// second.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
+    const fn float6_lanes(to: DType) -> bool {
+        to.bits() == 6
+            && match to.float_format() {
+                Some(f) => f.exponent_bits >= 3,
+                None => false,
+            }
+    }
     (words::applies(from, to) || matches!(from, DType::Float32) && words::applies_folded32(to))
-        && (to.bits() == 8 || to.bits() == 6 || words::counts(from, to))
+        && (to.bits() == 8 || float6_lanes(to) || words::counts(from, to))
 }
 
 /// The portable word-lane kernel of step `K` (streaming into any destination if
