@@ -127,6 +127,18 @@ unsafe fn put<V: Vector, D: Lane, const STREAM: bool>(codes: [V; 4], d: *mut u8)
     }
 }
 
+/// Writes four vectors of f32 bits at `d`, one after another (a loop, not a closure: see
+/// [`four`]).
+#[inline(always)]
+unsafe fn store4<V: Vector, const STREAM: bool>(values: [V; 4], d: *mut u8) {
+    // SAFETY: the caller's contract: room for four vectors of f32 at `d`.
+    unsafe {
+        for (k, v) in values.into_iter().enumerate() {
+            v.store::<STREAM>(d.add(4 * V::LANES * k));
+        }
+    }
+}
+
 /// Four vectors of codes of dtype `S` (one byte each, or packed) at `s`, in element order.
 #[inline(always)]
 unsafe fn get<V: Vector, S: Lane>(s: *const u8) -> [V; 4] {
@@ -290,10 +302,13 @@ macro_rules! ml_widen {
         step!($f32<SATURATE>: $lane => f32, vectors = 4, |s, d, w| {
             // Exact: both modes agree.
             let [a, b, c, e] = get::<V, $lane>(s);
-            <$format>::value(a).store::<STREAM>(d);
-            <$format>::value(b).store::<STREAM>(d.add(4 * w));
-            <$format>::value(c).store::<STREAM>(d.add(8 * w));
-            <$format>::value(e).store::<STREAM>(d.add(12 * w));
+            let values = [
+                <$format>::value(a),
+                <$format>::value(b),
+                <$format>::value(c),
+                <$format>::value(e),
+            ];
+            store4::<V, STREAM>(values, d);
         });
         step!($bf16<SATURATE>: $lane => BF16, vectors = 4, |s, d, w| {
             if !looked_up::<V, Self, STREAM>(s, d) {
@@ -346,18 +361,19 @@ step!(E5M2ToF32<SATURATE>: E5M2 => f32, vectors = 4, |s, d, w| {
     // Exact (both modes agree). Without it, Exact float32 → float8_e5m2 checked its round trip
     // by the scalar rules: 1.5 Gelem/s against 4.2–4.6 into the other float8 formats (AVX2 and
     // AVX-512, 16M elements, two threads).
-    V::load_e5m2_as_f32(s).store::<STREAM>(d);
-    V::load_e5m2_as_f32(s.add(w)).store::<STREAM>(d.add(4 * w));
-    V::load_e5m2_as_f32(s.add(2 * w)).store::<STREAM>(d.add(8 * w));
-    V::load_e5m2_as_f32(s.add(3 * w)).store::<STREAM>(d.add(12 * w));
+    let values = [
+        V::load_e5m2_as_f32(s),
+        V::load_e5m2_as_f32(s.add(w)),
+        V::load_e5m2_as_f32(s.add(2 * w)),
+        V::load_e5m2_as_f32(s.add(3 * w)),
+    ];
+    store4::<V, STREAM>(values, d);
 });
 
 step!(E4M3FnToF32<SATURATE>: E4M3Fn => f32, vectors = 4, |s, d, w| {
     let [a, b, c, e] = get::<V, E4M3Fn>(s);
-    e4m3fn_value(a).store::<STREAM>(d);
-    e4m3fn_value(b).store::<STREAM>(d.add(4 * w));
-    e4m3fn_value(c).store::<STREAM>(d.add(8 * w));
-    e4m3fn_value(e).store::<STREAM>(d.add(12 * w));
+    let values = [e4m3fn_value(a), e4m3fn_value(b), e4m3fn_value(c), e4m3fn_value(e)];
+    store4::<V, STREAM>(values, d);
 });
 
 /// torch's float8_e4m3fn and float8_e5m2 → bfloat16/float16, looked up (`lookup::codes`: the
@@ -441,10 +457,13 @@ macro_rules! int4_widen {
         $(
             step!($name<SATURATE>: $lane => f32, vectors = 4, |s, d, w| {
                 let [a, b, c, e] = get::<V, $lane>(s);
-                int4_value::<V, $signed>(a).store::<STREAM>(d);
-                int4_value::<V, $signed>(b).store::<STREAM>(d.add(4 * w));
-                int4_value::<V, $signed>(c).store::<STREAM>(d.add(8 * w));
-                int4_value::<V, $signed>(e).store::<STREAM>(d.add(12 * w));
+                let values = [
+                    int4_value::<V, $signed>(a),
+                    int4_value::<V, $signed>(b),
+                    int4_value::<V, $signed>(c),
+                    int4_value::<V, $signed>(e),
+                ];
+                store4::<V, STREAM>(values, d);
             });
         )*
     };
