@@ -60,8 +60,11 @@ enum Index {
 /// from the float8 formats with infinities (float8_e4m3, float8_e3m4), whose inf and NaN codes
 /// cost the lanes two more selects, which SSE2 makes three instructions each: looked up, they
 /// ran 4.7–4.8 Gelem/s against 4.1–4.3 computed (2 threads, 64M elements, after `look_up` came
-/// to store eight bytes at once). Sub-byte sources keep their tables (float6 → float32 0.52
-/// against 0.25; float4 even), as does every narrowing pair, where SSE2 lacks the instructions
+/// to store eight bytes at once) — but not float8_e5m2, which widens as float16's top byte
+/// (`Vector::load_e5m2_as_f32`): computed, it ran 4.8–4.9 Gelem/s against 3.6 looked up (one
+/// thread, in cache) and 7.2–8.2 against 6.3–6.4 (2 threads, 64M elements; Zen 4). Sub-byte
+/// sources keep their tables (float6 → float32 0.52 against 0.25; float4 even), as does every
+/// narrowing pair, where SSE2 lacks the instructions
 /// (bfloat16 → float8_e4m3 0.52 against 0.23). Float8 codes into 16-bit destinations are looked
 /// up two at a time (a table of 65,536 four-byte entries, 256 KiB, where the entries of real
 /// data's few codes stay in cache): portable ÷ AVX2, 64M elements, 2 threads, two runs
@@ -82,7 +85,11 @@ const fn index_of(from: DType, to: DType) -> Option<Index> {
                 None => false,
             }
     }
-    if matches!(to, DType::Float32) && from.bits() >= 8 && !with_inf(from) {
+    // float8_e5m2 is float16's top byte: widened as float16 is, with no select of its own (its
+    // subnormal codes, below 2^-14, are float32 subnormals in the multiplication, as float16's
+    // are: rare in data, where Intel would take a microcode assist).
+    let widens_as_f16 = matches!(from, DType::Float8E5M2);
+    if matches!(to, DType::Float32) && from.bits() >= 8 && (!with_inf(from) || widens_as_f16) {
         return None;
     }
     match from.bits() {
