@@ -1,6 +1,7 @@
 //! Table kernels of the portable instruction set: where a destination element depends on at most
 //! 16 bits of its source element, the portable kernels look it up instead of computing it — except
-//! where computing measured faster (float32 destinations from whole-byte sources: [`index_of`];
+//! where computing measured faster (float32 destinations from 16-bit sources and
+//! float8_e5m2: [`index_of`];
 //! chunks of float16/bfloat16 → float8 inside the range where 16-bit lane arithmetic was checked
 //! against the table: `rounded16.rs`).
 //!
@@ -53,22 +54,24 @@ enum Index {
 /// The table kernel's plan for a pair: how to index and how wide an entry is; `None` where the
 /// portable lanes compute the pair faster.
 ///
-/// Byte and 16-bit sources into float32 are computed: the lanes hold float32 already, so the
-/// value is a few operations on them, and a lookup costs a load, a store and a reload per
-/// element. Measured on x86-64's baseline (2 threads, 64M elements, portable ÷ AVX2 in one run,
-/// table → lanes): float16 → float32 0.50 → 0.61, float8_e4m3fn → float32 0.58 → 0.72. Except
-/// from the float8 formats with infinities (float8_e4m3, float8_e3m4), whose inf and NaN codes
-/// cost the lanes two more selects, which SSE2 makes three instructions each: looked up, they
-/// ran 4.7–4.8 Gelem/s against 4.1–4.3 computed (2 threads, 64M elements, after `look_up` came
-/// to store eight bytes at once) — but not float8_e5m2, which widens as float16's top byte
+/// 16-bit sources into float32 are computed: the lanes hold float32 already, so the value is a
+/// few operations on them, and a lookup costs a load, a store and a reload per element.
+/// Measured on x86-64's baseline (2 threads, 64M elements, portable ÷ AVX2 in one run, table →
+/// lanes): float16 → float32 0.50 → 0.61. Float8 codes into float32 are looked up (float8_e4m3,
+/// float8_e3m4: 4.7–4.8 Gelem/s against 4.1–4.3 computed, whose inf and NaN codes cost the lanes
+/// two more selects, three SSE2 instructions each; float8_e4m3fn on Zen 4: 6.9–7.1 against
+/// 4.3–4.8, portable ÷ AVX2 0.49–0.53 → 0.75–0.77, though on Zen 3 the lanes had led, 0.72
+/// against 0.58) — except float8_e5m2, which widens as float16's top byte
 /// (`Vector::load_e5m2_as_f32`): computed, it ran 4.8–4.9 Gelem/s against 3.6 looked up (one
 /// thread, in cache) and 7.2–8.2 against 6.3–6.4 (2 threads, 64M elements; Zen 4). Sub-byte
 /// sources keep their tables (float6 → float32 0.52 against 0.25; float4 even), as does every
-/// narrowing pair, where SSE2 lacks the instructions
-/// (bfloat16 → float8_e4m3 0.52 against 0.23). Float8 codes into 16-bit destinations are looked
-/// up two at a time (a table of 65,536 four-byte entries, 256 KiB, where the entries of real
-/// data's few codes stay in cache): portable ÷ AVX2, 64M elements, 2 threads, two runs
-/// interleaved with one code a lookup, 0.41–0.56 → 0.63–0.91 (2.2–3.5 → 3.4–5.6 Gelem/s).
+/// narrowing pair, where SSE2 lacks the instructions (bfloat16 → float8_e4m3 0.52 against
+/// 0.23). Float8 codes into 16-bit destinations are looked up two at a time (a table of 65,536
+/// four-byte entries, 256 KiB, where the entries of real data's few codes stay in cache):
+/// portable ÷ AVX2, 64M elements, 2 threads, two runs interleaved with one code a lookup,
+/// 0.41–0.56 → 0.63–0.91 (2.2–3.5 → 3.4–5.6 Gelem/s). (Into float32, two codes a lookup — the
+/// float32's top halves, 256 KiB — ran 3.5 Gelem/s against one code's 3.6–3.7, one thread in
+/// cache, and 6.2–6.3 against 6.9–7.1 at 64M on 2 threads.)
 const fn index_of(from: DType, to: DType) -> Option<Index> {
     // (`const`, so that the kernels of the pairs not looked up are never instantiated: `kernels`.)
     const fn narrow_float(t: DType) -> bool {
@@ -78,18 +81,18 @@ const fn index_of(from: DType, to: DType) -> Option<Index> {
                 None => false,
             }
     }
-    const fn with_inf(f: DType) -> bool {
-        f.bits() == 8
-            && match f.float_format() {
-                Some(f) => f.has_inf,
-                None => false,
-            }
-    }
     // float8_e5m2 is float16's top byte: widened as float16 is, with no select of its own (its
     // subnormal codes, below 2^-14, are float32 subnormals in the multiplication, as float16's
     // are: rare in data, where Intel would take a microcode assist).
     let widens_as_f16 = matches!(from, DType::Float8E5M2);
-    if matches!(to, DType::Float32) && from.bits() >= 8 && (!with_inf(from) || widens_as_f16) {
+    if matches!(to, DType::Float32) && from.bits() == 8 && from.is_floating_point() {
+        return if widens_as_f16 {
+            None
+        } else {
+            Some(Index::Code)
+        };
+    }
+    if matches!(to, DType::Float32) && from.bits() >= 8 {
         return None;
     }
     match from.bits() {
