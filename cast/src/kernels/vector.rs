@@ -170,28 +170,29 @@ pub(crate) trait Vector: Copy {
         unsafe { Self::load_u16(p).f16_to_f32() }
     }
 
-    /// float16 bits (the low 16 bits of each lane) → f32 bits. The magnitude's bits moved up to
-    /// f32's exponent position are the value times 2^-112 — exactly, subnormals included — so one
-    /// multiplication by 2^112 rebiases. It leaves an infinity's or a NaN's mantissa in place
-    /// under an exponent field of 143, all of whose bits the all-ones field covers: or-ing that
-    /// in (and a NaN's quiet bit) finishes them without a select — and a vector without
-    /// either (nearly every one) skips even that.
+    /// float16 bits (the low 16 bits of each lane) → f32 bits. The sign in f32's place and the
+    /// magnitude's bits moved up to f32's exponent position (the bits moved up 16, shifted back
+    /// 3 with the sign copied, the copies cleared) are the value times 2^-112 — exactly,
+    /// subnormals included — so one multiplication by 2^112 rebiases, the sign riding along. It
+    /// leaves an infinity's or a NaN's mantissa in place under an exponent field of 143, all of
+    /// whose bits the all-ones field covers: or-ing that in (and a NaN's quiet bit) finishes them
+    /// without a select — and a vector without either (nearly every one) skips even that.
     #[inline(always)]
     unsafe fn f16_to_f32(self) -> Self {
         // SAFETY: the caller's contract.
         unsafe {
+            let moved = self.shl::<16>().sra::<3>().and(Self::splat(0x8FFF_E000));
+            let value = moved.f32_mul(Self::splat(0x7780_0000)); // 2^112
             let magnitude = self.and(Self::splat(0x7FFF));
-            let finite = magnitude.shl::<13>().f32_mul(Self::splat(0x7780_0000)); // 2^112
-            let sign = self.xor(magnitude).shl::<16>();
             let special = magnitude.gt_i32(Self::splat(0x7BFF));
             if Self::none(special) {
-                return finite.or(sign);
+                return value;
             }
             let zero = Self::splat(0);
             let exponent = Self::select(special, Self::splat(0x7F80_0000), zero);
             let nan = magnitude.gt_i32(Self::splat(0x7C00));
             let quiet = Self::select(nan, Self::splat(0x0040_0000), zero);
-            finite.or(exponent).or(quiet).or(sign)
+            value.or(exponent).or(quiet)
         }
     }
 
