@@ -90,6 +90,29 @@ impl Words for W512 {
         unsafe fn none(m: Self::Mask) -> bool {
             m == 0
         }
+        unsafe fn counted(self, r: words::Rule) -> Self {
+            let Some(b) = r.buckets() else {
+                // SAFETY: the caller's contract.
+                return unsafe { words::count_thresholds(self, r) };
+            };
+            // SAFETY: the caller's contract; each table is 64 entries, two vectors.
+            unsafe {
+                let table = |t: &[u16; 64], half: usize| {
+                    _mm512_loadu_si512(t.as_ptr().add(32 * half).cast())
+                };
+                let offset = _mm512_subs_epu16(self.0, _mm512_set1_epi16(b.base as i16));
+                let bucket = _mm512_min_epu16(
+                    _mm512_srlv_epi16(offset, _mm512_set1_epi16(b.shift as i16)),
+                    _mm512_set1_epi16(63),
+                );
+                let rest = _mm512_permutex2var_epi16(table(&b.rest, 0), bucket, table(&b.rest, 1));
+                let first =
+                    _mm512_permutex2var_epi16(table(&b.first, 0), bucket, table(&b.first, 1));
+                let within = _mm512_set1_epi16(((1u32 << b.shift) - 1) as i16);
+                let at_first = _mm512_testn_epi16_mask(offset, within);
+                W512(_mm512_mask_blend_epi16(at_first, rest, first))
+            }
+        }
     }
 }
 
