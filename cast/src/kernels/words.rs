@@ -160,6 +160,10 @@ pub(crate) struct Quanta {
     /// below it rounds the sum to a whole number of quanta (float32's own rounding, to
     /// nearest-even), and the sum's bits less these are that number.
     pub(crate) float_bits: u32,
+    /// The count as a lookup ([`Buckets`]: the counts below the smallest normal by the
+    /// thresholds between them, `0x7FFF` from the smallest normal up), where the thresholds
+    /// allow one.
+    pub(crate) buckets: Option<Buckets>,
 }
 
 /// [`Words::quanta`] by a variable shift: the significand shifted right by s = c1 + 1 - E (at
@@ -235,42 +239,52 @@ pub(crate) struct Rule {
 /// The most magnitude codes the compares of [`Rule::thresholds`] serve: float4's eight.
 const MAX_STEPS: usize = 8;
 
-/// [`Rule::thresholds`]' counts by magnitude buckets of `2^shift` from `base`: within a bucket
-/// every magnitude has one code, but the bucket's first may have one less (a tie there rounds
+/// A step function of the source magnitude — [`Rule::thresholds`]' counts, or
+/// [`Quanta::buckets`]' — by magnitude buckets of `2^shift` from `base`: within a bucket every
+/// magnitude has one value, but the bucket's first may have the one before (a tie there rounds
 /// down to the even code: the threshold is the tie itself, so the next code starts one
-/// magnitude later). So a code is two lookups by `min((m - base) >> shift, 63)` (`m - base`
+/// magnitude later). So a value is two lookups by `min((m - base) >> shift, 63)` (`m - base`
 /// saturating at 0), picked by whether `m` is its bucket's first — where a set looks 64 16-bit
-/// entries up in one instruction (AVX-512's `vpermi2w`), about half the instructions of seven
-/// compares and counts.
+/// entries up in one instruction (AVX-512's `vpermi2w`): about half the instructions of seven
+/// compares and counts, or of a rounding by variable shifts.
 #[derive(Clone, Copy)]
 pub(crate) struct Buckets {
-    /// Subtracted from a magnitude (saturating at 0): the first threshold.
+    /// Subtracted from a magnitude (saturating at 0): one below the first step.
     pub(crate) base: u16,
     /// Bucket width `2^shift` (at least 2).
     pub(crate) shift: u16,
-    /// The code of a bucket's magnitudes after its first.
+    /// The value of a bucket's magnitudes after its first.
     pub(crate) rest: [u16; 64],
-    /// The code of a bucket's first magnitude.
+    /// The value of a bucket's first magnitude.
     pub(crate) first: [u16; 64],
 }
 
+/// The most steps a [`Buckets`] is built from: float8_e3m4's 16 codes below its smallest
+/// normal, and the smallest normal.
+const MAX_RISES: usize = 17;
+
 impl Buckets {
-    /// The buckets of `steps` thresholds `t` (increasing; the code of `m` is how many `m`
-    /// exceeds), with the widest buckets that serve; `None` where none does.
-    const fn of(t: &[u16; MAX_STEPS], steps: usize) -> Option<Buckets> {
-        if steps == 0 {
+    /// The buckets of the step function that is 0 below `starts[0]` and `values[k]` from
+    /// `starts[k]` (the first `count`, increasing), with the widest buckets that serve; `None`
+    /// where none does.
+    const fn of(
+        starts: &[u16; MAX_RISES],
+        values: &[u16; MAX_RISES],
+        count: usize,
+    ) -> Option<Buckets> {
+        if count == 0 || starts[0] == 0 {
             return None;
         }
-        // Each code's first magnitude is its threshold + 1; the first of them one past `base`,
-        // so that magnitudes at or below `base` (saturated to bucket 0's first) have code 0.
-        let base = t[0];
+        // The first start one past `base`, so that magnitudes at or below `base` (saturated to
+        // bucket 0's first) are 0.
+        let base = starts[0] - 1;
         let mut shift = 14;
         while shift >= 1 {
             let mut fits = true;
             let mut last = 0u16;
             let mut k = 0;
-            while k < steps {
-                let offset = t[k] + 1 - base;
+            while k < count {
+                let offset = starts[k] - base;
                 let (bucket, at) = (offset >> shift, offset & ((1 << shift) - 1));
                 // At a bucket's first or second magnitude, one code start per bucket, and the
                 // last bucket (63, where larger magnitudes are clamped) past them all.
@@ -288,14 +302,14 @@ impl Buckets {
                     first: [0; 64],
                 };
                 let mut k = 0;
-                while k < steps {
-                    let offset = t[k] + 1 - base;
+                while k < count {
+                    let offset = starts[k] - base;
                     let (bucket, at) = ((offset >> shift) as usize, offset & ((1 << shift) - 1));
                     let mut i = bucket;
                     while i < 64 {
-                        b.rest[i] += 1;
+                        b.rest[i] = values[k];
                         if i > bucket || at == 0 {
-                            b.first[i] += 1;
+                            b.first[i] = values[k];
                         }
                         i += 1;
                     }
@@ -409,6 +423,25 @@ impl Rule {
                 // 2^23 quanta of 2^(1 - bias_t - man_t), times 2^(bias_s - 127): exponent field
                 // 23 + 1 - bias_t - man_t + bias_s.
                 float_bits: ((23 + 1 - dst.bias - dst.man_bits as i32 + src.bias) as u32) << 23,
+                buckets: {
+                    // Code k + 1 from the threshold between codes k and k + 1 below the smallest
+                    // normal on; from the smallest normal on, more than any normal code.
+                    let (m, m_t) = (man as u16, dst.man_bits as u16);
+                    let below = 1usize << dst.man_bits;
+                    let (mut starts, mut values) = ([0u16; MAX_RISES], [0u16; MAX_RISES]);
+                    if aligned || below >= MAX_RISES {
+                        None
+                    } else {
+                        let mut k = 0;
+                        while k < below {
+                            let t = threshold(k as u16, m, m_t, src.bias, dst.bias, rebias);
+                            (starts[k], values[k]) = (t + 1, k as u16 + 1);
+                            k += 1;
+                        }
+                        (starts[below], values[below]) = ((min_e as u16) << man, 0x7FFF);
+                        Buckets::of(&starts, &values, below + 1)
+                    }
+                },
             },
             inf: (((1u32 << src.exp_bits) - 1) << man) as u16,
             clamp: clamp as u16,
@@ -421,7 +454,16 @@ impl Rule {
             sign_shift: (15 - width) as u16,
             thresholds,
             steps: steps as u16,
-            buckets: Buckets::of(&thresholds, steps),
+            buckets: {
+                // Code k + 1 from each threshold on.
+                let (mut starts, mut values) = ([0u16; MAX_RISES], [0u16; MAX_RISES]);
+                let mut k = 0;
+                while k < steps {
+                    (starts[k], values[k]) = (thresholds[k] + 1, k as u16 + 1);
+                    k += 1;
+                }
+                Buckets::of(&starts, &values, steps)
+            },
             aligned,
         })
     }
@@ -735,8 +777,62 @@ pub(crate) mod tests {
         assert_eq!(with_buckets, 6);
     }
 
+    fn the_quanta_buckets_count_below_the_smallest_normal() {
+        // Every magnitude of every 16-bit pair that rounds below the smallest normal by its
+        // own rule, both roundings: below the smallest normal the looked-up value is the count
+        // of thresholds between the codes there that the magnitude exceeds (each threshold the
+        // tie between two codes, `threshold`), from it on more than any code. Every such pair
+        // of 16-bit sources into float8/float6 but float8_e3m4 (16 codes below its smallest
+        // normal, too many for 64 buckets) has buckets.
+        use DType::*;
+        let mut pairs = 0;
+        for from in [BFloat16, Float16] {
+            for to in DType::ALL {
+                for saturate in [false, true] {
+                    let Some(r) = Rule::of(from, to, saturate).filter(|r| !r.aligned) else {
+                        continue;
+                    };
+                    let (dst, src) = (to.float_format().unwrap(), from.float_format().unwrap());
+                    let Some(b) = r.quanta.buckets.as_ref() else {
+                        assert!(
+                            to == Float8E3M4 || to.bits() == 4,
+                            "{from} -> {to}: no buckets"
+                        );
+                        continue;
+                    };
+                    pairs += 1;
+                    let (m_s, m_t) = (src.mantissa_bits as u16, dst.mantissa_bits as u16);
+                    let ties: Vec<u16> = (0..1u16 << m_t)
+                        .map(|k| threshold(k, m_s, m_t, src.bias, dst.bias, r.rebias))
+                        .collect();
+                    for m in 0..0x8000u16 {
+                        let want = if m < r.min_normal {
+                            ties.iter().filter(|&&t| m > t).count() as u16
+                        } else {
+                            0x7FFF
+                        };
+                        let offset = m.saturating_sub(b.base);
+                        let bucket = usize::from((offset >> b.shift).min(63));
+                        let at_first = offset & ((1 << b.shift) - 1) == 0;
+                        let got = if at_first {
+                            b.first[bucket]
+                        } else {
+                            b.rest[bucket]
+                        };
+                        assert_eq!(got, want, "{from} -> {to} ({saturate}): {m:#06x}");
+                    }
+                }
+            }
+        }
+        // Both roundings of bfloat16 into float8_e4m3fn/e5m2/e4m3fnuz/e5m2fnuz/e4m3/e4m3b11fnuz,
+        // the float6 formats and float4, and of float16 into float8_e4m3fn/e4m3, the float6
+        // formats and float4.
+        assert_eq!(pairs, 28);
+    }
+
     crate::self_test::list!(
         the_16_bit_sources_narrow_on_word_lanes,
-        the_buckets_count_as_the_thresholds_do
+        the_buckets_count_as_the_thresholds_do,
+        the_quanta_buckets_count_below_the_smallest_normal
     );
 }

@@ -69,7 +69,12 @@ impl Words for W512 {
         }
         unsafe fn quanta(self, q: words::Quanta) -> Self {
             // SAFETY: the caller's contract.
-            unsafe { words::shifted_quanta(self, q) }
+            unsafe {
+                match q.buckets.as_ref() {
+                    Some(b) => self.look_up(b),
+                    None => words::shifted_quanta(self, q),
+                }
+            }
         }
         unsafe fn below(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
@@ -91,27 +96,39 @@ impl Words for W512 {
             m == 0
         }
         unsafe fn counted(self, r: words::Rule) -> Self {
-            let Some(b) = r.buckets() else {
-                // SAFETY: the caller's contract.
-                return unsafe { words::count_thresholds(self, r) };
-            };
-            // SAFETY: the caller's contract; each table is 64 entries, two vectors.
+            // SAFETY: the caller's contract.
             unsafe {
-                let table = |t: &[u16; 64], half: usize| {
-                    _mm512_loadu_si512(t.as_ptr().add(32 * half).cast())
-                };
-                let offset = _mm512_subs_epu16(self.0, _mm512_set1_epi16(b.base as i16));
-                let bucket = _mm512_min_epu16(
-                    _mm512_srlv_epi16(offset, _mm512_set1_epi16(b.shift as i16)),
-                    _mm512_set1_epi16(63),
-                );
-                let rest = _mm512_permutex2var_epi16(table(&b.rest, 0), bucket, table(&b.rest, 1));
-                let first =
-                    _mm512_permutex2var_epi16(table(&b.first, 0), bucket, table(&b.first, 1));
-                let within = _mm512_set1_epi16(((1u32 << b.shift) - 1) as i16);
-                let at_first = _mm512_testn_epi16_mask(offset, within);
-                W512(_mm512_mask_blend_epi16(at_first, rest, first))
+                match r.buckets() {
+                    Some(b) => self.look_up(b),
+                    None => words::count_thresholds(self, r),
+                }
             }
+        }
+    }
+}
+
+impl W512 {
+    /// The values of `b`'s step function at magnitudes `self`: two lookups of 64 entries by
+    /// the bucket, one picked by whether the magnitude is its bucket's first.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW.
+    #[inline(always)]
+    unsafe fn look_up(self, b: &words::Buckets) -> Self {
+        // SAFETY: the caller's contract; each table is 64 entries, two vectors.
+        unsafe {
+            let table =
+                |t: &[u16; 64], half: usize| _mm512_loadu_si512(t.as_ptr().add(32 * half).cast());
+            let offset = _mm512_subs_epu16(self.0, _mm512_set1_epi16(b.base as i16));
+            let bucket = _mm512_min_epu16(
+                _mm512_srlv_epi16(offset, _mm512_set1_epi16(b.shift as i16)),
+                _mm512_set1_epi16(63),
+            );
+            let rest = _mm512_permutex2var_epi16(table(&b.rest, 0), bucket, table(&b.rest, 1));
+            let first = _mm512_permutex2var_epi16(table(&b.first, 0), bucket, table(&b.first, 1));
+            let within = _mm512_set1_epi16(((1u32 << b.shift) - 1) as i16);
+            let at_first = _mm512_testn_epi16_mask(offset, within);
+            W512(_mm512_mask_blend_epi16(at_first, rest, first))
         }
     }
 }
