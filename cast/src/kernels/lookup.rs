@@ -378,7 +378,14 @@ fn run<E: Entry, const STREAM: bool>(
         .zip(d[..n * db / 8].chunks_exact_mut(out_bytes))
         .enumerate()
     {
-        if cfg!(target_endian = "little") && matches!(index, Index::Code | Index::Pairs) {
+        if cfg!(target_endian = "little") && index == Index::Bits16 && pair.to.is_packed() {
+            // 16-bit elements index the table straight from the source, each code packed as it
+            // is looked up, without a pass through a chunk of indices: one thread in cache,
+            // bfloat16/float16 → float6_e2m3fn 4.0-4.2 → 4.9-5.2 Gelem/s. (Folding float32 the
+            // same way, inside the packing loop, ran 2.8 against 3.35 through the chunk.)
+            let at = s.as_chunks::<2>().0;
+            packed(|i| u16::from_le_bytes(at[i]), table, db, &mut staged[k % 2]);
+        } else if cfg!(target_endian = "little") && matches!(index, Index::Code | Index::Pairs) {
             // Codes, or pairs of codes, index the table straight from the source, and each entry
             // (the outputs' bytes as a little-endian number) goes straight into the staged
             // output, without a pass through a chunk of indices. Portable ÷ AVX2 (64M elements,
@@ -500,7 +507,7 @@ fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &m
         }
     }
     if pair.to.is_packed() {
-        packed(at, table, pair.to.bits(), slot);
+        packed(|i| at[i], table, pair.to.bits(), slot);
     } else {
         // The entries hold the destination's bytes (`build`).
         let indices = CHUNK / pair.index.per_entry();
@@ -533,11 +540,16 @@ fn look_up<E: Entry>(at: &[u16], table: &[E; ENTRIES], out: &mut [u64]) {
 /// 2.5× slower), each word assembled straight from its elements' entries (through an array of
 /// codes, float32/float16 → float6 ran about 1.15× slower).
 #[inline(always)]
-fn packed<E: Entry>(at: &[u16; CHUNK], table: &[E; ENTRIES], bits: usize, slot: &mut [u64; CHUNK]) {
+fn packed<E: Entry>(
+    index: impl Fn(usize) -> u16,
+    table: &[E; ENTRIES],
+    bits: usize,
+    slot: &mut [u64; CHUNK],
+) {
     if bits == 6 {
-        pack_words::<E, 6>(at, table, bytemuck::cast_slice_mut(slot));
+        pack_words::<E, 6>(index, table, bytemuck::cast_slice_mut(slot));
     } else {
-        pack_words::<E, 4>(at, table, bytemuck::cast_slice_mut(slot));
+        pack_words::<E, 4>(index, table, bytemuck::cast_slice_mut(slot));
     }
 }
 
@@ -547,16 +559,16 @@ fn packed<E: Entry>(at: &[u16; CHUNK], table: &[E; ENTRIES], bits: usize, slot: 
 /// bytes per element).
 #[inline(always)]
 fn pack_words<E: Entry, const BITS: usize>(
-    at: &[u16; CHUNK],
+    index: impl Fn(usize) -> u16,
     table: &[E; ENTRIES],
     bytes: &mut [u8],
 ) {
     let per_word = 64 / BITS / 8 * 8;
     let used = per_word * BITS / 8;
-    for (k, codes) in at.chunks_exact(per_word).enumerate() {
+    for k in 0..CHUNK / per_word {
         let mut word = 0u64;
-        for (j, &i) in codes.iter().enumerate() {
-            word |= table[usize::from(i)].into() << (BITS * j);
+        for j in 0..per_word {
+            word |= table[usize::from(index(k * per_word + j))].into() << (BITS * j);
         }
         bytes[k * used..k * used + 8].copy_from_slice(&word.to_le_bytes());
     }
