@@ -326,7 +326,10 @@ fn pack6(codes: &[u8], packed: &mut [u8]) {
 /// [0.5, 99.5) and Checked's in-range values): from float16/bfloat16 5.7–6.5 → 7.2–7.9 and
 /// 2.6–3.4 → 3.9–5.1 Gelem/s, from float32 4.4–4.8 → 5.8–6.3 and 2.7 → 3.9–4.0; into
 /// float6_e3m2fn the lanes stayed ahead on the first (9.4–10.2 against 7.5–7.7) and even on the
-/// second.
+/// second. Once the tables packed 16-bit sources' codes straight from the source (`lookup.rs`),
+/// float16/bfloat16 → float4_e2m1fn looked up overtook the lanes too (Zen 4, Torch sample: one
+/// thread in cache 4.55–4.6 → 4.9–5.0 Gelem/s, 64M on 2 threads 7.2–8.8 → 9.5–9.9, portable ÷
+/// AVX2 0.44–0.47 → 0.52–0.54); from float32, whose table index is folded, the lanes stay.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
     const fn float6_lanes(to: DType) -> bool {
         to.bits() == 6
@@ -335,8 +338,13 @@ pub(crate) const fn applies(from: DType, to: DType) -> bool {
                 None => false,
             }
     }
+    // float4 from float32 only: from the 16-bit floats the table now packs straight from the
+    // source (see above).
+    const fn float4_lanes(from: DType, to: DType) -> bool {
+        words::counts(from, to) && matches!(from, DType::Float32)
+    }
     (words::applies(from, to) || matches!(from, DType::Float32) && words::applies_folded32(to))
-        && (to.bits() == 8 || float6_lanes(to) || words::counts(from, to))
+        && (to.bits() == 8 || float6_lanes(to) || float4_lanes(from, to))
 }
 
 /// The portable word-lane kernel of step `K` (streaming into any destination if
