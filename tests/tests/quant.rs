@@ -734,6 +734,55 @@ mod laws {
         "ao_mxfp4_even",
     ];
 
+    #[test]
+    fn dequantizing_in_bands_of_rows_gives_the_whole_tensors_bytes() {
+        // A tensor of 640 rows of 1024 is dequantized in pieces of rows on the thread pool
+        // (several pieces, the last one short); bands of 128 rows dequantized apart, each with
+        // its own scales, are each inside one piece. The law: the whole tensor's bytes are the
+        // bands' bytes, for every scheme and output dtype — whichever form (one pass, or the
+        // float32 buffer) serves it.
+        let (rows, cols, band) = (640, 1024, 128);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let input: Vec<u8> = (0..rows * cols)
+            .flat_map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Normal bfloat16 magnitudes from 2^-20 to 2^12, either sign.
+                let exponent = 107 + (state >> 32) % 32;
+                let bits = ((state >> 8) & 0x807F) as u16 | (exponent as u16) << 7;
+                bits.to_le_bytes()
+            })
+            .collect();
+        let shape = [rows, cols];
+        for &name in Scheme::NAMES.iter().filter(|n| **n != "gpt_oss_mxfp4") {
+            let s = Scheme::named(name, DType::BFloat16).unwrap();
+            let q = quantize(&input, DType::BFloat16, &shape, &s).unwrap();
+            let element_bytes = |r: usize| s.element.storage_bytes(r * cols).unwrap();
+            let scale_size = s.scale.byte_size().unwrap();
+            for out in [DType::BFloat16, DType::Float16, DType::Float32] {
+                let whole = dequantize(&q.view(&shape), &s, out).unwrap();
+                let mut bands = Vec::new();
+                for first in (0..rows).step_by(band) {
+                    let at = s.scale_range(first, first + band, cols);
+                    let view = dtcast::quant::Quantized {
+                        elements: &q.elements[element_bytes(first)..element_bytes(first + band)],
+                        shape: &[band, cols],
+                        scales: &q.scales[at.start * scale_size..at.end * scale_size],
+                        global_scale: q.global_scale,
+                    };
+                    bands.extend(dequantize(&view, &s, out).unwrap());
+                }
+                assert_eq!(whole.len(), bands.len(), "{name} into {out}");
+                let first_difference = whole.iter().zip(&bands).position(|(a, b)| a != b);
+                assert_eq!(
+                    first_difference, None,
+                    "{name} into {out}: first differing byte"
+                );
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
