@@ -1,29 +1,29 @@
 //! Float4 elements in groups (MXFP4: 32, NVFP4: 16) dequantized in one pass: a group's element
 //! has one of 16 codes and the group one factor, so its 16 possible outputs are computed once —
 //! the same product ([`scale_entry`]: `mul`'s rule) and the same rounding as the general path
-//! (torch's vectorised float32 → bfloat16, or none for float32) — and every element is looked
+//! (torch's vectorised float32 → bfloat16 or float16, or none for float32) — and every element is looked
 //! up by its code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two groups of
 //! 16, or one group of 32), written as whole cache lines with streaming stores
 //! (`lines::Lines`); the loop over the bytes is the definition it is held to.
 //!
 //! The general path (element cast, product, output cast: three passes over a float32 buffer)
-//! stays for float16 output and CPUs without AVX-512. Unit tests hold the SIMD form to the loop
-//! and the loop's rounding to the cast; the references' vectors hold both to the references.
+//! stays for float32 output on AVX2. Unit tests hold the SIMD form to the loop and the loop's
+//! roundings to the cast; the references' vectors hold both to the references.
 
 use dtcast_dtype::DType;
 
 use crate::arith::{mul, scaled_as_on_x86};
 
-/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 (the usual output),
-/// or into float32 except on AVX2, whose SIMD casts around a vectorised product are faster than
-/// the loop (float16's rounding goes through the general path). Without AVX-512 or AVX2 (the
-/// portable set: Arm, the x86-64 baseline) the loop over the bytes serves: a table entry per
-/// element, against the general path's three passes over a float32 buffer.
+/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 or float16 (16-bit
+/// entries: the same lookups), or into float32 except on AVX2, whose SIMD casts around a
+/// vectorised product are faster than the loop. Without AVX-512 or AVX2 (the portable set: Arm,
+/// the x86-64 baseline) the loop over the bytes serves: a table entry per element, against the
+/// general path's three passes over a float32 buffer.
 pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
     element == DType::Float4E2M1Fn
         && matches!(group, 16 | 32)
         && match out {
-            DType::BFloat16 => true,
+            DType::BFloat16 | DType::Float16 => true,
             DType::Float32 => !avx2(),
             _ => false,
         }
@@ -84,6 +84,41 @@ pub(crate) fn bf16_bits(x: f32) -> u16 {
     }
 }
 
+/// torch's float32 → float16 as dtcast's Torch mode casts a tensor (x86's `vcvtps2ph`):
+/// nearest-even, overflow to ±inf, float16 subnormals rounded at 2^-24; a NaN quieted with its
+/// top payload bits kept.
+#[inline(always)]
+pub(crate) fn f16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = (b >> 16) as u16 & 0x8000;
+    let magnitude = b & 0x7FFF_FFFF;
+    let bits = if magnitude > 0x7F80_0000 {
+        0x7E00 | (magnitude >> 13) & 0x3FF
+    } else if magnitude >= 0x477F_F000 {
+        // 65520 (half way from float16's largest, 65504, to 2^16) and above: inf.
+        0x7C00
+    } else if magnitude >= 0x3880_0000 {
+        // Normal in float16 (2^-14 and above): exponent rebiased from 127 to 15, the mantissa
+        // rounded from 23 bits to 10 (a carry moves into the exponent, as it should).
+        let rebiased = magnitude - (112 << 23);
+        (rebiased + 0xFFF + ((rebiased >> 13) & 1)) >> 13
+    } else {
+        // Below: a multiple of 2^-24. The value is `m * 2^(e - 150)`, so `m >> (126 - e)` in
+        // units of 2^-24, rounded to nearest-even (float32 subnormals and anything under 2^-25
+        // give zero).
+        let e = magnitude >> 23;
+        let shift = 126 - e.min(126);
+        if e == 0 || shift > 24 {
+            0
+        } else {
+            let m = (magnitude & 0x7F_FFFF) | 0x80_0000;
+            let half = 1 << (shift - 1);
+            (m + half - 1 + ((m >> shift) & 1)) >> shift
+        }
+    };
+    sign | bits as u16
+}
+
 /// The 16 outputs of a group with factor `f` (`values`: the codes' float32 values), as the
 /// output dtype's little-endian bits in the low bytes of each entry.
 #[inline(always)]
@@ -91,10 +126,10 @@ fn table(values: &[f32; 16], f: f32, out: DType) -> [u32; 16] {
     let mut t = [0u32; 16];
     for (e, &v) in t.iter_mut().zip(values) {
         let y = scale_entry(v, f);
-        *e = if out == DType::BFloat16 {
-            u32::from(bf16_bits(y))
-        } else {
-            y.to_bits()
+        *e = match out {
+            DType::BFloat16 => u32::from(bf16_bits(y)),
+            DType::Float16 => u32::from(f16_bits(y)),
+            _ => y.to_bits(),
         };
     }
     t
@@ -121,14 +156,14 @@ pub(crate) trait Groups {
     #[cfg(target_arch = "x86_64")]
     unsafe fn lanes16(&self, g0: usize, g1: usize) -> core::arch::x86_64::__m512i;
 
-    /// Group `g`'s 16 outputs (bfloat16) as their 16 low bytes, then their 16 high bytes: the
+    /// Group `g`'s 16 outputs (16-bit) as their 16 low bytes, then their 16 high bytes: the
     /// two tables a byte shuffle looks codes up in.
     // (Only x86's AVX2 form shuffles bytes.)
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn split16(&self, g: usize) -> [u8; 32];
 }
 
-/// A table of 16 bfloat16 outputs as its low bytes, then its high bytes.
+/// A table of 16 16-bit outputs as its low bytes, then its high bytes.
 fn split(t: &[u32; 16]) -> [u8; 32] {
     core::array::from_fn(|i| (t[i % 16] >> (8 * (i / 16))) as u8)
 }
@@ -139,7 +174,7 @@ pub(crate) struct ByFactor<'a> {
     pub values: [f32; 16],
     /// One factor per group.
     pub factors: &'a [f32],
-    /// The output dtype (bfloat16 or float32).
+    /// The output dtype (bfloat16, float16 or float32).
     pub out: DType,
 }
 
@@ -178,7 +213,8 @@ impl Groups for ByFactor<'_> {
 pub(crate) struct ByteTables {
     /// Byte `b`'s table, as [`table`] makes it.
     u32s: Vec<[u32; 16]>,
-    /// The same entries as 16-bit values (bfloat16 output), 32 bytes a table: one load.
+    /// The same entries as 16-bit values (bfloat16 or float16 output), 32 bytes a table: one
+    /// load.
     u16s: Vec<[u16; 16]>,
     /// The same entries' low bytes, then their high bytes ([`Groups::split16`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -261,7 +297,7 @@ pub(crate) fn dequantize<G: Groups>(
     }
     #[cfg(target_arch = "x86_64")]
     if avx2() && size == 2 {
-        // The same steps on AVX2, bfloat16 only.
+        // The same steps on AVX2, 16-bit outputs only.
         let steps = src.len() / 16;
         let (s, s_tail) = src.split_at(16 * steps);
         let (d, d_tail) = dst.split_at_mut(64 * steps);
@@ -284,7 +320,7 @@ pub(crate) fn portable<G: Groups>(
     out: DType,
     dst: &mut [u8],
 ) {
-    if out == DType::BFloat16 {
+    if out.byte_size() == Some(2) {
         by_bytes::<G, 2>(src, group, groups, first, dst);
     } else {
         by_bytes::<G, 4>(src, group, groups, first, dst);
@@ -342,6 +378,12 @@ mod x86 {
                 _mm512_mul_ps(values, _mm512_set1_ps(f))
             };
             let bits = _mm512_castps_si512(products);
+            if out == DType::Float16 {
+                // `vcvtps2ph`: nearest-even, NaN quieted with its top payload bits (the cast's).
+                let halves =
+                    _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(products);
+                return _mm512_cvtepu16_epi32(halves);
+            }
             if out != DType::BFloat16 {
                 return bits;
             }
@@ -504,43 +546,51 @@ mod tests {
     use dtcast_cast::{cast, CastMode};
 
     #[test]
-    fn the_rounding_is_the_casts() {
-        // Every sign and exponent with mantissas around the rounding points, and NaNs.
+    fn the_roundings_are_the_casts() {
+        // Every sign and exponent with mantissas around bfloat16's and float16's rounding
+        // points (ties, one either side, all ones), and NaNs with payloads.
         let mut xs = Vec::new();
         for top in 0..=0x1FFu32 {
             for low in [
-                0u32, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1_7FFF, 0x1_8000, 0x7F_FFFF,
+                0u32, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001,
+                0xFFFF, 0x1_7FFF, 0x1_8000, 0x40_0000, 0x7F_FFFF,
             ] {
                 xs.push(f32::from_bits(top << 23 | low));
             }
         }
+        // float16's largest, 65504, the tie above it (65520: inf) and their neighbours.
+        for bits in [
+            0x477F_DFFF,
+            0x477F_E000,
+            0x477F_E001,
+            0x477F_EFFF,
+            0x477F_F000,
+            0x477F_F001,
+        ] {
+            xs.extend([f32::from_bits(bits), -f32::from_bits(bits)]);
+        }
         let src: Vec<u8> = xs.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let mut want = vec![0u8; xs.len() * 2];
-        cast(
-            &src,
-            DType::Float32,
-            &mut want,
-            DType::BFloat16,
-            CastMode::Torch,
-        )
-        .unwrap();
-        let got: Vec<u8> = xs
-            .iter()
-            .flat_map(|&x| bf16_bits(x).to_le_bytes())
-            .collect();
-        let bad: Vec<String> = (0..xs.len())
-            .filter(|&i| got[2 * i..2 * i + 2] != want[2 * i..2 * i + 2])
-            .take(8)
-            .map(|i| {
-                format!(
-                    "{:#x}: {:#x?} not {:#x?}",
-                    xs[i].to_bits(),
-                    &got[2 * i..2 * i + 2],
-                    &want[2 * i..2 * i + 2]
-                )
-            })
-            .collect();
-        assert!(bad.is_empty(), "{bad:?}");
+        for (out, rounding) in [
+            (DType::BFloat16, bf16_bits as fn(f32) -> u16),
+            (DType::Float16, f16_bits),
+        ] {
+            let mut want = vec![0u8; xs.len() * 2];
+            cast(&src, DType::Float32, &mut want, out, CastMode::Torch).unwrap();
+            let got: Vec<u8> = xs.iter().flat_map(|&x| rounding(x).to_le_bytes()).collect();
+            let bad: Vec<String> = (0..xs.len())
+                .filter(|&i| got[2 * i..2 * i + 2] != want[2 * i..2 * i + 2])
+                .take(8)
+                .map(|i| {
+                    format!(
+                        "{:#x}: {:#x?} not {:#x?}",
+                        xs[i].to_bits(),
+                        &got[2 * i..2 * i + 2],
+                        &want[2 * i..2 * i + 2]
+                    )
+                })
+                .collect();
+            assert!(bad.is_empty(), "{out}: {bad:?}");
+        }
     }
 
     /// [`Groups`] behind a `dyn`, for running one check over both kinds.
@@ -566,7 +616,7 @@ mod tests {
     #[test]
     fn simd_and_portable_agree() {
         // Random codes, factors of every kind (NaN, inf, zero, subnormal), both group sizes,
-        // both outputs, unaligned destinations.
+        // every output, unaligned destinations.
         let values: [f32; 16] = core::array::from_fn(|c| {
             let m = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][c % 8];
             if c >= 8 {
@@ -599,7 +649,7 @@ mod tests {
             .collect();
         let scale_bytes: Vec<u8> = (0..64).map(|_| next() as u8).collect();
         for group in [16, 32] {
-            for out in [DType::BFloat16, DType::Float32] {
+            for out in [DType::BFloat16, DType::Float16, DType::Float32] {
                 let size = out.byte_size().unwrap();
                 let tables = ByteTables::new(&values, &factors, out);
                 // An odd number of groups: a group of 16 left for the loop after the SIMD steps.
@@ -639,7 +689,7 @@ mod tests {
                         assert_eq!(a, b, "by byte: {what}");
                         // AVX2's form, whatever set this machine's casts chose.
                         #[cfg(target_arch = "x86_64")]
-                        if out == DType::BFloat16 && std::arch::is_x86_feature_detected!("avx2") {
+                        if size == 2 && std::arch::is_x86_feature_detected!("avx2") {
                             let whole = 16 * (src.len() / 16);
                             let (src, n) = (&src[..whole], 4 * whole);
                             for groups in [&by_factor as &dyn Check, &by_byte] {

@@ -189,6 +189,9 @@ pub(crate) struct BenchArgs {
     /// — or a reference's name such as ao_mxfp4_rceil), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub(crate) scheme: Vec<String>,
+    /// With --scheme: the dtype to dequantize into: bfloat16 (the default), float16 or float32.
+    #[arg(long, value_name = "DT", value_parser = parse_dtype, requires = "scheme")]
+    pub(crate) dequantize_to: Option<DType>,
     /// Where the casts run: cpu, or cuda:N (the cast kernel beside a device-to-device copy of the
     /// same bytes, and the whole `Tensor::to` on the device).
     #[arg(long, default_value = "cpu")]

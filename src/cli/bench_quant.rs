@@ -1,5 +1,6 @@
 //! `dtcast bench --scheme`: quantizing bfloat16 weights with a scaled scheme, and dequantizing
-//! them back to bfloat16, beside a memcpy of the same bytes, rounds interleaved.
+//! them back (to bfloat16, or `--dequantize-to`'s dtype), beside a memcpy of the same bytes,
+//! rounds interleaved.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -31,6 +32,16 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         .into());
     }
     let shape = [rows, COLS];
+    let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
+    let dense_size = match dense_dtype {
+        DType::BFloat16 | DType::Float16 | DType::Float32 => dense_dtype.byte_size().unwrap_or(4),
+        other => {
+            return Err(format!(
+                "--dequantize-to {other}: dequantizing writes bfloat16, float16 or float32"
+            )
+            .into())
+        }
+    };
     // Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16.
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let src: Vec<u8> = (0..elements)
@@ -49,7 +60,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize into a reused buffer: one pass in registers on AVX-512 (float4 groups: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize to {dense_dtype} into a reused buffer: one pass where the kernels have one (float4 groups into 16-bit outputs: each group's 16 outputs, looked up; float8 to bfloat16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
             dtcast_cast::isa(),
             args.repeat
         )?;
@@ -65,13 +76,19 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         let q = pool.install(|| quantize(&src, DType::BFloat16, &shape, &scheme))?;
         let packed = q.elements.len() + q.scales.len();
         for direction in ["quantize", "dequantize"] {
-            let bytes = src.len() + packed;
+            // The dense side: the bfloat16 input, or the dequantized output.
+            let (dense_side, dense_bytes) = if direction == "quantize" {
+                (DType::BFloat16, src.len())
+            } else {
+                (dense_dtype, elements * dense_size)
+            };
+            let bytes = dense_bytes + packed;
             let copy_from = vec![1u8; bytes / 2];
             let mut copy_to = vec![0u8; bytes / 2];
             let (mut work, mut copy) = (Vec::new(), Vec::new());
             // Both directions write into reused buffers, as memcpy does (and as a conversion
             // reuses its buffers): page faults of a fresh allocation are not the kernel's time.
-            let mut dense = vec![0u8; src.len()];
+            let mut dense = vec![0u8; elements * dense_size];
             let (mut packed_out, mut scales_out) = (q.elements.clone(), q.scales.clone());
             for _ in 0..args.repeat {
                 let t = Instant::now();
@@ -89,7 +106,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                     std::hint::black_box((&packed_out, &scales_out));
                 } else {
                     let view = q.view(&shape);
-                    pool.install(|| dequantize_into(&view, &scheme, DType::BFloat16, &mut dense))?;
+                    pool.install(|| dequantize_into(&view, &scheme, dense_dtype, &mut dense))?;
                     std::hint::black_box(&dense);
                 }
                 work.push(t.elapsed());
@@ -105,7 +122,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             if args.json {
                 writeln!(
                     out,
-                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"threads\":{threads},\"kernels\":\"{}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3},\"ratio\":{ratio:.3}}}",
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"dense\":\"{dense_side}\",\"elements\":{elements},\"threads\":{threads},\"kernels\":\"{}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3},\"ratio\":{ratio:.3}}}",
                     dtcast_cast::isa(),
                     gbps(w),
                     gbps(c)

@@ -908,6 +908,7 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
             (row["scheme"].as_str(), row["direction"].as_str()),
             (Some(scheme), Some(direction))
         );
+        assert_eq!(row["dense"].as_str(), Some("bfloat16"), "{row}");
         for k in ["gelem_per_s", "cast_gbps", "memcpy_gbps", "ratio"] {
             assert!(row[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {row}");
         }
@@ -957,6 +958,68 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
                 .all(|l| l.contains("\"kernels\":\"portable\"")),
         "{stdout}"
     );
+    // --dequantize-to: the dequantizing row writes (and counts the bytes of) that dtype.
+    let row = |to: &str| {
+        let o = dtcast_tests::dtcast_cli(
+            &[
+                "bench",
+                "--scheme",
+                "mxfp4",
+                "--elements",
+                "8192",
+                "--repeat",
+                "1",
+                "--json",
+                "--dequantize-to",
+                to,
+            ],
+            "",
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let rows: Vec<serde_json::Value> = o
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        rows[1].clone()
+    };
+    let (half, single) = (row("float16"), row("float32"));
+    assert_eq!(half["dense"].as_str(), Some("float16"), "{half}");
+    assert_eq!(single["dense"].as_str(), Some("float32"), "{single}");
+    // The same elements: gigabytes per second over elements per second is the bytes per
+    // element moved (mxfp4: half a byte of codes and 1/32 of a scale byte, plus the output).
+    let bytes_per_element = |r: &serde_json::Value, out: f64| {
+        let moved = r["cast_gbps"].as_f64().unwrap() / r["gelem_per_s"].as_f64().unwrap();
+        // (Both figures are printed rounded: a tenth either way is plenty, and far from the
+        // bfloat16 output's 2.53.)
+        let want = out + 0.5 + 1.0 / 32.0;
+        assert!(
+            (moved - want).abs() < 0.1 * want,
+            "{r}: {moved} bytes an element"
+        );
+    };
+    bytes_per_element(&half, 2.0);
+    bytes_per_element(&single, 4.0);
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "bench",
+            "--scheme",
+            "mxfp4",
+            "--elements",
+            "8192",
+            "--dequantize-to",
+            "int8",
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("bfloat16, float16 or float32"),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast_tests::dtcast_cli(&["bench", "--dequantize-to", "float16"], "");
+    assert_ne!(o.code, 0, "--dequantize-to without --scheme");
     let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
