@@ -204,8 +204,18 @@ pub fn dequantize_into(
         }
     }
     if e4m3::supports(scheme.element, out) {
-        // float8 to bfloat16: decode, product and rounding in registers (one pass).
-        let values: [f32; 256] = code_values(scheme.element)?;
+        // float8 to bfloat16 or float16: decode, product and rounding in registers (one pass).
+        let mut values: [f32; 256] = code_values(scheme.element)?;
+        if let Some(nan) = nan {
+            // torchao's one NaN (float16 keeps a NaN's sign and payload; bfloat16 has one NaN).
+            for v in values.iter_mut().filter(|v| v.is_nan()) {
+                *v = nan;
+            }
+        }
+        let codes = e4m3::Codes {
+            values: &values,
+            out,
+        };
         // Where every row is whole runs of one length, a piece of rows is one call with a factor
         // per run (in row-major order, as the elements are).
         let run = match scheme.granularity {
@@ -224,14 +234,14 @@ pub fn dequantize_into(
                         piece_factors.extend(scheme.runs(r, cols).map(|(_, _, k)| factors.at(k)));
                     }
                     let src = &q.elements[first * cols..(first + rows) * cols];
-                    e4m3::groups(src, &values, run, piece_factors, dst);
+                    e4m3::groups(src, codes, run, piece_factors, dst);
                 } else {
                     for (j, dst) in dst.chunks_exact_mut(cols * out_size).enumerate() {
                         let r = first + j;
                         let src = &q.elements[r * cols..(r + 1) * cols];
                         for (start, end, k) in scheme.runs(r, cols) {
                             let dst = &mut dst[start * out_size..end * out_size];
-                            e4m3::run(&src[start..end], &values, factors.at(k), dst);
+                            e4m3::run(&src[start..end], codes, factors.at(k), dst);
                         }
                     }
                 }

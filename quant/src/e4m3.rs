@@ -1,21 +1,45 @@
-//! float8_e4m3fn elements dequantized to bfloat16 in one pass (FP8 per tensor, per channel, in
-//! 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded — in registers,
-//! stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's instruction where the CPU
-//! has it and every nonzero product is a normal float32). The general path (element cast,
-//! product, output cast over a float32 buffer) is the definition: the decoding is exact, the
-//! product is the same x86 product ([`scale_entry`]'s rule), and every NaN rounds to the same
-//! bfloat16 `0xFFFF` whatever its payload, so the bytes are the general path's (a unit test holds
-//! the SIMD form to the loop on every code).
+//! float8_e4m3fn elements dequantized to bfloat16 or float16 in one pass (FP8 per tensor, per
+//! channel, in 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded —
+//! in registers, stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's instruction
+//! where the CPU has it and every nonzero product is a normal float32; to float16 by
+//! `vcvtps2ph`). The general path (element cast, product, output cast over a float32 buffer) is
+//! the definition: the decoding is exact, the product is the same x86 product ([`scale_entry`]'s
+//! rule), and the rounding is the cast's — every NaN to bfloat16's `0xFFFF`, to float16 quieted
+//! with its top payload bits, which for a NaN code is the code's own NaN (a float32 product
+//! keeps its first operand's NaN) — so the bytes are the general path's (a unit test holds the
+//! SIMD form to the loop on every code).
 
 use dtcast_dtype::DType;
 
-use crate::lookup4::{avx2, avx512, bf16_bits, scale_entry};
+use crate::lookup4::{avx2, avx512, bf16_bits, f16_bits, scale_entry};
 
-/// Whether this path serves: float8_e4m3fn elements to bfloat16 — on AVX-512 and AVX2 (with
-/// F16C, which converts the float16 the codes are moved into) in registers, elsewhere (the
-/// portable set: Arm, the x86-64 baseline) by [`Tables`] of each factor's 256 outputs.
+/// The codes' float32 values (as the dequantization plan makes them: torch's cast) and the
+/// 16-bit dtype they are dequantized into.
+#[derive(Clone, Copy)]
+pub(crate) struct Codes<'a> {
+    pub values: &'a [f32; 256],
+    /// bfloat16 or float16.
+    pub out: DType,
+}
+
+impl Codes<'_> {
+    /// Code `c`'s output with factor `f`: the product, rounded as the cast rounds.
+    #[inline(always)]
+    fn output(&self, c: u8, f: f32) -> u16 {
+        let y = scale_entry(self.values[usize::from(c)], f);
+        if self.out == DType::Float16 {
+            f16_bits(y)
+        } else {
+            bf16_bits(y)
+        }
+    }
+}
+
+/// Whether this path serves: float8_e4m3fn elements to bfloat16 or float16 — on AVX-512 and
+/// AVX2 (with F16C, which converts the float16 the codes are moved into) in registers, elsewhere
+/// (the portable set: Arm, the x86-64 baseline) by [`Tables`] of each factor's 256 outputs.
 pub(crate) fn supports(element: DType, out: DType) -> bool {
-    element == DType::Float8E4M3Fn && out == DType::BFloat16
+    element == DType::Float8E4M3Fn && matches!(out, DType::BFloat16 | DType::Float16)
 }
 
 /// Slots of [`Tables`]: 64 tables of 512 bytes, an L1 cache's worth.
@@ -25,14 +49,15 @@ const SLOTS: usize = 64;
 /// roundings, which the loop would spend on 256 elements.
 const RUN_WORTH_A_TABLE: usize = 1024;
 
-/// The bfloat16 outputs of the 256 codes under the factors seen last, for CPUs without the SIMD
+/// The 16-bit outputs of the 256 codes under the factors seen last, for CPUs without the SIMD
 /// forms: an element is then one load where the loop spends a product and a rounding (its
 /// rule, [`portable`], fills each table, so the bytes are the loop's). Factors recur: MXFP8's
 /// come from 256 scale bytes, a 128×128 block's factor serves 128 rows of runs, a channel's a
 /// whole row. A slot is picked by the factor's bits and replaced on a miss.
 struct Tables {
-    /// The code values the tables were made from, as bits.
+    /// The code values the tables were made from, as bits, and their output dtype.
     values: [u32; 256],
+    out: DType,
     /// Each slot's factor bits, and whether it holds a table.
     keys: [Option<u32>; SLOTS],
     entries: Box<[[u16; 256]; SLOTS]>,
@@ -45,6 +70,7 @@ impl Tables {
     fn new() -> Tables {
         Tables {
             values: [0; 256],
+            out: DType::BFloat16,
             keys: [None; SLOTS],
             entries: Box::new([[0; 256]; SLOTS]),
             made: 0,
@@ -52,11 +78,11 @@ impl Tables {
         }
     }
 
-    /// Starts a call with code values `values`: tables of other values are dropped.
-    fn begin(&mut self, values: &[f32; 256]) {
-        let bits = values.map(f32::to_bits);
-        if bits != self.values {
-            self.values = bits;
+    /// Starts a call with `codes`: tables of other values or outputs are dropped.
+    fn begin(&mut self, codes: Codes) {
+        let bits = codes.values.map(f32::to_bits);
+        if bits != self.values || codes.out != self.out {
+            (self.values, self.out) = (bits, codes.out);
             self.keys = [None; SLOTS];
         }
         (self.made, self.looked_up) = (0, 0);
@@ -69,14 +95,14 @@ impl Tables {
         self.made * 256 <= self.looked_up + 4096
     }
 
-    /// Run `src` with factor `f` into `dst` (bfloat16) by factor `f`'s table.
-    fn run(&mut self, values: &[f32; 256], src: &[u8], f: f32, dst: &mut [u8]) {
+    /// Run `src` with factor `f` into `dst` (16-bit outputs) by factor `f`'s table.
+    fn run(&mut self, codes: Codes, src: &[u8], f: f32, dst: &mut [u8]) {
         let key = f.to_bits();
         let slot = (key.wrapping_mul(0x9E37_79B1) >> 26) as usize;
         if self.keys[slot] != Some(key) {
             let table = &mut self.entries[slot];
-            let codes: [u8; 256] = core::array::from_fn(|c| c as u8);
-            portable(&codes, values, f, bytemuck::cast_slice_mut(table));
+            let all: [u8; 256] = core::array::from_fn(|c| c as u8);
+            portable(&all, codes, f, bytemuck::cast_slice_mut(table));
             // (bytemuck wrote little-endian pairs: on a big-endian CPU, swap them back.)
             for e in table.iter_mut() {
                 *e = u16::from_le(*e);
@@ -99,18 +125,18 @@ thread_local! {
 
 /// Consecutive runs of `run` codes (`src`, `dst`: whole runs), run `g` with factor `factors[g]`,
 /// by [`Tables`] while they pay, else by the loop.
-fn by_tables(src: &[u8], values: &[f32; 256], run: usize, factors: &[f32], dst: &mut [u8]) {
+fn by_tables(src: &[u8], codes: Codes, run: usize, factors: &[f32], dst: &mut [u8]) {
     TABLES.with_borrow_mut(|tables| {
-        tables.begin(values);
+        tables.begin(codes);
         for ((s, d), &f) in src
             .chunks_exact(run)
             .zip(dst.chunks_exact_mut(2 * run))
             .zip(factors)
         {
             if tables.worth_it() {
-                tables.run(values, s, f, d);
+                tables.run(codes, s, f, d);
             } else {
-                portable(s, values, f, d);
+                portable(s, codes, f, d);
             }
         }
     });
@@ -131,17 +157,17 @@ fn products_normal(f: f32) -> bool {
     f == 0.0 || f.abs() >= f32::from_bits(0x0500_0000)
 }
 
-/// Dequantizes one run of `src` (float8_e4m3fn codes, `values`: each code's float32 value) with
-/// factor `f` into `dst` (bfloat16, little-endian).
-pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
+/// Dequantizes one run of `src` (float8_e4m3fn codes) with factor `f` into `dst` (`codes.out`,
+/// little-endian).
+pub(crate) fn run(src: &[u8], codes: Codes, f: f32, dst: &mut [u8]) {
     debug_assert_eq!(src.len() * 2, dst.len());
     #[cfg(target_arch = "x86_64")]
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 {
         let steps = src.len() / 32;
         let (s, s_tail) = src.split_at(32 * steps);
         let (d, d_tail) = dst.split_at_mut(64 * steps);
-        x86::groups_avx512(s, 32 * steps, &[f], d);
-        portable(s_tail, values, f, d_tail);
+        x86::groups_avx512(s, 32 * steps, &[f], codes, d);
+        portable(s_tail, codes, f, d_tail);
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -150,14 +176,14 @@ pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
         let (s, s_tail) = src.split_at(16 * steps);
         let (d, d_tail) = dst.split_at_mut(32 * steps);
         // SAFETY: `isa()` names AVX2 (with F16C) only when this CPU runs it.
-        unsafe { x86::groups_avx2(s, 16 * steps, &[f], values, d) };
-        portable(s_tail, values, f, d_tail);
+        unsafe { x86::groups_avx2(s, 16 * steps, &[f], codes, d) };
+        portable(s_tail, codes, f, d_tail);
         return;
     }
     if src.len() >= RUN_WORTH_A_TABLE {
-        by_tables(src, values, src.len(), &[f], dst);
+        by_tables(src, codes, src.len(), &[f], dst);
     } else {
-        portable(src, values, f, dst);
+        portable(src, codes, f, dst);
     }
 }
 
@@ -166,24 +192,18 @@ pub(crate) fn run(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
 ///
 /// Both write with streaming stores where `dst` is aligned: call
 /// [`store_fence`](crate::lookup4::store_fence) once the piece is written.
-pub(crate) fn groups(
-    src: &[u8],
-    values: &[f32; 256],
-    group: usize,
-    factors: &[f32],
-    dst: &mut [u8],
-) {
+pub(crate) fn groups(src: &[u8], codes: Codes, group: usize, factors: &[f32], dst: &mut [u8]) {
     debug_assert_eq!(src.len(), group * factors.len());
     #[cfg(target_arch = "x86_64")]
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 && group.is_multiple_of(32) {
-        x86::groups_avx512(src, group, factors, dst);
+        x86::groups_avx512(src, group, factors, codes, dst);
         return;
     }
     #[cfg(target_arch = "x86_64")]
     if avx2() && group.is_multiple_of(16) {
         // SAFETY: `isa()` names AVX2 (with F16C) only when this CPU runs it; `src` is whole
         // groups, each a multiple of 16 codes.
-        unsafe { x86::groups_avx2(src, group, factors, values, dst) };
+        unsafe { x86::groups_avx2(src, group, factors, codes, dst) };
         return;
     }
     if avx512() || avx2() {
@@ -193,24 +213,25 @@ pub(crate) fn groups(
             .zip(dst.chunks_exact_mut(2 * group))
             .zip(factors)
         {
-            run(s, values, f, d);
+            run(s, codes, f, d);
         }
     } else if group > 0 {
-        by_tables(src, values, group, factors, dst);
+        by_tables(src, codes, group, factors, dst);
     }
 }
 
 /// The run as a loop over the elements (the definition the SIMD form is held to).
-pub(crate) fn portable(src: &[u8], values: &[f32; 256], f: f32, dst: &mut [u8]) {
+pub(crate) fn portable(src: &[u8], codes: Codes, f: f32, dst: &mut [u8]) {
     for (&c, out) in src.iter().zip(dst.chunks_exact_mut(2)) {
-        let y = scale_entry(values[usize::from(c)], f);
-        out.copy_from_slice(&bf16_bits(y).to_le_bytes());
+        out.copy_from_slice(&codes.output(c, f).to_le_bytes());
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use core::arch::x86_64::*;
+
+    use dtcast_dtype::DType;
 
     use crate::arith::mul;
     use crate::lines::Lines;
@@ -262,14 +283,10 @@ mod x86 {
         t
     };
 
-    /// 32 codes at `s` times `f` (finite, below 2^119 in magnitude) to bfloat16, one vector:
-    /// each code's bits moved into a float16 (exactly its value times 2^-8, subnormals included)
-    /// and converted by the hardware, then multiplied by `f * 2^8` — the same real product as the
-    /// value's by `f`, so the same rounding — and rounded to nearest-even (by AVX512_BF16's
-    /// instruction where `CPU_BF16`, for factors [`super::products_normal`] takes); NaN codes
-    /// 0xFFFF.
+    /// The 32 codes at `s`, and the products of the first and last 16 with `f` (finite, below
+    /// 2^119 in magnitude) by way of float16 (see [`step_half`]; NaN codes give numbers here).
     #[inline(always)]
-    unsafe fn step_half<const CPU_BF16: bool>(s: *const u8, f: f32) -> __m512i {
+    unsafe fn products(s: *const u8, f: f32) -> (__m256i, __m512, __m512) {
         // SAFETY: the caller's contract: 32 bytes at `s`; AVX-512 F and BW.
         unsafe {
             let codes = _mm256_loadu_si256(s.cast());
@@ -283,6 +300,21 @@ mod x86 {
                 _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(half)),
                 factor,
             );
+            (codes, low, high)
+        }
+    }
+
+    /// 32 codes at `s` times `f` (finite, below 2^119 in magnitude) to bfloat16, one vector:
+    /// each code's bits moved into a float16 (exactly its value times 2^-8, subnormals included)
+    /// and converted by the hardware, then multiplied by `f * 2^8` — the same real product as the
+    /// value's by `f`, so the same rounding — and rounded to nearest-even (by AVX512_BF16's
+    /// instruction where `CPU_BF16`, for factors [`super::products_normal`] takes); NaN codes
+    /// 0xFFFF.
+    #[inline(always)]
+    unsafe fn step_half<const CPU_BF16: bool>(s: *const u8, f: f32) -> __m512i {
+        // SAFETY: the caller's contract: 32 bytes at `s`; AVX-512 F and BW.
+        unsafe {
+            let (codes, low, high) = products(s, f);
             let rounded = if CPU_BF16 {
                 // The first 16 elements from the second operand.
                 core::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(high, low))
@@ -303,50 +335,118 @@ mod x86 {
         }
     }
 
-    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes, with AVX512_BF16's
-    /// rounding where the CPU has it. Call it only where `isa()` names AVX-512.
-    pub(super) fn groups_avx512(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
-        if crate::lookup4::avx512_bf16() {
-            // SAFETY: `avx512_bf16()` says this CPU runs AVX-512 F, BW, VL, DQ and BF16.
-            unsafe { groups_bf16(src, group, factors, dst) }
-        } else {
-            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
-            unsafe { groups_plain(src, group, factors, dst) }
+    /// The same 32 codes to float16: the same moves and products, each rounded by `vcvtps2ph`
+    /// (nearest-even, the cast's rule), NaN codes given `nan`'s outputs.
+    #[inline(always)]
+    unsafe fn step_f16(s: *const u8, f: f32, nan: [u16; 2]) -> __m512i {
+        // SAFETY: the caller's contract: 32 bytes at `s`; AVX-512 F and BW.
+        unsafe {
+            let (codes, low, high) = products(s, f);
+            nan_codes(to_f16(low, high), codes, nan)
         }
     }
 
-    /// [`groups`] without AVX512_BF16: compiled for the AVX-512 subsets it needs, as
-    /// [`groups_bf16`] is for its own (inlined into `groups_avx512`, which has no target
-    /// features, every intrinsic of the loop was a call).
+    /// Two vectors of products rounded to float16 by `vcvtps2ph`, side by side.
+    #[inline(always)]
+    unsafe fn to_f16(low: __m512, high: __m512) -> __m512i {
+        // SAFETY: AVX-512 F by the caller's contract.
+        unsafe {
+            const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+            _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(_mm512_cvtps_ph::<NEAREST>(low)),
+                _mm512_cvtps_ph::<NEAREST>(high),
+            )
+        }
+    }
+
+    /// `v` (32 float16 outputs of `codes`) with each NaN code's lane set to `nan[0]` (code
+    /// 0x7F) or `nan[1]` (0xFF).
+    #[inline(always)]
+    unsafe fn nan_codes(v: __m512i, codes: __m256i, nan: [u16; 2]) -> __m512i {
+        // SAFETY: AVX-512 F, BW and VL by the caller's contract.
+        unsafe {
+            let is_nan = _mm256_cmpeq_epi8_mask(
+                _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)),
+                _mm256_set1_epi8(0x7F),
+            );
+            let negative = _mm256_movepi8_mask(codes);
+            let nans = _mm512_mask_mov_epi16(
+                _mm512_set1_epi16(nan[0] as i16),
+                negative,
+                _mm512_set1_epi16(nan[1] as i16),
+            );
+            _mm512_mask_mov_epi16(v, is_nan, nans)
+        }
+    }
+
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes: to float16, or to
+    /// bfloat16 with AVX512_BF16's rounding where the CPU has it. Call it only where `isa()`
+    /// names AVX-512.
+    pub(super) fn groups_avx512(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        codes: super::Codes,
+        dst: &mut [u8],
+    ) {
+        if codes.out == DType::Float16 {
+            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
+            unsafe { groups_plain::<true>(src, group, factors, codes, dst) }
+        } else if crate::lookup4::avx512_bf16() {
+            // SAFETY: `avx512_bf16()` says this CPU runs AVX-512 F, BW, VL, DQ and BF16.
+            unsafe { groups_bf16(src, group, factors, codes, dst) }
+        } else {
+            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
+            unsafe { groups_plain::<false>(src, group, factors, codes, dst) }
+        }
+    }
+
+    /// [`groups`] into float16 where `F16`, else into bfloat16 without AVX512_BF16: compiled for
+    /// the AVX-512 subsets it needs, as [`groups_bf16`] is for its own (inlined into
+    /// `groups_avx512`, which has no target features, every intrinsic of the loop was a call).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    unsafe fn groups_plain(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+    unsafe fn groups_plain<const F16: bool>(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        codes: super::Codes,
+        dst: &mut [u8],
+    ) {
         // SAFETY: this function's contract covers `groups`'.
-        unsafe { groups::<false>(src, group, factors, dst) }
+        unsafe { groups::<false, F16>(src, group, factors, codes, dst) }
     }
 
-    /// [`groups`] where the CPU runs AVX512_BF16.
+    /// [`groups`] into bfloat16 where the CPU runs AVX512_BF16.
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL, DQ and BF16.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
-    unsafe fn groups_bf16(src: &[u8], group: usize, factors: &[f32], dst: &mut [u8]) {
+    unsafe fn groups_bf16(
+        src: &[u8],
+        group: usize,
+        factors: &[f32],
+        codes: super::Codes,
+        dst: &mut [u8],
+    ) {
         // SAFETY: this function's contract covers `groups`'.
-        unsafe { groups::<true>(src, group, factors, dst) }
+        unsafe { groups::<true, false>(src, group, factors, codes, dst) }
     }
 
-    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes, rounding by
-    /// AVX512_BF16's instruction where `CPU_BF16` (for the factors that allow it).
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes: into float16 where
+    /// `F16`, else into bfloat16, rounding by AVX512_BF16's instruction where `CPU_BF16` (for
+    /// the factors that allow it).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ, and BF16 where `CPU_BF16`.
     #[inline(always)]
-    pub(super) unsafe fn groups<const CPU_BF16: bool>(
+    pub(super) unsafe fn groups<const CPU_BF16: bool, const F16: bool>(
         src: &[u8],
         group: usize,
         factors: &[f32],
+        codes: super::Codes,
         dst: &mut [u8],
     ) {
         // SAFETY: the writer gets each step's 64 output bytes, in order, inside `dst`.
@@ -355,10 +455,12 @@ mod x86 {
         let per_group = group / 32;
         for (g, &f) in factors.iter().enumerate() {
             // Finite and below 2^119 (times 2^8 still finite): by way of float16. Otherwise a
-            // NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF), and the rest x86's
-            // product.
+            // NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF in bfloat16), and the
+            // rest x86's product.
             let fast = super::by_float16(f);
             let instruction = CPU_BF16 && super::products_normal(f);
+            // float16: the NaN codes' outputs, and a NaN factor's one output.
+            let nan = [codes.output(0x7F, f), codes.output(0xFF, f)];
             // SAFETY: AVX-512 F by this function's contract.
             let factor = unsafe { _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f }) };
             for k in g * per_group..(g + 1) * per_group {
@@ -367,6 +469,18 @@ mod x86 {
                 // per byte of `src`).
                 unsafe {
                     let s = src.as_ptr().add(32 * k);
+                    if F16 {
+                        lines.push(if fast {
+                            step_f16(s, f, nan)
+                        } else if f.is_nan() {
+                            _mm512_set1_epi16(nan[0] as i16)
+                        } else {
+                            let low = _mm512_mul_ps(decode(s), factor);
+                            let high = _mm512_mul_ps(decode(s.add(16)), factor);
+                            nan_codes(to_f16(low, high), _mm256_loadu_si256(s.cast()), nan)
+                        });
+                        continue;
+                    }
                     if fast {
                         lines.push(if instruction {
                             step_half::<CPU_BF16>(s, f)
@@ -389,32 +503,50 @@ mod x86 {
         unsafe { lines.finish() };
     }
 
-    /// [`step_half`] on AVX2 (+ F16C), 16 codes: the same float16 moves, conversions, products
-    /// and rounding, eight lanes at a time.
+    /// [`step_half`] on AVX2 (+ F16C), 16 codes: the same float16 moves, conversions and
+    /// products, eight lanes at a time, rounded to float16 by `vcvtps2ph` where `F16` (NaN codes
+    /// given `nan`'s outputs: code 0x7F's, 0xFF's), else to bfloat16.
     #[inline(always)]
-    unsafe fn step_half_avx2(s: *const u8, factor: __m256) -> __m256i {
+    unsafe fn step_half_avx2<const F16: bool>(
+        s: *const u8,
+        factor: __m256,
+        nan: [__m256i; 2],
+    ) -> __m256i {
         // SAFETY: the caller's contract: 16 bytes at `s`; AVX2 and F16C.
         unsafe {
             let codes = _mm_loadu_si128(s.cast());
             let moved = _mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(codes));
             let half = _mm256_add_epi16(moved, _mm256_and_si256(moved, _mm256_set1_epi16(0x4000)));
-            let convert = |h: __m128i| {
-                let bits = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(h), factor));
+            let products = |h: __m128i| _mm256_mul_ps(_mm256_cvtph_ps(h), factor);
+            let (low, high) = (
+                products(_mm256_castsi256_si128(half)),
+                products(_mm256_extracti128_si256::<1>(half)),
+            );
+            let is_nan = _mm256_cvtepi8_epi16(_mm_cmpeq_epi8(
+                _mm_and_si128(codes, _mm_set1_epi8(0x7F)),
+                _mm_set1_epi8(0x7F),
+            ));
+            if F16 {
+                let rounded = _mm256_set_m128i(
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(high),
+                    _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(low),
+                );
+                let negative = _mm256_srai_epi16::<15>(_mm256_cvtepi8_epi16(codes));
+                let nans = _mm256_blendv_epi8(nan[0], nan[1], negative);
+                return _mm256_blendv_epi8(rounded, nans, is_nan);
+            }
+            let round = |p: __m256| {
+                let bits = _mm256_castps_si256(p);
                 let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(bits), _mm256_set1_epi32(1));
                 let bias = _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF));
                 _mm256_srli_epi32::<16>(_mm256_add_epi32(bits, bias))
             };
-            let (low, high) = (
-                convert(_mm256_castsi256_si128(half)),
-                convert(_mm256_extracti128_si256::<1>(half)),
-            );
             // Packing works per 128-bit lane: elements 0-3, 8-11, 4-7, 12-15, put back in order.
-            let rounded = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high));
-            let nan = _mm_cmpeq_epi8(
-                _mm_and_si128(codes, _mm_set1_epi8(0x7F)),
-                _mm_set1_epi8(0x7F),
-            );
-            _mm256_or_si256(rounded, _mm256_cvtepi8_epi16(nan))
+            let rounded = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(
+                round(low),
+                round(high),
+            ));
+            _mm256_or_si256(rounded, is_nan)
         }
     }
 
@@ -428,27 +560,34 @@ mod x86 {
         src: &[u8],
         group: usize,
         factors: &[f32],
-        values: &[f32; 256],
+        codes: super::Codes,
         dst: &mut [u8],
     ) {
         // Streaming stores where the destination allows them (the caller fences).
         let stream = (dst.as_ptr() as usize).is_multiple_of(32);
+        let f16 = codes.out == DType::Float16;
         for (g, &f) in factors.iter().enumerate() {
             let (s, d) = (
                 &src[g * group..][..group],
                 &mut dst[2 * g * group..][..2 * group],
             );
             if !super::by_float16(f) {
-                super::portable(s, values, f, d);
+                super::portable(s, codes, f, d);
                 continue;
             }
             let factor = _mm256_set1_ps(f * 256.0);
+            let nan = [0x7F, 0xFF].map(|c| _mm256_set1_epi16(codes.output(c, f) as i16));
             for k in 0..group / 16 {
                 // SAFETY: step `k` reads bytes 16k..16k+16 of the group's codes and writes 32
                 // bytes at 32k of its output, inside both; AVX2 and F16C by this function's
                 // contract.
                 unsafe {
-                    let out = step_half_avx2(s.as_ptr().add(16 * k), factor);
+                    let s = s.as_ptr().add(16 * k);
+                    let out = if f16 {
+                        step_half_avx2::<true>(s, factor, nan)
+                    } else {
+                        step_half_avx2::<false>(s, factor, nan)
+                    };
                     let at = d.as_mut_ptr().add(32 * k).cast::<__m256i>();
                     if stream {
                         _mm256_stream_si256(at, out);
@@ -503,123 +642,139 @@ mod tests {
         ];
         let mut next = crate::xorshift(0x2545_F491_4F6C_DD1D);
         let fresh: Vec<f32> = (0..400).map(|_| f32::from_bits(next() as u32)).collect();
-        for (what, pool) in [
-            ("recurring", &specials[..]),
-            ("never recurring", &fresh[..]),
-        ] {
-            for run in [32, 128] {
-                let runs = 400;
-                let src: Vec<u8> = (0..run * runs).map(|i| (i * 7 + i / 256) as u8).collect();
-                let factors: Vec<f32> = (0..runs).map(|g| pool[g % pool.len()]).collect();
-                let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
-                by_tables(&src, &values, run, &factors, &mut a);
-                for ((s, d), &f) in src.chunks(run).zip(b.chunks_mut(2 * run)).zip(&factors) {
-                    portable(s, &values, f, d);
+        for out in [DType::BFloat16, DType::Float16] {
+            let codes = Codes {
+                values: &values,
+                out,
+            };
+            for (what, pool) in [
+                ("recurring", &specials[..]),
+                ("never recurring", &fresh[..]),
+            ] {
+                for run in [32, 128] {
+                    let runs = 400;
+                    let src: Vec<u8> = (0..run * runs).map(|i| (i * 7 + i / 256) as u8).collect();
+                    let factors: Vec<f32> = (0..runs).map(|g| pool[g % pool.len()]).collect();
+                    let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
+                    by_tables(&src, codes, run, &factors, &mut a);
+                    for ((s, d), &f) in src.chunks(run).zip(b.chunks_mut(2 * run)).zip(&factors) {
+                        portable(s, codes, f, d);
+                    }
+                    assert_eq!(a, b, "{out}: {what} factors, runs of {run}");
                 }
-                assert_eq!(a, b, "{what} factors, runs of {run}");
             }
-        }
-        let src: Vec<u8> = (0..4 * RUN_WORTH_A_TABLE).map(|i| (i * 13) as u8).collect();
-        for f in specials.iter().chain(&fresh[..8]) {
-            let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
-            by_tables(&src, &values, src.len(), &[*f], &mut a);
-            portable(&src, &values, *f, &mut b);
-            assert_eq!(a, b, "one run, factor {f:e}");
+            let src: Vec<u8> = (0..4 * RUN_WORTH_A_TABLE).map(|i| (i * 13) as u8).collect();
+            for f in specials.iter().chain(&fresh[..8]) {
+                let (mut a, mut b) = (vec![0u8; 2 * src.len()], vec![0u8; 2 * src.len()]);
+                by_tables(&src, codes, src.len(), &[*f], &mut a);
+                portable(&src, codes, *f, &mut b);
+                assert_eq!(a, b, "{out}: one run, factor {f:e}");
+            }
         }
     }
 
     #[test]
     fn simd_and_portable_agree_on_every_code_and_kind_of_factor() {
-        let codes: Vec<u8> = (0..=255).collect();
+        let all: Vec<u8> = (0..=255).collect();
         let values = code_values();
         // Every code twice over, with a tail the loop takes.
-        let src: Vec<u8> = codes
-            .iter()
-            .chain(&codes)
-            .chain(&codes[..19])
-            .copied()
-            .collect();
-        let factors = [
-            1.0,
-            0.37,
-            -3.5e-3,
-            f32::NAN,
-            -f32::NAN,
-            f32::INFINITY,
-            0.0,
-            -0.0,
-            f32::from_bits(1),
-            f32::MAX,
-            2f32.powi(-130),
-            448.0 * 1.9,
-            // Where the products of the smallest codes stop being normal (AVX512_BF16's
-            // rounding would read them as zero): just above, at and below.
-            -2f32.powi(-117) * 1.5,
-            2f32.powi(-117),
-            2f32.powi(-118) * 1.75,
-        ];
-        // A form of `run` against the loop: every code with every kind of factor, at every
-        // start within a cache line (streamed, re-cut into lines, or ordinary stores).
-        let check_runs = |form: &str, src: &[u8], run: Form<f32>| {
-            for f in factors {
-                for skew in (0..64).step_by(2) {
-                    let mut a = vec![0u8; 2 * src.len() + 128];
+        let src: Vec<u8> = all.iter().chain(&all).chain(&all[..19]).copied().collect();
+        // torchao's values too: every NaN code reads as one NaN (here the negative quiet NaN,
+        // so that a form that kept each code's sign would differ).
+        let mut one_nan = values;
+        one_nan
+            .iter_mut()
+            .filter(|v| v.is_nan())
+            .for_each(|v| *v = -f32::NAN);
+        for (values, out) in [
+            (&values, DType::BFloat16),
+            (&values, DType::Float16),
+            (&one_nan, DType::Float16),
+        ] {
+            let codes = Codes { values, out };
+            let factors = [
+                1.0,
+                0.37,
+                -3.5e-3,
+                f32::NAN,
+                -f32::NAN,
+                f32::INFINITY,
+                0.0,
+                -0.0,
+                f32::from_bits(1),
+                f32::MAX,
+                2f32.powi(-130),
+                448.0 * 1.9,
+                // Where the products of the smallest codes stop being normal (AVX512_BF16's
+                // rounding would read them as zero): just above, at and below.
+                -2f32.powi(-117) * 1.5,
+                2f32.powi(-117),
+                2f32.powi(-118) * 1.75,
+            ];
+            // A form of `run` against the loop: every code with every kind of factor, at every
+            // start within a cache line (streamed, re-cut into lines, or ordinary stores).
+            let check_runs = |form: &str, src: &[u8], run: Form<f32>| {
+                for f in factors {
+                    for skew in (0..64).step_by(2) {
+                        let mut a = vec![0u8; 2 * src.len() + 128];
+                        let mut b = a.clone();
+                        let at = a.as_ptr().align_offset(64) + skew;
+                        let n = 2 * src.len();
+                        run(src, f, &mut a[at..at + n]);
+                        crate::lookup4::store_fence();
+                        portable(src, codes, f, &mut b[at..at + n]);
+                        assert_eq!(a, b, "{form}, {out}: factor {f:e}, skew {skew}");
+                    }
+                }
+            };
+            // A form of `groups` against the loop: groups of `sizes` (one factor of each kind
+            // apiece).
+            let check_groups = |form: &str, sizes: &[usize], groups: Form<usize>| {
+                for &group in sizes {
+                    let src = &src[..group * factors.len()];
+                    let mut a = vec![0u8; 2 * src.len()];
                     let mut b = a.clone();
-                    let at = a.as_ptr().align_offset(64) + skew;
-                    let n = 2 * src.len();
-                    run(src, f, &mut a[at..at + n]);
+                    groups(src, group, &mut a);
                     crate::lookup4::store_fence();
-                    portable(src, &values, f, &mut b[at..at + n]);
-                    assert_eq!(a, b, "{form}: factor {f:e}, skew {skew}");
+                    for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors)
+                    {
+                        portable(s, codes, f, d);
+                    }
+                    assert_eq!(a, b, "{form}, {out}: groups of {group}");
                 }
+            };
+            // The set this machine's casts chose (every code twice over, with a tail the loop takes).
+            check_runs("chosen", &src, &|s, f, d| run(s, codes, f, d));
+            check_groups("chosen", &[16, 32], &|s, group, d| {
+                groups(s, codes, group, &factors, d)
+            });
+            // AVX-512's form without AVX512_BF16, where this machine has AVX-512.
+            #[cfg(target_arch = "x86_64")]
+            if crate::lookup4::avx512() && out == DType::BFloat16 {
+                check_runs("AVX-512 without BF16", &src[..512], &|s, f, d| {
+                    // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; 512 codes
+                    // are a multiple of 32.
+                    unsafe { x86::groups::<false, false>(s, s.len(), &[f], codes, d) }
+                });
+                check_groups("AVX-512 without BF16", &[32], &|s, group, d| {
+                    // SAFETY: as above.
+                    unsafe { x86::groups::<false, false>(s, group, &factors, codes, d) }
+                });
             }
-        };
-        // A form of `groups` against the loop: groups of `sizes` (one factor of each kind
-        // apiece).
-        let check_groups = |form: &str, sizes: &[usize], groups: Form<usize>| {
-            for &group in sizes {
-                let src = &src[..group * factors.len()];
-                let mut a = vec![0u8; 2 * src.len()];
-                let mut b = a.clone();
-                groups(src, group, &mut a);
-                crate::lookup4::store_fence();
-                for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors) {
-                    portable(s, &values, f, d);
-                }
-                assert_eq!(a, b, "{form}: groups of {group}");
+            // AVX2's form, whatever set this machine's casts chose.
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
+                check_runs("AVX2", &src[..512], &|s, f, d| {
+                    // SAFETY: this CPU runs AVX2 and F16C (checked above).
+                    unsafe { x86::groups_avx2(s, s.len(), &[f], codes, d) }
+                });
+                check_groups("AVX2", &[16, 32], &|s, group, d| {
+                    // SAFETY: as above.
+                    unsafe { x86::groups_avx2(s, group, &factors, codes, d) }
+                });
             }
-        };
-        // The set this machine's casts chose (every code twice over, with a tail the loop takes).
-        check_runs("chosen", &src, &|s, f, d| run(s, &values, f, d));
-        check_groups("chosen", &[16, 32], &|s, group, d| {
-            groups(s, &values, group, &factors, d)
-        });
-        // AVX-512's form without AVX512_BF16, where this machine has AVX-512.
-        #[cfg(target_arch = "x86_64")]
-        if crate::lookup4::avx512() {
-            check_runs("AVX-512 without BF16", &src[..512], &|s, f, d| {
-                // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; 512 codes
-                // are a multiple of 32.
-                unsafe { x86::groups::<false>(s, s.len(), &[f], d) }
-            });
-            check_groups("AVX-512 without BF16", &[32], &|s, group, d| {
-                // SAFETY: as above.
-                unsafe { x86::groups::<false>(s, group, &factors, d) }
-            });
-        }
-        // AVX2's form, whatever set this machine's casts chose.
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("f16c")
-        {
-            check_runs("AVX2", &src[..512], &|s, f, d| {
-                // SAFETY: this CPU runs AVX2 and F16C (checked above).
-                unsafe { x86::groups_avx2(s, s.len(), &[f], &values, d) }
-            });
-            check_groups("AVX2", &[16, 32], &|s, group, d| {
-                // SAFETY: as above.
-                unsafe { x86::groups_avx2(s, group, &factors, &values, d) }
-            });
         }
     }
 }

@@ -702,7 +702,9 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
 }
 
 mod laws {
-    use dtcast::quant::{dequantize, quantize, quantize_rows, Scheme, TensorAmax};
+    use dtcast::quant::{
+        dequantize, quantize, quantize_rows, DequantPlan, Granularity, Scheme, TensorAmax,
+    };
     use dtcast::DType;
     use proptest::prelude::*;
 
@@ -733,6 +735,90 @@ mod laws {
         "ao_mxfp4_floor",
         "ao_mxfp4_even",
     ];
+
+    /// x86's product of an element and its factor (the plan's rule): a NaN factor, else a NaN
+    /// element, comes back quieted; an invalid product is x86's default NaN.
+    fn x86_product(x: f32, f: f32) -> f32 {
+        let quiet = |v: f32| f32::from_bits(v.to_bits() | 0x0040_0000);
+        if f.is_nan() {
+            quiet(f)
+        } else if x.is_nan() {
+            quiet(x)
+        } else if (x * f).is_nan() {
+            f32::from_bits(0xFFC0_0000)
+        } else {
+            x * f
+        }
+    }
+
+    #[test]
+    fn a_16_bit_dequantization_is_the_float32_product_cast() {
+        // Every form rounds the float32 product once, as the cast rounds it. For the schemes
+        // that compute in float32 (compressed-tensors', DeepSeek's), dequantizing into bfloat16
+        // or float16 equals dequantizing into float32 and casting (torch's mode). torchao
+        // computes in the output dtype (a float16 factor can underflow where a float32 one does
+        // not; a NaN element is that dtype's NaN): there, the product of the plan's value and
+        // factor for that output, cast. Elements of every code (NaN codes included: their
+        // payloads reach float16), scales from quantizing random weights.
+        let (rows, cols) = (512, 256);
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let input: Vec<u8> = (0..rows * cols)
+            .flat_map(|_| ((next() >> 20) as u16 & 0xBFFF).to_le_bytes())
+            .collect();
+        let shape = [rows, cols];
+        for &name in Scheme::NAMES.iter().filter(|n| **n != "gpt_oss_mxfp4") {
+            let s = Scheme::named(name, DType::BFloat16).unwrap();
+            let mut q = quantize(&input, DType::BFloat16, &shape, &s).unwrap();
+            q.elements.iter_mut().for_each(|e| *e = next() as u8);
+            let single = dequantize(&q.view(&shape), &s, DType::Float32).unwrap();
+            for out in [DType::BFloat16, DType::Float16] {
+                let got = dequantize(&q.view(&shape), &s, out).unwrap();
+                let products = if name.starts_with("ao_") {
+                    // torchao's schemes: groups with one-byte scales, a factor per byte.
+                    let plan = DequantPlan::new(&q.view(&shape), &s, out).unwrap();
+                    let Granularity::Group(k) = s.granularity else {
+                        panic!("{name}: not groups")
+                    };
+                    assert!(plan.by_scale_byte, "{name}");
+                    let code = |i: usize| match s.element.bits() {
+                        4 => usize::from(q.elements[i / 2] >> (4 * (i % 2)) & 0xF),
+                        _ => usize::from(q.elements[i]),
+                    };
+                    (0..rows * cols)
+                        .map(|i| {
+                            let f = plan.factors[usize::from(q.scales[i / k])];
+                            x86_product(plan.values[code(i)], f)
+                        })
+                        .flat_map(f32::to_le_bytes)
+                        .collect()
+                } else {
+                    single.clone()
+                };
+                let mut want = vec![0u8; got.len()];
+                dtcast::cast::cast(
+                    &products,
+                    DType::Float32,
+                    &mut want,
+                    out,
+                    dtcast::cast::CastMode::Torch,
+                )
+                .unwrap();
+                let first = got.chunks(2).zip(want.chunks(2)).position(|(a, b)| a != b);
+                assert!(
+                    first.is_none(),
+                    "{name} into {out}: element {first:?}: {:02x?} not {:02x?}",
+                    first.map(|i| &got[2 * i..2 * i + 2]),
+                    first.map(|i| &want[2 * i..2 * i + 2]),
+                );
+            }
+        }
+    }
 
     #[test]
     fn dequantizing_in_bands_of_rows_gives_the_whole_tensors_bytes() {
