@@ -1,8 +1,8 @@
-//! float8_e4m3fn elements dequantized to bfloat16 or float16 in one pass (FP8 per tensor, per
-//! channel, in 128×128 blocks; MXFP8): each element decoded, times its run's factor, rounded —
-//! in registers, stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's instruction
-//! where the CPU has it and every nonzero product is a normal float32; to float16 by
-//! `vcvtps2ph`). The general path (element cast, product, output cast over a float32 buffer) is
+//! float8_e4m3fn elements dequantized to bfloat16, float16 or float32 in one pass (FP8 per
+//! tensor, per channel, in 128×128 blocks; MXFP8): each element decoded, times its run's factor,
+//! rounded — in registers, stored once (on AVX-512 the rounding to bfloat16 by AVX512_BF16's
+//! instruction where the CPU has it and every nonzero product is a normal float32; to float16
+//! by `vcvtps2ph`; float32 is the product itself). The general path (element cast, product, output cast over a float32 buffer) is
 //! the definition: the decoding is exact, the product is the same x86 product ([`scale_entry`]'s
 //! rule), and the rounding is the cast's — every NaN to bfloat16's `0xFFFF`, to float16 quieted
 //! with its top payload bits, which for a NaN code is the code's own NaN (a float32 product
@@ -14,32 +14,49 @@ use dtcast_dtype::DType;
 use crate::lookup4::{avx2, avx512, bf16_bits, f16_bits, scale_entry};
 
 /// The codes' float32 values (as the dequantization plan makes them: torch's cast) and the
-/// 16-bit dtype they are dequantized into.
+/// dtype they are dequantized into.
 #[derive(Clone, Copy)]
 pub(crate) struct Codes<'a> {
     pub values: &'a [f32; 256],
-    /// bfloat16 or float16.
+    /// bfloat16, float16 or float32.
     pub out: DType,
 }
 
 impl Codes<'_> {
-    /// Code `c`'s output with factor `f`: the product, rounded as the cast rounds.
+    /// Code `c`'s output with factor `f`: the product, rounded as the cast rounds (float32: the
+    /// product's bits), in the low bytes.
     #[inline(always)]
-    fn output(&self, c: u8, f: f32) -> u16 {
+    fn output(&self, c: u8, f: f32) -> u32 {
         let y = scale_entry(self.values[usize::from(c)], f);
-        if self.out == DType::Float16 {
-            f16_bits(y)
+        match self.out {
+            DType::Float16 => u32::from(f16_bits(y)),
+            DType::BFloat16 => u32::from(bf16_bits(y)),
+            _ => y.to_bits(),
+        }
+    }
+
+    /// Bytes per output.
+    #[inline(always)]
+    fn size(&self) -> usize {
+        if self.out == DType::Float32 {
+            4
         } else {
-            bf16_bits(y)
+            2
         }
     }
 }
 
 /// Whether this path serves: float8_e4m3fn elements to bfloat16 or float16 — on AVX-512 and
 /// AVX2 (with F16C, which converts the float16 the codes are moved into) in registers, elsewhere
-/// (the portable set: Arm, the x86-64 baseline) by [`Tables`] of each factor's 256 outputs.
+/// (the portable set: Arm, the x86-64 baseline) by [`Tables`] of each factor's 256 outputs — or
+/// to float32 in registers (the portable set's tables are 16-bit: the general path serves it).
 pub(crate) fn supports(element: DType, out: DType) -> bool {
-    element == DType::Float8E4M3Fn && matches!(out, DType::BFloat16 | DType::Float16)
+    element == DType::Float8E4M3Fn
+        && match out {
+            DType::BFloat16 | DType::Float16 => true,
+            DType::Float32 => avx512() || avx2(),
+            _ => false,
+        }
 }
 
 /// Slots of [`Tables`]: 64 tables of 512 bytes, an L1 cache's worth.
@@ -126,6 +143,7 @@ thread_local! {
 /// Consecutive runs of `run` codes (`src`, `dst`: whole runs), run `g` with factor `factors[g]`,
 /// by [`Tables`] while they pay, else by the loop.
 fn by_tables(src: &[u8], codes: Codes, run: usize, factors: &[f32], dst: &mut [u8]) {
+    debug_assert_eq!(codes.size(), 2, "the tables hold 16-bit outputs");
     TABLES.with_borrow_mut(|tables| {
         tables.begin(codes);
         for ((s, d), &f) in src
@@ -160,12 +178,13 @@ fn products_normal(f: f32) -> bool {
 /// Dequantizes one run of `src` (float8_e4m3fn codes) with factor `f` into `dst` (`codes.out`,
 /// little-endian).
 pub(crate) fn run(src: &[u8], codes: Codes, f: f32, dst: &mut [u8]) {
-    debug_assert_eq!(src.len() * 2, dst.len());
+    let size = codes.size();
+    debug_assert_eq!(src.len() * size, dst.len());
     #[cfg(target_arch = "x86_64")]
     if dtcast_cast::isa() == dtcast_cast::Isa::Avx512 {
         let steps = src.len() / 32;
         let (s, s_tail) = src.split_at(32 * steps);
-        let (d, d_tail) = dst.split_at_mut(64 * steps);
+        let (d, d_tail) = dst.split_at_mut(32 * size * steps);
         x86::groups_avx512(s, 32 * steps, &[f], codes, d);
         portable(s_tail, codes, f, d_tail);
         return;
@@ -174,13 +193,13 @@ pub(crate) fn run(src: &[u8], codes: Codes, f: f32, dst: &mut [u8]) {
     if avx2() {
         let steps = src.len() / 16;
         let (s, s_tail) = src.split_at(16 * steps);
-        let (d, d_tail) = dst.split_at_mut(32 * steps);
+        let (d, d_tail) = dst.split_at_mut(16 * size * steps);
         // SAFETY: `isa()` names AVX2 (with F16C) only when this CPU runs it.
         unsafe { x86::groups_avx2(s, 16 * steps, &[f], codes, d) };
         portable(s_tail, codes, f, d_tail);
         return;
     }
-    if src.len() >= RUN_WORTH_A_TABLE {
+    if src.len() >= RUN_WORTH_A_TABLE && size == 2 {
         by_tables(src, codes, src.len(), &[f], dst);
     } else {
         portable(src, codes, f, dst);
@@ -210,7 +229,7 @@ pub(crate) fn groups(src: &[u8], codes: Codes, group: usize, factors: &[f32], ds
         // Groups the SIMD forms above do not take whole: each its own run.
         for ((s, d), &f) in src
             .chunks_exact(group)
-            .zip(dst.chunks_exact_mut(2 * group))
+            .zip(dst.chunks_exact_mut(codes.size() * group))
             .zip(factors)
         {
             run(s, codes, f, d);
@@ -222,8 +241,9 @@ pub(crate) fn groups(src: &[u8], codes: Codes, group: usize, factors: &[f32], ds
 
 /// The run as a loop over the elements (the definition the SIMD form is held to).
 pub(crate) fn portable(src: &[u8], codes: Codes, f: f32, dst: &mut [u8]) {
-    for (&c, out) in src.iter().zip(dst.chunks_exact_mut(2)) {
-        out.copy_from_slice(&codes.output(c, f).to_le_bytes());
+    let size = codes.size();
+    for (&c, out) in src.iter().zip(dst.chunks_exact_mut(size)) {
+        out.copy_from_slice(&codes.output(c, f).to_le_bytes()[..size]);
     }
 }
 
@@ -335,10 +355,15 @@ mod x86 {
         }
     }
 
+    /// Outputs of the forms below, as their const parameter: bfloat16, float16, float32.
+    pub(super) const TO_BF16: u8 = 0;
+    pub(super) const TO_F16: u8 = 1;
+    pub(super) const TO_F32: u8 = 2;
+
     /// The same 32 codes to float16: the same moves and products, each rounded by `vcvtps2ph`
     /// (nearest-even, the cast's rule), NaN codes given `nan`'s outputs.
     #[inline(always)]
-    unsafe fn step_f16(s: *const u8, f: f32, nan: [u16; 2]) -> __m512i {
+    unsafe fn step_f16(s: *const u8, f: f32, nan: [u32; 2]) -> __m512i {
         // SAFETY: the caller's contract: 32 bytes at `s`; AVX-512 F and BW.
         unsafe {
             let (codes, low, high) = products(s, f);
@@ -359,17 +384,26 @@ mod x86 {
         }
     }
 
-    /// `v` (32 float16 outputs of `codes`) with each NaN code's lane set to `nan[0]` (code
-    /// 0x7F) or `nan[1]` (0xFF).
+    /// Which of 32 codes are NaN (0x7F, 0xFF), and which negative.
     #[inline(always)]
-    unsafe fn nan_codes(v: __m512i, codes: __m256i, nan: [u16; 2]) -> __m512i {
-        // SAFETY: AVX-512 F, BW and VL by the caller's contract.
+    unsafe fn nan_and_sign(codes: __m256i) -> (__mmask32, __mmask32) {
+        // SAFETY: AVX-512 BW and VL by the caller's contract.
         unsafe {
             let is_nan = _mm256_cmpeq_epi8_mask(
                 _mm256_and_si256(codes, _mm256_set1_epi8(0x7F)),
                 _mm256_set1_epi8(0x7F),
             );
-            let negative = _mm256_movepi8_mask(codes);
+            (is_nan, _mm256_movepi8_mask(codes))
+        }
+    }
+
+    /// `v` (32 float16 outputs of `codes`) with each NaN code's lane set to `nan[0]` (code
+    /// 0x7F's output) or `nan[1]` (0xFF's).
+    #[inline(always)]
+    unsafe fn nan_codes(v: __m512i, codes: __m256i, nan: [u32; 2]) -> __m512i {
+        // SAFETY: AVX-512 F, BW and VL by the caller's contract.
+        unsafe {
+            let (is_nan, negative) = nan_and_sign(codes);
             let nans = _mm512_mask_mov_epi16(
                 _mm512_set1_epi16(nan[0] as i16),
                 negative,
@@ -379,9 +413,33 @@ mod x86 {
         }
     }
 
-    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes: to float16, or to
-    /// bfloat16 with AVX512_BF16's rounding where the CPU has it. Call it only where `isa()`
-    /// names AVX-512.
+    /// The float32 products of 32 codes (the first 16 in `low`) with each NaN code's lane set
+    /// to `nan[0]` (code 0x7F's output) or `nan[1]` (0xFF's).
+    #[inline(always)]
+    unsafe fn nan_codes32(
+        low: __m512,
+        high: __m512,
+        codes: __m256i,
+        nan: [u32; 2],
+    ) -> [__m512i; 2] {
+        // SAFETY: AVX-512 F, BW and VL by the caller's contract.
+        unsafe {
+            let (is_nan, negative) = nan_and_sign(codes);
+            let nans = |negative: __mmask16| {
+                let positive = _mm512_set1_epi32(nan[0] as i32);
+                _mm512_mask_mov_epi32(positive, negative, _mm512_set1_epi32(nan[1] as i32))
+            };
+            let fix = |p: __m512, half: u32| {
+                let (is_nan, negative) = ((is_nan >> half) as u16, (negative >> half) as u16);
+                _mm512_mask_mov_epi32(_mm512_castps_si512(p), is_nan, nans(negative))
+            };
+            [fix(low, 0), fix(high, 16)]
+        }
+    }
+
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes: to float16 or
+    /// float32, or to bfloat16 with AVX512_BF16's rounding where the CPU has it. Call it only
+    /// where `isa()` names AVX-512.
     pub(super) fn groups_avx512(
         src: &[u8],
         group: usize,
@@ -389,26 +447,29 @@ mod x86 {
         codes: super::Codes,
         dst: &mut [u8],
     ) {
-        if codes.out == DType::Float16 {
-            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
-            unsafe { groups_plain::<true>(src, group, factors, codes, dst) }
-        } else if crate::lookup4::avx512_bf16() {
-            // SAFETY: `avx512_bf16()` says this CPU runs AVX-512 F, BW, VL, DQ and BF16.
-            unsafe { groups_bf16(src, group, factors, codes, dst) }
-        } else {
-            // SAFETY: the caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
-            unsafe { groups_plain::<false>(src, group, factors, codes, dst) }
-        }
+        // The caller checked that `isa()` names AVX-512 (F, BW, VL, DQ).
+        let plain = match codes.out {
+            DType::Float16 => groups_plain::<TO_F16>,
+            DType::Float32 => groups_plain::<TO_F32>,
+            _ if crate::lookup4::avx512_bf16() => {
+                // SAFETY: `avx512_bf16()` says this CPU runs AVX-512 F, BW, VL, DQ and BF16.
+                unsafe { groups_bf16(src, group, factors, codes, dst) };
+                return;
+            }
+            _ => groups_plain::<TO_BF16>,
+        };
+        // SAFETY: `isa()` names AVX-512 (F, BW, VL, DQ): the caller's check.
+        unsafe { plain(src, group, factors, codes, dst) }
     }
 
-    /// [`groups`] into float16 where `F16`, else into bfloat16 without AVX512_BF16: compiled for
-    /// the AVX-512 subsets it needs, as [`groups_bf16`] is for its own (inlined into
-    /// `groups_avx512`, which has no target features, every intrinsic of the loop was a call).
+    /// [`groups`] into `OUT`'s dtype (bfloat16 without AVX512_BF16): compiled for the AVX-512
+    /// subsets it needs, as [`groups_bf16`] is for its own (inlined into `groups_avx512`, which
+    /// has no target features, every intrinsic of the loop was a call).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    unsafe fn groups_plain<const F16: bool>(
+    unsafe fn groups_plain<const OUT: u8>(
         src: &[u8],
         group: usize,
         factors: &[f32],
@@ -416,7 +477,7 @@ mod x86 {
         dst: &mut [u8],
     ) {
         // SAFETY: this function's contract covers `groups`'.
-        unsafe { groups::<false, F16>(src, group, factors, codes, dst) }
+        unsafe { groups::<false, OUT>(src, group, factors, codes, dst) }
     }
 
     /// [`groups`] into bfloat16 where the CPU runs AVX512_BF16.
@@ -432,24 +493,24 @@ mod x86 {
         dst: &mut [u8],
     ) {
         // SAFETY: this function's contract covers `groups`'.
-        unsafe { groups::<true, false>(src, group, factors, codes, dst) }
+        unsafe { groups::<true, TO_BF16>(src, group, factors, codes, dst) }
     }
 
-    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes: into float16 where
-    /// `F16`, else into bfloat16, rounding by AVX512_BF16's instruction where `CPU_BF16` (for
+    /// [`super::groups`] on AVX-512, for groups of a multiple of 32 codes, into `OUT`'s dtype
+    /// (`codes.out`); into bfloat16 rounding by AVX512_BF16's instruction where `CPU_BF16` (for
     /// the factors that allow it).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ, and BF16 where `CPU_BF16`.
     #[inline(always)]
-    pub(super) unsafe fn groups<const CPU_BF16: bool, const F16: bool>(
+    pub(super) unsafe fn groups<const CPU_BF16: bool, const OUT: u8>(
         src: &[u8],
         group: usize,
         factors: &[f32],
         codes: super::Codes,
         dst: &mut [u8],
     ) {
-        // SAFETY: the writer gets each step's 64 output bytes, in order, inside `dst`.
+        // SAFETY: the writer gets each step's output bytes (64 or 128), in order, inside `dst`.
         let mut lines = unsafe { Lines::new(dst.as_mut_ptr()) };
         // Group by group, each a whole number of steps of 32 codes.
         let per_group = group / 32;
@@ -459,24 +520,46 @@ mod x86 {
             // rest x86's product.
             let fast = super::by_float16(f);
             let instruction = CPU_BF16 && super::products_normal(f);
-            // float16: the NaN codes' outputs, and a NaN factor's one output.
+            // float16 and float32: the NaN codes' outputs, and a NaN factor's one output.
             let nan = [codes.output(0x7F, f), codes.output(0xFF, f)];
             // SAFETY: AVX-512 F by this function's contract.
             let factor = unsafe { _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f }) };
             for k in g * per_group..(g + 1) * per_group {
-                // SAFETY: step `k` reads bytes 32k..32k+32 of `src` and writes 64 bytes at 64k
-                // of `dst`, inside both (`src` holds `group` bytes per factor, `dst` 2 bytes
-                // per byte of `src`).
+                // SAFETY: step `k` reads bytes 32k..32k+32 of `src` and writes its 32 outputs
+                // next, inside both (`src` holds `group` bytes per factor, `dst` an output per
+                // byte of `src`).
                 unsafe {
                     let s = src.as_ptr().add(32 * k);
-                    if F16 {
+                    // x86's products of the decoded codes (the factors the float16 route
+                    // cannot take).
+                    let decoded = || {
+                        let low = _mm512_mul_ps(decode(s), factor);
+                        (low, _mm512_mul_ps(decode(s.add(16)), factor))
+                    };
+                    if OUT == TO_F32 {
+                        if f.is_nan() {
+                            lines.push(_mm512_set1_epi32(nan[0] as i32));
+                            lines.push(_mm512_set1_epi32(nan[0] as i32));
+                            continue;
+                        }
+                        let (codes, low, high) = if fast {
+                            products(s, f)
+                        } else {
+                            let (low, high) = decoded();
+                            (_mm256_loadu_si256(s.cast()), low, high)
+                        };
+                        let [low, high] = nan_codes32(low, high, codes, nan);
+                        lines.push(low);
+                        lines.push(high);
+                        continue;
+                    }
+                    if OUT == TO_F16 {
                         lines.push(if fast {
                             step_f16(s, f, nan)
                         } else if f.is_nan() {
                             _mm512_set1_epi16(nan[0] as i16)
                         } else {
-                            let low = _mm512_mul_ps(decode(s), factor);
-                            let high = _mm512_mul_ps(decode(s.add(16)), factor);
+                            let (low, high) = decoded();
                             nan_codes(to_f16(low, high), _mm256_loadu_si256(s.cast()), nan)
                         });
                         continue;
@@ -489,8 +572,8 @@ mod x86 {
                         });
                         continue;
                     }
-                    let low = round(_mm512_mul_ps(decode(s), factor));
-                    let high = round(_mm512_mul_ps(decode(s.add(16)), factor));
+                    let (low, high) = decoded();
+                    let (low, high) = (round(low), round(high));
                     lines.push(_mm512_inserti64x4::<1>(
                         _mm512_castsi256_si512(_mm512_cvtepi32_epi16(low)),
                         _mm512_cvtepi32_epi16(high),
@@ -501,6 +584,36 @@ mod x86 {
         // SAFETY: as above. No fence here: a run can be 32 elements; the caller fences once
         // per piece (`lookup4::store_fence`).
         unsafe { lines.finish() };
+    }
+
+    /// 16 codes at `s` (as loaded) and their products with `factor / 2^8` by way of float16, as
+    /// [`products`] makes them, eight lanes at a time (AVX2 + F16C).
+    #[inline(always)]
+    unsafe fn products_avx2(s: *const u8, factor: __m256) -> (__m128i, __m256, __m256) {
+        // SAFETY: the caller's contract: 16 bytes at `s`; AVX2 and F16C.
+        unsafe {
+            let codes = _mm_loadu_si128(s.cast());
+            let moved = _mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(codes));
+            let half = _mm256_add_epi16(moved, _mm256_and_si256(moved, _mm256_set1_epi16(0x4000)));
+            let products = |h: __m128i| _mm256_mul_ps(_mm256_cvtph_ps(h), factor);
+            (
+                codes,
+                products(_mm256_castsi256_si128(half)),
+                products(_mm256_extracti128_si256::<1>(half)),
+            )
+        }
+    }
+
+    /// Which of 16 codes are NaN (0x7F, 0xFF): all ones in their bytes.
+    #[inline(always)]
+    unsafe fn nan_bytes(codes: __m128i) -> __m128i {
+        // SAFETY: SSE2, part of x86-64.
+        unsafe {
+            _mm_cmpeq_epi8(
+                _mm_and_si128(codes, _mm_set1_epi8(0x7F)),
+                _mm_set1_epi8(0x7F),
+            )
+        }
     }
 
     /// [`step_half`] on AVX2 (+ F16C), 16 codes: the same float16 moves, conversions and
@@ -514,18 +627,8 @@ mod x86 {
     ) -> __m256i {
         // SAFETY: the caller's contract: 16 bytes at `s`; AVX2 and F16C.
         unsafe {
-            let codes = _mm_loadu_si128(s.cast());
-            let moved = _mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(codes));
-            let half = _mm256_add_epi16(moved, _mm256_and_si256(moved, _mm256_set1_epi16(0x4000)));
-            let products = |h: __m128i| _mm256_mul_ps(_mm256_cvtph_ps(h), factor);
-            let (low, high) = (
-                products(_mm256_castsi256_si128(half)),
-                products(_mm256_extracti128_si256::<1>(half)),
-            );
-            let is_nan = _mm256_cvtepi8_epi16(_mm_cmpeq_epi8(
-                _mm_and_si128(codes, _mm_set1_epi8(0x7F)),
-                _mm_set1_epi8(0x7F),
-            ));
+            let (codes, low, high) = products_avx2(s, factor);
+            let is_nan = _mm256_cvtepi8_epi16(nan_bytes(codes));
             if F16 {
                 let rounded = _mm256_set_m128i(
                     _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(high),
@@ -550,6 +653,31 @@ mod x86 {
         }
     }
 
+    /// The same 16 codes' float32 products (AVX2 + F16C), NaN codes given `nan`'s outputs
+    /// (32-bit lanes: code 0x7F's, 0xFF's).
+    #[inline(always)]
+    unsafe fn step_f32_avx2(s: *const u8, factor: __m256, nan: [__m256i; 2]) -> [__m256i; 2] {
+        // SAFETY: the caller's contract: 16 bytes at `s`; AVX2 and F16C.
+        unsafe {
+            let (codes, low, high) = products_avx2(s, factor);
+            let is_nan = nan_bytes(codes);
+            // Eight products with the eight codes in the low bytes of `codes` and `is_nan`.
+            let fix = |p: __m256, codes: __m128i, is_nan: __m128i| {
+                let negative = _mm256_srai_epi32::<31>(_mm256_cvtepi8_epi32(codes));
+                let nans = _mm256_blendv_epi8(nan[0], nan[1], negative);
+                _mm256_blendv_epi8(_mm256_castps_si256(p), nans, _mm256_cvtepi8_epi32(is_nan))
+            };
+            [
+                fix(low, codes, is_nan),
+                fix(
+                    high,
+                    _mm_srli_si128::<8>(codes),
+                    _mm_srli_si128::<8>(is_nan),
+                ),
+            ]
+        }
+    }
+
     /// [`super::groups`] on AVX2 (+ F16C), for groups of a multiple of 16 codes: groups whose
     /// factor the float16 route cannot take (NaN, inf, 2^119 or more) by the loop.
     ///
@@ -565,34 +693,49 @@ mod x86 {
     ) {
         // Streaming stores where the destination allows them (the caller fences).
         let stream = (dst.as_ptr() as usize).is_multiple_of(32);
-        let f16 = codes.out == DType::Float16;
+        let size = codes.size();
+        let store = |at: *mut u8, v: __m256i| {
+            // SAFETY: the caller's 32 bytes at `at`, aligned to 32 where streaming.
+            unsafe {
+                if stream {
+                    _mm256_stream_si256(at.cast(), v);
+                } else {
+                    _mm256_storeu_si256(at.cast(), v);
+                }
+            }
+        };
         for (g, &f) in factors.iter().enumerate() {
             let (s, d) = (
                 &src[g * group..][..group],
-                &mut dst[2 * g * group..][..2 * group],
+                &mut dst[size * g * group..][..size * group],
             );
             if !super::by_float16(f) {
                 super::portable(s, codes, f, d);
                 continue;
             }
             let factor = _mm256_set1_ps(f * 256.0);
-            let nan = [0x7F, 0xFF].map(|c| _mm256_set1_epi16(codes.output(c, f) as i16));
+            let nan = [0x7F, 0xFF].map(|c| {
+                let bits = codes.output(c, f);
+                if size == 4 {
+                    _mm256_set1_epi32(bits as i32)
+                } else {
+                    _mm256_set1_epi16(bits as i16)
+                }
+            });
             for k in 0..group / 16 {
-                // SAFETY: step `k` reads bytes 16k..16k+16 of the group's codes and writes 32
-                // bytes at 32k of its output, inside both; AVX2 and F16C by this function's
-                // contract.
+                // SAFETY: step `k` reads bytes 16k..16k+16 of the group's codes and writes its
+                // 16 outputs at 16k * size of the group's output, inside both; AVX2 and F16C by
+                // this function's contract.
                 unsafe {
-                    let s = s.as_ptr().add(16 * k);
-                    let out = if f16 {
-                        step_half_avx2::<true>(s, factor, nan)
-                    } else {
-                        step_half_avx2::<false>(s, factor, nan)
-                    };
-                    let at = d.as_mut_ptr().add(32 * k).cast::<__m256i>();
-                    if stream {
-                        _mm256_stream_si256(at, out);
-                    } else {
-                        _mm256_storeu_si256(at, out);
+                    let (s, at) = (s.as_ptr().add(16 * k), d.as_mut_ptr().add(16 * size * k));
+                    match codes.out {
+                        DType::Float32 => {
+                            let [low, high] = step_f32_avx2(s, factor, nan);
+                            store(at, low);
+                            store(at.add(32), high);
+                        }
+                        DType::Float16 => store(at, step_half_avx2::<true>(s, factor, nan)),
+                        _ => store(at, step_half_avx2::<false>(s, factor, nan)),
                     }
                 }
             }
@@ -679,6 +822,14 @@ mod tests {
         let values = code_values();
         // Every code twice over, with a tail the loop takes.
         let src: Vec<u8> = all.iter().chain(&all).chain(&all[..19]).copied().collect();
+        // Every code again, with NaN codes of alternating signs every seven places, among codes
+        // of both signs.
+        let mixed: Vec<u8> = (0..src.len())
+            .map(|i| match i % 7 {
+                3 => [0x7F, 0xFF][i / 7 % 2],
+                _ => (i * 37 + i / 256) as u8,
+            })
+            .collect();
         // torchao's values too: every NaN code reads as one NaN (here the negative quiet NaN,
         // so that a form that kept each code's sign would differ).
         let mut one_nan = values;
@@ -689,9 +840,16 @@ mod tests {
         for (values, out) in [
             (&values, DType::BFloat16),
             (&values, DType::Float16),
+            (&values, DType::Float32),
             (&one_nan, DType::Float16),
+            (&one_nan, DType::Float32),
         ] {
+            if !supports(DType::Float8E4M3Fn, out) {
+                // (float32 on the portable set: the general path's.)
+                continue;
+            }
             let codes = Codes { values, out };
+            let size = codes.size();
             let factors = [
                 1.0,
                 0.37,
@@ -716,10 +874,10 @@ mod tests {
             let check_runs = |form: &str, src: &[u8], run: Form<f32>| {
                 for f in factors {
                     for skew in (0..64).step_by(2) {
-                        let mut a = vec![0u8; 2 * src.len() + 128];
+                        let mut a = vec![0u8; size * src.len() + 128];
                         let mut b = a.clone();
                         let at = a.as_ptr().align_offset(64) + skew;
-                        let n = 2 * src.len();
+                        let n = size * src.len();
                         run(src, f, &mut a[at..at + n]);
                         crate::lookup4::store_fence();
                         portable(src, codes, f, &mut b[at..at + n]);
@@ -732,11 +890,14 @@ mod tests {
             let check_groups = |form: &str, sizes: &[usize], groups: Form<usize>| {
                 for &group in sizes {
                     let src = &src[..group * factors.len()];
-                    let mut a = vec![0u8; 2 * src.len()];
+                    let mut a = vec![0u8; size * src.len()];
                     let mut b = a.clone();
                     groups(src, group, &mut a);
                     crate::lookup4::store_fence();
-                    for ((s, d), &f) in src.chunks(group).zip(b.chunks_mut(2 * group)).zip(&factors)
+                    for ((s, d), &f) in src
+                        .chunks(group)
+                        .zip(b.chunks_mut(size * group))
+                        .zip(&factors)
                     {
                         portable(s, codes, f, d);
                     }
@@ -745,6 +906,7 @@ mod tests {
             };
             // The set this machine's casts chose (every code twice over, with a tail the loop takes).
             check_runs("chosen", &src, &|s, f, d| run(s, codes, f, d));
+            check_runs("chosen, mixed", &mixed, &|s, f, d| run(s, codes, f, d));
             check_groups("chosen", &[16, 32], &|s, group, d| {
                 groups(s, codes, group, &factors, d)
             });
@@ -754,11 +916,11 @@ mod tests {
                 check_runs("AVX-512 without BF16", &src[..512], &|s, f, d| {
                     // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; 512 codes
                     // are a multiple of 32.
-                    unsafe { x86::groups::<false, false>(s, s.len(), &[f], codes, d) }
+                    unsafe { x86::groups::<false, { x86::TO_BF16 }>(s, s.len(), &[f], codes, d) }
                 });
                 check_groups("AVX-512 without BF16", &[32], &|s, group, d| {
                     // SAFETY: as above.
-                    unsafe { x86::groups::<false, false>(s, group, &factors, codes, d) }
+                    unsafe { x86::groups::<false, { x86::TO_BF16 }>(s, group, &factors, codes, d) }
                 });
             }
             // AVX2's form, whatever set this machine's casts chose.
@@ -766,10 +928,12 @@ mod tests {
             if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("f16c")
             {
-                check_runs("AVX2", &src[..512], &|s, f, d| {
-                    // SAFETY: this CPU runs AVX2 and F16C (checked above).
-                    unsafe { x86::groups_avx2(s, s.len(), &[f], codes, d) }
-                });
+                for (form, src) in [("AVX2", &src[..512]), ("AVX2, mixed", &mixed[..512])] {
+                    check_runs(form, src, &|s, f, d| {
+                        // SAFETY: this CPU runs AVX2 and F16C (checked above).
+                        unsafe { x86::groups_avx2(s, s.len(), &[f], codes, d) }
+                    });
+                }
                 check_groups("AVX2", &[16, 32], &|s, group, d| {
                     // SAFETY: as above.
                     unsafe { x86::groups_avx2(s, group, &factors, codes, d) }

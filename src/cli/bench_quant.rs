@@ -60,7 +60,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize to {dense_dtype} into a reused buffer: one pass where the kernels have one (float4 groups into 16-bit outputs: each group's 16 outputs, looked up; float8 to bfloat16 or float16: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
+            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize to {dense_dtype} into a reused buffer: one pass where the kernels have one (float4 groups into 16-bit outputs: each group's 16 outputs, looked up; float8: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
             dtcast_cast::isa(),
             args.repeat
         )?;
