@@ -60,7 +60,9 @@ impl Lines {
             let at = self.base.add(64 * self.written);
             match self.head {
                 0 => _mm512_stream_si512(at.cast(), v),
-                u32::MAX => _mm512_storeu_si512(at.cast(), v),
+                // (A plain unaligned write, not the intrinsic: in a large loop the inliner may
+                // leave `_mm512_storeu_si512` out of line, a call per vector.)
+                u32::MAX => at.cast::<__m512i>().write_unaligned(v),
                 head => {
                     if self.written == 0 {
                         // The partial line before the first boundary.

@@ -1,32 +1,27 @@
 //! Float4 elements in groups (MXFP4: 32, NVFP4: 16) dequantized in one pass: a group's element
 //! has one of 16 codes and the group one factor, so its 16 possible outputs are computed once —
 //! the same product ([`scale_entry`]: `mul`'s rule) and the same rounding as the general path
-//! (torch's vectorised float32 → bfloat16 or float16, or none for float32) — and every element is looked
-//! up by its code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two groups of
-//! 16, or one group of 32), written as whole cache lines with streaming stores
-//! (`lines::Lines`); the loop over the bytes is the definition it is held to.
+//! (torch's vectorised float32 → bfloat16 or float16, or none for float32) — and every element is
+//! looked up by its code. On AVX-512 (BW) the lookup is a register permute of 32 entries (two
+//! groups of 16, or one group of 32), written as whole cache lines with streaming stores
+//! (`lines::Lines`); on AVX2, byte shuffles (16-bit outputs) or lane permutes (float32); the
+//! loop over the bytes is the definition they are held to.
 //!
-//! The general path (element cast, product, output cast: three passes over a float32 buffer)
-//! stays for float32 output on AVX2. Unit tests hold the SIMD form to the loop and the loop's
-//! roundings to the cast; the references' vectors hold both to the references.
+//! Unit tests hold the SIMD forms to the loop and the loop's roundings to the cast; the
+//! references' vectors hold all to the references.
 
 use dtcast_dtype::DType;
 
 use crate::arith::{mul, scaled_as_on_x86};
 
-/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16 or float16 (16-bit
-/// entries: the same lookups), or into float32 except on AVX2, whose SIMD casts around a
-/// vectorised product are faster than the loop. Without AVX-512 or AVX2 (the portable set: Arm,
-/// the x86-64 baseline) the loop over the bytes serves: a table entry per element, against the
-/// general path's three passes over a float32 buffer.
+/// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16, float16 or
+/// float32. Without AVX-512 or AVX2 (the portable set: Arm, the x86-64 baseline) the loop over
+/// the bytes serves: a table entry per element, against the general path's three passes over a
+/// float32 buffer.
 pub(crate) fn supports(element: DType, group: usize, out: DType) -> bool {
     element == DType::Float4E2M1Fn
         && matches!(group, 16 | 32)
-        && match out {
-            DType::BFloat16 | DType::Float16 => true,
-            DType::Float32 => !avx2(),
-            _ => false,
-        }
+        && matches!(out, DType::BFloat16 | DType::Float16 | DType::Float32)
 }
 
 /// Whether dtcast's casts run AVX2 (with F16C) here, and not AVX-512: the one-pass forms'
@@ -296,13 +291,19 @@ pub(crate) fn dequantize<G: Groups>(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if avx2() && size == 2 {
-        // The same steps on AVX2, 16-bit outputs only.
+    if avx2() {
+        // The same steps on AVX2: 16-bit outputs by byte shuffles, float32 by lane permutes.
         let steps = src.len() / 16;
         let (s, s_tail) = src.split_at(16 * steps);
-        let (d, d_tail) = dst.split_at_mut(64 * steps);
+        let (d, d_tail) = dst.split_at_mut(32 * steps * size);
         // SAFETY: `isa()` names AVX2 only when this CPU runs it.
-        unsafe { x86::dequantize_avx2(s, group, groups, d) };
+        unsafe {
+            if size == 2 {
+                x86::dequantize_avx2::<G, false>(s, group, groups, d);
+            } else {
+                x86::dequantize_avx2::<G, true>(s, group, groups, d);
+            }
+        }
         portable(s_tail, group, groups, steps * 32 / group, out, d_tail);
         store_fence();
         return;
@@ -472,21 +473,25 @@ mod x86 {
         unsafe { lines.finish() };
     }
 
-    /// [`super::dequantize`] into bfloat16 on AVX2, for a multiple of 32 codes: each step's
-    /// 32 codes looked up by two byte shuffles (low bytes, high bytes), each 128-bit lane with
-    /// its group's tables (codes 0-15 are the first group of 16 and 16-31 the second; a group
-    /// of 32 has its tables in both lanes), the two bytes of each entry then put side by side.
+    /// [`super::dequantize`] on AVX2, for a multiple of 32 codes (16 bytes a step), into
+    /// float32 where `F32`, else into 16-bit outputs. 16-bit: each step's 32 codes looked up by
+    /// two byte shuffles (low bytes, high bytes), each 128-bit lane with its group's tables
+    /// (codes 0-15 are the first group of 16 and 16-31 the second; a group of 32 has its tables
+    /// in both lanes), the two bytes of each entry then put side by side. float32: each eight
+    /// codes widened to 32-bit indices and looked up in both halves of their group's 16 entries
+    /// by lane permutes (`vpermd`), index bit 3 picking the half.
     ///
     /// # Safety
     /// The CPU runs AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn dequantize_avx2<G: Groups>(
+    pub(super) unsafe fn dequantize_avx2<G: Groups, const F32: bool>(
         src: &[u8],
         group: usize,
         groups: &G,
         dst: &mut [u8],
     ) {
         let steps = src.len() / 16;
+        let size = if F32 { 4 } else { 2 };
         // Streaming stores where the destination allows them (the caller fences).
         let stream = (dst.as_ptr() as usize).is_multiple_of(32);
         let nibble = _mm_set1_epi8(0xF);
@@ -496,45 +501,74 @@ mod x86 {
             } else {
                 (k, k)
             };
-            let (t0, t1) = (groups.split16(g0), groups.split16(g1));
-            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes bytes 64k..64k+64
-            // of `dst`, inside both (`dst` holds 4 bytes per byte of `src`); `t0` and `t1` are
-            // 32 bytes each; AVX2 by this function's contract.
+            // SAFETY: step `k` reads bytes 16k..16k+16 of `src` and writes its 32 outputs at
+            // 32k * size of `dst`, inside both (`dst` holds 2 * size bytes per byte of `src`);
+            // the tables are 16 entries (`split16`: 32 bytes); AVX2 by this function's contract.
             unsafe {
-                let table = |half: usize| {
-                    _mm256_inserti128_si256::<1>(
-                        _mm256_castsi128_si256(_mm_loadu_si128(t0.as_ptr().add(16 * half).cast())),
-                        _mm_loadu_si128(t1.as_ptr().add(16 * half).cast()),
-                    )
-                };
                 let packed = _mm_loadu_si128(src.as_ptr().add(16 * k).cast());
                 let (lo, hi) = (
                     _mm_and_si128(packed, nibble),
                     _mm_and_si128(_mm_srli_epi16::<4>(packed), nibble),
                 );
                 // The 32 codes as bytes in element order: byte j's low nibble, then its high.
-                let codes = _mm256_inserti128_si256::<1>(
-                    _mm256_castsi128_si256(_mm_unpacklo_epi8(lo, hi)),
-                    _mm_unpackhi_epi8(lo, hi),
-                );
+                let codes = [_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)];
+                let d = dst.as_mut_ptr().add(32 * size * k).cast::<__m256i>();
+                if F32 {
+                    let tables = [groups.table(g0), groups.table(g1)];
+                    for (half, (codes, table)) in codes.into_iter().zip(&tables).enumerate() {
+                        let entries = [
+                            _mm256_loadu_si256(table.as_ptr().cast()),
+                            _mm256_loadu_si256(table.as_ptr().add(8).cast()),
+                        ];
+                        let eights = [codes, _mm_srli_si128::<8>(codes)];
+                        for (quarter, codes) in eights.into_iter().enumerate() {
+                            let index = _mm256_cvtepu8_epi32(codes);
+                            let (first, second) = (
+                                _mm256_permutevar8x32_epi32(entries[0], index),
+                                _mm256_permutevar8x32_epi32(entries[1], index),
+                            );
+                            // Index bit 3 to the sign bit: the second half's entries.
+                            let pick = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(index));
+                            let out = _mm256_castps_si256(_mm256_blendv_ps(
+                                _mm256_castsi256_ps(first),
+                                _mm256_castsi256_ps(second),
+                                pick,
+                            ));
+                            put(d.add(2 * half + quarter), out, stream);
+                        }
+                    }
+                    continue;
+                }
+                let (t0, t1) = (groups.split16(g0), groups.split16(g1));
+                let table = |half: usize| {
+                    _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm_loadu_si128(t0.as_ptr().add(16 * half).cast())),
+                        _mm_loadu_si128(t1.as_ptr().add(16 * half).cast()),
+                    )
+                };
+                let codes =
+                    _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(codes[0]), codes[1]);
                 let low = _mm256_shuffle_epi8(table(0), codes);
                 let high = _mm256_shuffle_epi8(table(1), codes);
                 let (a, b) = (
                     _mm256_unpacklo_epi8(low, high),
                     _mm256_unpackhi_epi8(low, high),
                 );
-                let d = dst.as_mut_ptr().add(64 * k).cast::<__m256i>();
-                let (first, second) = (
-                    _mm256_permute2x128_si256::<0x20>(a, b),
-                    _mm256_permute2x128_si256::<0x31>(a, b),
-                );
-                if stream {
-                    _mm256_stream_si256(d, first);
-                    _mm256_stream_si256(d.add(1), second);
-                } else {
-                    _mm256_storeu_si256(d, first);
-                    _mm256_storeu_si256(d.add(1), second);
-                }
+                put(d, _mm256_permute2x128_si256::<0x20>(a, b), stream);
+                put(d.add(1), _mm256_permute2x128_si256::<0x31>(a, b), stream);
+            }
+        }
+    }
+
+    /// One vector at `d`: streamed (`d` aligned to 32) or stored.
+    #[inline(always)]
+    unsafe fn put(d: *mut __m256i, v: __m256i, stream: bool) {
+        // SAFETY: the caller's 32 bytes at `d`, aligned where streaming; AVX by its contract.
+        unsafe {
+            if stream {
+                _mm256_stream_si256(d, v);
+            } else {
+                _mm256_storeu_si256(d, v);
             }
         }
     }
@@ -595,21 +629,25 @@ mod tests {
 
     /// [`Groups`] behind a `dyn`, for running one check over both kinds.
     trait Check {
-        fn avx2(&self, src: &[u8], group: usize, dst: &mut [u8]);
-        fn portable(&self, src: &[u8], group: usize, dst: &mut [u8]);
+        fn avx2(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]);
+        fn portable(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]);
     }
 
     impl<G: Groups> Check for G {
-        fn avx2(&self, src: &[u8], group: usize, dst: &mut [u8]) {
+        fn avx2(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]) {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the caller checked that this CPU runs AVX2.
             unsafe {
-                x86::dequantize_avx2(src, group, self, dst);
+                if out.byte_size() == Some(2) {
+                    x86::dequantize_avx2::<G, false>(src, group, self, dst);
+                } else {
+                    x86::dequantize_avx2::<G, true>(src, group, self, dst);
+                }
             }
             store_fence();
         }
-        fn portable(&self, src: &[u8], group: usize, dst: &mut [u8]) {
-            portable(src, group, self, 0, DType::BFloat16, dst);
+        fn portable(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]) {
+            portable(src, group, self, 0, out, dst);
         }
     }
 
@@ -689,14 +727,14 @@ mod tests {
                         assert_eq!(a, b, "by byte: {what}");
                         // AVX2's form, whatever set this machine's casts chose.
                         #[cfg(target_arch = "x86_64")]
-                        if size == 2 && std::arch::is_x86_feature_detected!("avx2") {
+                        if std::arch::is_x86_feature_detected!("avx2") {
                             let whole = 16 * (src.len() / 16);
-                            let (src, n) = (&src[..whole], 4 * whole);
+                            let (src, n) = (&src[..whole], 2 * size * whole);
                             for groups in [&by_factor as &dyn Check, &by_byte] {
                                 a.fill(0);
                                 b.fill(0);
-                                groups.avx2(src, group, &mut a[at..at + n]);
-                                groups.portable(src, group, &mut b[at..at + n]);
+                                groups.avx2(src, group, out, &mut a[at..at + n]);
+                                groups.portable(src, group, out, &mut b[at..at + n]);
                                 assert_eq!(a, b, "AVX2: {what}");
                             }
                         }
