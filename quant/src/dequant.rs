@@ -204,10 +204,12 @@ pub fn dequantize_into(
         }
     }
     if e4m3::supports(scheme.element, out) {
-        // float8 to bfloat16 or float16: decode, product and rounding in registers (one pass).
+        // float8 to bfloat16, float16 or float32: decode, product and rounding in registers (one
+        // pass).
         let mut values: [f32; 256] = code_values(scheme.element)?;
         if let Some(nan) = nan {
-            // torchao's one NaN (float16 keeps a NaN's sign and payload; bfloat16 has one NaN).
+            // torchao's one NaN (float16 and float32 keep a NaN's sign and payload; bfloat16 has
+            // one NaN).
             for v in values.iter_mut().filter(|v| v.is_nan()) {
                 *v = nan;
             }
