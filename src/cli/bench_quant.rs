@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use dtcast::quant::{dequantize_into, quantize, quantize_into, Scheme};
+use dtcast::quant::{dequantize_into, quantize, quantize_into, DequantPlan, Scheme};
 use dtcast_dtype::DType;
 
 use super::args::BenchArgs;
@@ -33,15 +33,6 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     }
     let shape = [rows, COLS];
     let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
-    let dense_size = match dense_dtype {
-        DType::BFloat16 | DType::Float16 | DType::Float32 => dense_dtype.byte_size().unwrap_or(4),
-        other => {
-            return Err(format!(
-                "--dequantize-to {other}: dequantizing writes bfloat16, float16 or float32"
-            )
-            .into())
-        }
-    };
     // Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16.
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let src: Vec<u8> = (0..elements)
@@ -74,6 +65,9 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
         let scheme = Scheme::named(reference, DType::BFloat16)?;
         let q = pool.install(|| quantize(&src, DType::BFloat16, &shape, &scheme))?;
+        // The library's checks of the output dtype (`--dequantize-to`), before any timing.
+        DequantPlan::new(&q.view(&shape), &scheme, dense_dtype)?;
+        let dense_size = dense_dtype.byte_size().unwrap_or(4);
         let packed = q.elements.len() + q.scales.len();
         for direction in ["quantize", "dequantize"] {
             // The dense side: the bfloat16 input, or the dequantized output.

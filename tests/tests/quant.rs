@@ -960,29 +960,28 @@ mod laws {
     }
 }
 
-#[test]
-fn bench_measures_each_scheme_both_ways_beside_memcpy() {
-    let o = dtcast_tests::dtcast_cli(
-        &[
-            "bench",
-            "--scheme",
-            "fp8-block,ao_mxfp4_rceil",
-            "--elements",
-            "8192",
-            "--repeat",
-            "1",
-            "--threads",
-            "1",
-            "--json",
-        ],
-        "",
-    );
+/// The rows of `dtcast bench ARGS --json`, a run that must succeed.
+fn bench_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let o = dtcast_tests::dtcast_cli(&[&["bench"], args, &["--json"]].concat(), "");
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let rows: Vec<serde_json::Value> = o
-        .stdout
+    o.stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn bench_measures_each_scheme_both_ways_beside_memcpy() {
+    let rows = bench_rows(&[
+        "--scheme",
+        "fp8-block,ao_mxfp4_rceil",
+        "--elements",
+        "8192",
+        "--repeat",
+        "1",
+        "--threads",
+        "1",
+    ]);
     assert_eq!(rows.len(), 4);
     for (row, (scheme, direction)) in rows.iter().zip([
         ("fp8-block", "quantize"),
@@ -1046,27 +1045,16 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
     );
     // --dequantize-to: the dequantizing row writes (and counts the bytes of) that dtype.
     let row = |to: &str| {
-        let o = dtcast_tests::dtcast_cli(
-            &[
-                "bench",
-                "--scheme",
-                "mxfp4",
-                "--elements",
-                "8192",
-                "--repeat",
-                "1",
-                "--json",
-                "--dequantize-to",
-                to,
-            ],
-            "",
-        );
-        assert_eq!(o.code, 0, "{}", o.stderr);
-        let rows: Vec<serde_json::Value> = o
-            .stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let rows = bench_rows(&[
+            "--scheme",
+            "mxfp4",
+            "--elements",
+            "8192",
+            "--repeat",
+            "1",
+            "--dequantize-to",
+            to,
+        ]);
         rows[1].clone()
     };
     let (half, single) = (row("float16"), row("float32"));
@@ -1100,7 +1088,7 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
     );
     assert_ne!(o.code, 0);
     assert!(
-        o.stderr.contains("bfloat16, float16 or float32"),
+        o.stderr.contains("float32, bfloat16 or float16, not int8"),
         "{}",
         o.stderr
     );
