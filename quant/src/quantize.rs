@@ -516,12 +516,17 @@ impl<'a> Job<'a> {
                 let band_first_scale = first_scale + b * band_scales;
                 let band_groups = stored.len() / scale_size;
                 let band_rows = local..(local + band).min(count);
+                let known = maxima.map(|m| &m[b * band_scales..][..band_groups]);
                 let at = Rows {
                     local,
                     first_row,
                     first_scale: band_first_scale,
-                    // The bands run last first: a thread's next band is the one before.
-                    next: local.checked_sub(band),
+                    // The bands run last first: a thread's next band is the one before. It is
+                    // read ahead while this one is encoded from the cache, where finding this
+                    // band's amax brought it there (not where the tensor pass's maxima serve):
+                    // mxfp4 from bfloat16 on AVX2, 64M elements, two threads, 8.8-9.3 -> 11.5-11.9
+                    // Gelem/s in interleaved runs.
+                    next: local.checked_sub(band).filter(|_| known.is_none()),
                 };
                 if self.fused && self.one_pass_mxfp4() {
                     // Scales and elements straight from the band (else the steps below).
@@ -530,7 +535,6 @@ impl<'a> Job<'a> {
                         return Ok(());
                     }
                 }
-                let known = maxima.map(|m| &m[b * band_scales..][..band_groups]);
                 if let Some((codes, known)) = codes.as_ref().zip(known) {
                     // Scale bytes looked up as the groups are encoded (else the steps below).
                     let src = input.bytes(local * cols, band_rows.len() * cols);
@@ -561,7 +565,7 @@ impl<'a> Job<'a> {
             let done = if encode8::supports(self.scheme.element, plan.clamp) {
                 self.encode_float8(input, at, plan, out)
             } else {
-                self.encode_fused(input, at.local, plan, out, buf)
+                self.encode_fused(input, at, plan, out, buf)
             };
             if done {
                 return Ok(());
@@ -662,13 +666,13 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// A band of float4 groups (the input's rows from `local`, as many as fill `out`; the plan
-    /// the band's) in one pass (`encode4`), where it serves: false where it does not, or where an
-    /// element is inf or NaN, for the general path to do.
+    /// A band of float4 groups (the input's rows from `at.local`, as many as fill `out`; the
+    /// plan the band's) in one pass (`encode4`), where it serves: false where it does not, or
+    /// where an element is inf or NaN, for the general path to do.
     fn encode_fused(
         &self,
         input: &Input,
-        local: usize,
+        at: &Rows,
         plan: &Plan,
         out: &mut [u8],
         buf: &mut Vec<f32>,
@@ -691,9 +695,11 @@ impl<'a> Job<'a> {
                     round_bf16: plan.arithmetic == DType::BFloat16,
                     unsigned_zero,
                 };
-                let src = input.bytes(local * self.cols, groups * k);
+                let src = input.bytes(at.local * self.cols, groups * k);
                 let scales = thresholds::ScaleBytes::Given(&plan.scales);
-                return thresholds::encode(src, k, scales, by_byte, rules, plan.bounded, out);
+                let next = (at.next).map_or(&[][..], |n| input.bytes(n * self.cols, groups * k));
+                let bounded = plan.bounded;
+                return thresholds::encode(src, k, scales, by_byte, rules, bounded, out, next);
             }
         }
         if !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
@@ -712,7 +718,7 @@ impl<'a> Job<'a> {
                 })
                 .collect();
             if let Some(shifts) = shifts.filter(|s| s.iter().all(|k| k.abs() <= 127)) {
-                let src = input.bytes(local * self.cols, groups * k);
+                let src = input.bytes(at.local * self.cols, groups * k);
                 if encode4::encode_pow2(src, k, &shifts, unsigned_zero, out) {
                     return true;
                 }
@@ -738,7 +744,7 @@ impl<'a> Job<'a> {
             round_bf16: plan.arithmetic == DType::BFloat16,
             unsigned_zero,
         };
-        let src = input.bytes(local * self.cols, groups * k);
+        let src = input.bytes(at.local * self.cols, groups * k);
         encode4::encode(src, self.dtype == DType::BFloat16, k, factors, rules, out)
     }
 

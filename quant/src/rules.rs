@@ -269,8 +269,9 @@ impl ScaleCodes {
             round_bf16: false,
             unsigned_zero: true,
         };
-        // Every magnitude up to `top` was bounded when the table was built.
-        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out)
+        // Every magnitude up to `top` was bounded when the table was built. The input is read
+        // from memory here (the tensor pass found the maxima): prefetched ahead as it is read.
+        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out, &[])
     }
 }
 

@@ -53,15 +53,35 @@ pub(crate) const AHEAD: usize = 8 << 10;
 /// faults, so near the end of a buffer it only asks for a line nobody reads.
 #[inline(always)]
 pub(crate) fn prefetch_ahead(p: *const u8) {
+    prefetch_line(p.wrapping_add(AHEAD));
+}
+
+/// Asks for the cache line at `p`, without waiting for it (x86-64; elsewhere nothing). The
+/// address is only computed, never dereferenced, and a prefetch never faults.
+#[inline(always)]
+pub(crate) fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of x86-64; a prefetch reads nothing and cannot fault, and the
-        // address is only computed (`wrapping_add`), never dereferenced.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(AHEAD).cast()) };
+        // SAFETY: SSE is part of x86-64; a prefetch reads nothing and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Where a loop that reads `src` a line at a time prefetches: line `i` of the result with line
+/// `i` of `src`. That is `next` where the caller reads it after `src` (a thread's next band of
+/// rows, while `src` itself is in the core's cache already: its maxima were just found there),
+/// so that the next band's reads from memory overlap this band's arithmetic; else [`AHEAD`]
+/// bytes past each line of `src`.
+#[inline(always)]
+pub(crate) fn prefetch_base(src: &[u8], next: &[u8]) -> *const u8 {
+    if next.is_empty() {
+        src.as_ptr().wrapping_add(AHEAD)
+    } else {
+        next.as_ptr()
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -224,7 +224,10 @@ macro_rules! with_pick {
 /// positive (the general path's business), or the scale bytes do not match the groups.
 /// `bounded`: the caller knows that none of these can happen (every element and factor finite,
 /// every factor positive, every group's amax over its factor finite), so on AVX-512 the
-/// comparisons skip that check.
+/// comparisons skip that check. `next`: the input the caller quantizes after this one (a
+/// thread's next band), prefetched as `src` is read, where `src` is in the core's cache
+/// already; empty where it is not (then `src`'s own lines are prefetched ahead).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode(
     src: &[u8],
     group: usize,
@@ -233,6 +236,7 @@ pub(crate) fn encode(
     rules: Rules,
     bounded: bool,
     out: &mut [u8],
+    next: &[u8],
 ) -> bool {
     debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
     let groups = out.len() * 2 / group;
@@ -255,12 +259,16 @@ pub(crate) fn encode(
         };
         let (rows, unsigned_zero) = (&*table.rows, rules.unsigned_zero);
         #[cfg(target_arch = "x86_64")]
+        let ahead = crate::simd::prefetch_base(src, next);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = next;
+        #[cfg(target_arch = "x86_64")]
         if crate::lookup4::avx512() {
             // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; every pick is of
             // a group below `groups`, which each source holds (checked above).
             return unsafe {
                 with_pick!(scales, |pick| {
-                    x86::encode_any(src, group, bounded, pick, rows, unsigned_zero, out)
+                    x86::encode_any(src, group, bounded, pick, rows, unsigned_zero, out, ahead)
                 })
             };
         }
@@ -270,7 +278,16 @@ pub(crate) fn encode(
             // `groups`, which each source holds (checked above).
             return unsafe {
                 with_pick!(scales, |pick| {
-                    x86::avx2::encode_any(src, group, bounded, pick, rows, unsigned_zero, out)
+                    x86::avx2::encode_any(
+                        src,
+                        group,
+                        bounded,
+                        pick,
+                        rows,
+                        unsigned_zero,
+                        out,
+                        ahead,
+                    )
                 })
             };
         }
@@ -428,11 +445,12 @@ mod x86 {
     }
 
     /// [`super::encode`] on AVX-512 for any group size and bound, each group's scale byte
-    /// `pick(g)`.
+    /// `pick(g)`; line `i` of `src` is read with a prefetch of line `i` at `ahead`.
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ; `pick` may be called with every group of `out`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn encode_any(
         src: &[u8],
         group: usize,
@@ -441,14 +459,15 @@ mod x86 {
         rows: &[[u16; ROW]; 256],
         unsigned_zero: bool,
         out: &mut [u8],
+        ahead: *const u8,
     ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             match (group, bounded) {
-                (16, true) => encode::<16, false>(src, pick, rows, unsigned_zero, out),
-                (16, false) => encode::<16, true>(src, pick, rows, unsigned_zero, out),
-                (_, true) => encode::<32, false>(src, pick, rows, unsigned_zero, out),
-                (_, false) => encode::<32, true>(src, pick, rows, unsigned_zero, out),
+                (16, true) => encode::<16, false>(src, pick, rows, unsigned_zero, out, ahead),
+                (16, false) => encode::<16, true>(src, pick, rows, unsigned_zero, out, ahead),
+                (_, true) => encode::<32, false>(src, pick, rows, unsigned_zero, out, ahead),
+                (_, false) => encode::<32, true>(src, pick, rows, unsigned_zero, out, ahead),
             }
         }
     }
@@ -466,6 +485,7 @@ mod x86 {
         rows: &[[u16; ROW]; 256],
         unsigned_zero: bool,
         out: &mut [u8],
+        ahead: *const u8,
     ) -> bool {
         let mut bad: __mmask32 = 0;
         let row = |b: u8| rows[usize::from(b)].as_ptr();
@@ -496,7 +516,7 @@ mod x86 {
             } else {
                 near
             };
-            crate::simd::prefetch_ahead(src.as_ptr().add(64 * k));
+            crate::simd::prefetch_line(ahead.wrapping_add(64 * k));
             let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
             pack(codes::<CHECK>(x, near, full, &fixed, unsigned_zero, bad))
         };
@@ -602,6 +622,7 @@ mod x86 {
         /// # Safety
         /// The CPU runs AVX2; `pick` may be called with every group of `out`.
         #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
         pub(crate) unsafe fn encode_any(
             src: &[u8],
             group: usize,
@@ -610,14 +631,15 @@ mod x86 {
             rows: &[[u16; ROW]; 256],
             unsigned_zero: bool,
             out: &mut [u8],
+            ahead: *const u8,
         ) -> bool {
             // SAFETY: the caller's contract.
             unsafe {
                 match (bounded, group) {
-                    (true, 16) => encode::<false, 1>(src, pick, rows, unsigned_zero, out),
-                    (false, 16) => encode::<true, 1>(src, pick, rows, unsigned_zero, out),
-                    (true, _) => encode::<false, 2>(src, pick, rows, unsigned_zero, out),
-                    (false, _) => encode::<true, 2>(src, pick, rows, unsigned_zero, out),
+                    (true, 16) => encode::<false, 1>(src, pick, rows, unsigned_zero, out, ahead),
+                    (false, 16) => encode::<true, 1>(src, pick, rows, unsigned_zero, out, ahead),
+                    (true, _) => encode::<false, 2>(src, pick, rows, unsigned_zero, out, ahead),
+                    (false, _) => encode::<true, 2>(src, pick, rows, unsigned_zero, out, ahead),
                 }
             }
         }
@@ -635,6 +657,7 @@ mod x86 {
             rows: &[[u16; ROW]; 256],
             unsigned_zero: bool,
             out: &mut [u8],
+            ahead: *const u8,
         ) -> bool {
             let mut bad = _mm256_setzero_si256();
             // Every 16 elements (8 bytes out) under one row: groups of 32 are two such halves.
@@ -656,7 +679,7 @@ mod x86 {
                     &rows[usize::from(pick(h + 1))]
                 };
                 // The two halves are one line of `src` where it is aligned to 64 bytes.
-                crate::simd::prefetch_ahead(src.as_ptr().wrapping_add(32 * h));
+                crate::simd::prefetch_line(ahead.wrapping_add(32 * h));
                 let (a, b) = (half(h, first, &mut bad), half(h + 1, second, &mut bad));
                 // SAFETY: bytes 8h..8h + 16 of `out`, inside it.
                 unsafe { _mm_storeu_si128(out.as_mut_ptr().add(8 * h).cast(), pack(a, b)) };
@@ -865,6 +888,7 @@ mod tests {
                                     rows,
                                     unsigned_zero,
                                     &mut wide,
+                                    raw.as_ptr(),
                                 )
                             };
                             assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
@@ -883,7 +907,14 @@ mod tests {
                                 let rows = &table.rows;
                                 let zero = unsigned_zero;
                                 x86::avx2::encode_any(
-                                    raw, group, bounded, pick, rows, zero, &mut wide,
+                                    raw,
+                                    group,
+                                    bounded,
+                                    pick,
+                                    rows,
+                                    zero,
+                                    &mut wide,
+                                    raw.as_ptr(),
                                 )
                             };
                             assert_eq!(ok, clean, "{at} (AVX2, bounded {bounded})");
@@ -904,7 +935,18 @@ mod tests {
                         codes: &codes,
                         stored: &mut stored,
                     };
-                    let ok = encode(raw, group, scales, &factors, rules, false, &mut looked_up);
+                    // (With a next input to prefetch: where the loops look ahead changes no byte.)
+                    let next = raw;
+                    let ok = encode(
+                        raw,
+                        group,
+                        scales,
+                        &factors,
+                        rules,
+                        false,
+                        &mut looked_up,
+                        next,
+                    );
                     assert_eq!(ok, clean, "{at} (by maxima)");
                     if clean {
                         assert_eq!((looked_up, stored), (want, bytes), "{at} (by maxima)");
