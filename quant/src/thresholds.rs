@@ -561,11 +561,14 @@ mod x86 {
 
         /// The codes (16-bit lanes) of 16 elements `x` under the thresholds of `near` (a row's
         /// first eight words in each 128-bit lane); where `CHECK`, whether one is at least
-        /// `bad_at` (the row's `BAD` word) is or-ed into `bad` (as lanes of all ones).
+        /// `bad_at` (the row's `BAD` word) is or-ed into `bad` (as lanes of all ones). `four`:
+        /// every lane `word(4)`, built once by the caller where LLVM cannot see a constant (it
+        /// would turn the shuffle by it into two instructions, as on AVX-512).
         #[inline(always)]
         unsafe fn codes<const CHECK: bool>(
             x: __m256i,
             near: __m256i,
+            four: __m256i,
             bad_at: i16,
             unsigned_zero: bool,
             bad: &mut __m256i,
@@ -582,7 +585,7 @@ mod x86 {
                 // Lanes where `m` is below the threshold that index `i` picks.
                 let below = |i: __m256i| _mm256_cmpgt_epi16(_mm256_shuffle_epi8(near, i), m);
                 let step = word(1) - word(0);
-                let c = _mm256_andnot_si256(below(set(word(4))), set(4 * step));
+                let c = _mm256_andnot_si256(below(four), set(4 * step));
                 let next = _mm256_add_epi16(c, set(word(2)));
                 let c = _mm256_add_epi16(c, _mm256_andnot_si256(below(next), set(2 * step)));
                 let next = _mm256_add_epi16(c, set(word(1)));
@@ -606,13 +609,16 @@ mod x86 {
         unsafe fn pack(a: __m256i, b: __m256i) -> __m128i {
             // SAFETY: AVX2 by the caller's contract.
             unsafe {
-                // Each pair as `first + 16 * second` in a 32-bit lane (at most 255).
-                let pairs = _mm256_set1_epi32(0x0010_0001);
-                let (a, b) = (_mm256_madd_epi16(a, pairs), _mm256_madd_epi16(b, pairs));
-                // Words a0-3 b0-3 | a4-7 b4-7, reordered to a0-7 | b0-7, then bytes.
-                let words = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b));
-                let bytes = _mm256_packus_epi16(words, words);
-                _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0b10_00>(bytes))
+                // The codes as bytes, each 128-bit half packing its own lanes: a0-7 b0-7 |
+                // a8-15 b8-15.
+                let codes = _mm256_packus_epi16(a, b);
+                // Each pair of bytes as `first + 16 * second` in a 16-bit lane (at most 255).
+                let pairs = _mm256_maddubs_epi16(codes, _mm256_set1_epi16(0x1001));
+                // As bytes (each half twice): dword 0 holds a0-7's, 1 b0-7's, 4 a8-15's and 5
+                // b8-15's, put in that order.
+                let bytes = _mm256_packus_epi16(pairs, pairs);
+                let order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
+                _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(bytes, order))
             }
         }
 
@@ -662,12 +668,13 @@ mod x86 {
             let mut bad = _mm256_setzero_si256();
             // Every 16 elements (8 bytes out) under one row: groups of 32 are two such halves.
             let halves = out.len() / 8;
+            let four = core::hint::black_box(_mm256_set1_epi16(word(4)));
             // SAFETY: half `h` reads bytes 32h..32h + 32 of `src` (which holds 4 bytes per byte
             // of `out`); a row is 32 bytes.
             let half = |h: usize, row: &[u16; ROW], bad: &mut __m256i| unsafe {
                 let near = _mm256_broadcastsi128_si256(_mm_loadu_si128(row.as_ptr().cast()));
                 let x = _mm256_loadu_si256(src.as_ptr().add(32 * h).cast());
-                codes::<CHECK>(x, near, row[BAD] as i16, unsigned_zero, bad)
+                codes::<CHECK>(x, near, four, row[BAD] as i16, unsigned_zero, bad)
             };
             let mut h = 0;
             while h + 2 <= halves {
