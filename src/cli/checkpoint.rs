@@ -6,8 +6,10 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_dir, convert_file, convert_index, detect_quantized, read_config, Checkpoint,
-    ConvertOptions, Quantize, QuantizedFormat, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
+    ConvertOptions, Quantize, QuantizedFormat, QuantizedWeight, ShardedCheckpoint, Summary,
+    QUANTIZE_SCHEMES,
 };
+use dtcast_layer::LayerError;
 
 use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
@@ -17,22 +19,35 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
         let ck = ShardedCheckpoint::open(&args.file)?;
         let shards: Vec<(&str, &Checkpoint)> =
             ck.shards().iter().map(|(n, c)| (n.as_str(), c)).collect();
-        return print_inspection(&shards, &[], out);
+        print_inspection(&shards, &[], out)?;
+        let found = read_config(args.file.parent()).and_then(|c| ck.quantized_weights(c.as_ref()));
+        let weights = found.map(|per_shard| {
+            (shards.iter().zip(per_shard))
+                .flat_map(|(&(name, shard), weights)| {
+                    weights.into_iter().map(move |w| (name, shard, w))
+                })
+                .collect()
+        });
+        return print_quantized(weights, out);
     }
     let ck = Checkpoint::open(&args.file)?;
     print_inspection(&[("", &ck)], ck.metadata(), out)?;
-    print_quantized(&ck, &args.file, out)
+    let found =
+        read_config(args.file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
+    print_quantized(
+        found.map(|w| w.into_iter().map(|w| ("", &ck, w)).collect()),
+        out,
+    )
 }
 
-/// The quantized weights of a file (with the `config.json` beside it): scheme, element and scale
-/// dtypes, and what shares a scale; or why the layout cannot be told.
+/// The quantized weights of a checkpoint (as the `config.json` beside it says: each with its
+/// shard's name, empty for a single file, and its shard): scheme, element and scale dtypes, and
+/// what shares a scale; or why the layout cannot be told.
 fn print_quantized(
-    ck: &Checkpoint,
-    file: &std::path::Path,
+    found: Result<Vec<(&str, &Checkpoint, QuantizedWeight)>, LayerError>,
     out: &mut dyn Write,
 ) -> Result<(), CmdError> {
     use dtcast::quant::Granularity;
-    let found = read_config(file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
     let weights = match found {
         Ok(w) if w.is_empty() => return Ok(()),
         Ok(w) => w,
@@ -41,15 +56,19 @@ fn print_quantized(
             return Ok(());
         }
     };
-    let mut schemes: Vec<&str> = weights.iter().map(|w| w.scheme_name).collect();
-    schemes.dedup();
+    let mut schemes: Vec<&str> = Vec::new();
+    for (_, _, w) in &weights {
+        if !schemes.contains(&w.scheme_name) {
+            schemes.push(w.scheme_name);
+        }
+    }
     writeln!(
         out,
         "quantized: {} weights ({}); `convert --dtype bf16` dequantizes them",
         weights.len(),
         schemes.join(", ")
     )?;
-    for w in &weights {
+    for (shard, ck, w) in &weights {
         let shared = match w.scheme.granularity {
             Granularity::Tensor => "one scale".to_owned(),
             Granularity::Channel => "a scale per row".to_owned(),
@@ -57,9 +76,14 @@ fn print_quantized(
             Granularity::Block(r, c) => format!("a scale per {r}x{c} block"),
         };
         let entries = ck.entries();
+        let shard = if shard.is_empty() {
+            String::new()
+        } else {
+            format!(" [{shard}]")
+        };
         writeln!(
             out,
-            "  {}  {}  {} elements, {} scales {:?} ({shared}){}",
+            "  {}{shard}  {}  {} elements, {} scales {:?} ({shared}){}",
             w.name,
             w.scheme_name,
             w.scheme.element,

@@ -1249,16 +1249,23 @@ fn assert_sharded_equals(out: &std::path::Path, want: &Tensors) {
     assert_eq!(map.len(), want.len());
 }
 
+/// DeepSeek-V3's reference checkpoint, its `file` (the quantized model or the dense reference)
+/// split in two shards in `dir` beside its config.json; the index's path.
+fn deepseek_in_two_shards(file: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
+    let index = split_in_two_shards(&src.join(file), dir);
+    std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
+    index
+}
+
 #[test]
 fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() {
     // DeepSeek-V3's layout split in two shards (each weight beside its scales), with its
     // config.json: the output shards hold the reference's dense tensors, and the new index names
     // them (no scale tensors) in the shards that hold them.
     use dtcast::layer::checkpoint::{convert_index, ConvertOptions};
-    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
     let dir = tempfile::tempdir().unwrap();
-    let index = split_in_two_shards(&src.join("model.safetensors"), dir.path());
-    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let index = deepseek_in_two_shards("model.safetensors", dir.path());
     let out = dir.path().join("dense");
     let summary = convert_index(
         &index,
@@ -1268,7 +1275,46 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
     )
     .unwrap();
     assert_eq!(summary.dequantized, 8);
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
     assert_sharded_equals(&out, &read_sorted(&src.join("reference_bf16.safetensors")));
+}
+
+#[test]
+fn inspect_names_the_quantized_weights_of_a_sharded_checkpoint_with_their_shards() {
+    // Real quantized models are sharded: the index is inspected as the file is, each weight
+    // named with the shard that holds it; a config.json that says quantized when no shard holds
+    // a quantized weight is reported, not ignored.
+    let inspect = |file: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let index = deepseek_in_two_shards(file, dir.path());
+        let o = dtcast_tests::dtcast_cli(&["inspect", index.to_str().unwrap()], "");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        o.stdout
+    };
+    let says = |stdout: &str, lines: &[&str]| {
+        for line in lines {
+            assert!(stdout.contains(line), "no `{line}` in:\n{stdout}");
+        }
+    };
+    says(
+        &inspect("model.safetensors"),
+        &[
+            "quantized: 8 weights (deepseek_v3_fp8_block)",
+            "  model.layers.0.mlp.down_proj.weight [model-00001-of-00002.safetensors]  \
+             deepseek_v3_fp8_block  float8_e4m3fn elements, float32 scales [2, 2] (a scale per \
+             128x128 block)",
+            ".weight [model-00002-of-00002.safetensors]  deepseek_v3_fp8_block",
+        ],
+    );
+    // The same config.json beside the dense reference in two shards.
+    says(
+        &inspect("reference_bf16.safetensors"),
+        &[
+            "quantized: cannot be read: ",
+            "config.json's quantization_config says `fp8`, but no shard holds a quantized weight \
+             with its scales",
+        ],
+    );
 }
 
 #[test]

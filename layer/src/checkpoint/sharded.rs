@@ -179,6 +179,31 @@ impl ShardedCheckpoint {
         &self.shards
     }
 
+    /// The quantized weights of each shard, in the order of [`shards`](Self::shards), found as
+    /// [`detect_quantized`](super::detect_quantized) finds them in one file (`config`: the
+    /// checkpoint's `config.json`, [`read_config`](super::read_config)). A weight and its scales
+    /// must share a shard, as the tools that write these layouts keep them. A `config.json`
+    /// whose `quantization_config` names a method when no shard holds a quantized weight is an
+    /// error, as is anything [`detect_quantized`](super::detect_quantized) refuses in a shard.
+    pub fn quantized_weights(
+        &self,
+        config: Option<&Value>,
+    ) -> Result<Vec<Vec<super::QuantizedWeight>>, LayerError> {
+        let found = (self.shards.iter())
+            .map(|(_, shard)| super::quantized::detect_part(shard.entries(), config))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let (Some(m), true) = (
+            super::quantized::config_method(config),
+            found.iter().all(Vec::is_empty),
+        ) {
+            return Err(LayerError::Quantized(format!(
+                "config.json's quantization_config says `{m}`, but no shard holds a quantized weight \
+                 with its scales"
+            )));
+        }
+        Ok(found)
+    }
+
     fn names(&self) -> impl Iterator<Item = &str> + Clone {
         self.shards
             .iter()
@@ -349,19 +374,9 @@ pub(crate) fn convert_shards(
     // shard), and the index names the dense tensors.
     let config = read_config(index.parent())?;
     let mut weight_map: Vec<(String, String)> = Vec::new();
-    let mut found = 0;
-    for (name, shard) in &ck.shards {
-        let weights = super::quantized::detect_part(shard.entries(), config.as_ref())
-            .map_err(|e| e.at(&out_dir.join(name)))?;
-        found += weights.len();
+    for ((name, shard), weights) in ck.shards.iter().zip(ck.quantized_weights(config.as_ref())?) {
         let names = super::quantized::QuantizedWeight::output_names(shard.entries(), &weights);
         weight_map.extend(names.into_iter().flatten().map(|n| (n, name.clone())));
-    }
-    if let (Some(m), 0) = (super::quantized::config_method(config.as_ref()), found) {
-        return Err(LayerError::Quantized(format!(
-            "config.json's quantization_config says `{m}`, but no shard holds a quantized weight \
-             with its scales"
-        )));
     }
     weight_map.sort();
     let (mut written, summary) =
