@@ -51,7 +51,8 @@ pub(crate) enum Command {
 
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// A .safetensors file, or a sharded checkpoint's `*.safetensors.index.json`.
+    /// A .safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or a model
+    /// directory (its `model.safetensors.index.json` or `model.safetensors`, as `convert` reads it).
     pub(crate) file: PathBuf,
 }
 

@@ -5,9 +5,9 @@ use std::io::{IsTerminal, Write};
 
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
-    convert_dir, convert_file, convert_index, detect_quantized, read_config, Checkpoint,
-    ConvertOptions, Quantize, QuantizedFormat, QuantizedWeight, ShardedCheckpoint, Summary,
-    QUANTIZE_SCHEMES,
+    convert_dir, convert_file, convert_index, detect_quantized, model_weights, read_config,
+    Checkpoint, ConvertOptions, Quantize, QuantizedFormat, QuantizedWeight, ShardedCheckpoint,
+    Summary, QUANTIZE_SCHEMES,
 };
 use dtcast_layer::LayerError;
 
@@ -15,12 +15,18 @@ use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
 
 pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), CmdError> {
-    if is_index(&args.file) {
-        let ck = ShardedCheckpoint::open(&args.file)?;
+    // A model directory: its weights, as `convert` finds them.
+    let file = if args.file.is_dir() {
+        model_weights(&args.file)?
+    } else {
+        args.file.clone()
+    };
+    if is_index(&file) {
+        let ck = ShardedCheckpoint::open(&file)?;
         let shards: Vec<(&str, &Checkpoint)> =
             ck.shards().iter().map(|(n, c)| (n.as_str(), c)).collect();
         print_inspection(&shards, &[], out)?;
-        let found = read_config(args.file.parent()).and_then(|c| ck.quantized_weights(c.as_ref()));
+        let found = read_config(file.parent()).and_then(|c| ck.quantized_weights(c.as_ref()));
         let weights = found.map(|per_shard| {
             (shards.iter().zip(per_shard))
                 .flat_map(|(&(name, shard), weights)| {
@@ -30,10 +36,9 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
         });
         return print_quantized(weights, out);
     }
-    let ck = Checkpoint::open(&args.file)?;
+    let ck = Checkpoint::open(&file)?;
     print_inspection(&[("", &ck)], ck.metadata(), out)?;
-    let found =
-        read_config(args.file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
+    let found = read_config(file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
     print_quantized(
         found.map(|w| w.into_iter().map(|w| ("", &ck, w)).collect()),
         out,

@@ -653,14 +653,21 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
         "{}",
         o.stdout
     );
+    // A model directory is inspected as its weights are.
     let nv = path("ct_nvfp4");
-    let o = dtcast_cli(&["inspect", nv.to_str().unwrap()], "");
-    assert!(
-        o.stdout
-            .contains("(a scale per 16 elements of a row), a global scale"),
-        "{}",
-        o.stdout
-    );
+    for given in [&*nv, nv.parent().unwrap()] {
+        let o = dtcast_cli(&["inspect", given.to_str().unwrap()], "");
+        assert!(
+            o.stdout.contains(
+                "  model.layers.0.mlp.down_proj.weight  ct_nvfp4  float4_e2m1fn elements, \
+                 float8_e4m3fn scales [192, 16] (a scale per 16 elements of a row), a global scale"
+            ),
+            "{}: {}{}",
+            given.display(),
+            o.stdout,
+            o.stderr
+        );
+    }
     // A plain checkpoint says nothing about quantization.
     let o = dtcast_cli(&["inspect", "../examples/tiny.safetensors"], "");
     assert_eq!(o.code, 0, "{}", o.stderr);

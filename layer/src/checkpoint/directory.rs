@@ -57,9 +57,29 @@ fn find_weights(dir: &Path) -> Result<Weights, LayerError> {
             dir.display()
         ))),
         _ => Err(LayerError::Output(format!(
-            "{} holds several checkpoints; give the file or the index to convert",
+            "{} holds several checkpoints; give the file or the index",
             dir.display()
         ))),
+    }
+}
+
+/// The weights of the model directory `dir`, as [`convert_dir`] finds them: its
+/// `model.safetensors.index.json`, else its `model.safetensors`, else the one index or the one
+/// safetensors file it holds; an error names the directory where there is none, or several.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("dtcast-doc-model-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// std::fs::write(dir.join("config.json"), "{}")?;
+/// std::fs::write(dir.join("model.safetensors"), b"")?;
+/// let weights = dtcast_layer::checkpoint::model_weights(&dir)?;
+/// assert_eq!(weights, dir.join("model.safetensors"));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn model_weights(dir: &Path) -> Result<PathBuf, LayerError> {
+    match find_weights(dir)? {
+        Weights::Index(path) | Weights::File(path) => Ok(path),
     }
 }
 

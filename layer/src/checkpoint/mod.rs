@@ -43,7 +43,7 @@ mod save;
 mod sharded;
 
 pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
-pub use directory::convert_dir;
+pub use directory::{convert_dir, model_weights};
 pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use layout::compressed_tensors::{
     scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
