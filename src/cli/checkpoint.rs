@@ -6,10 +6,9 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_dir, convert_file, convert_index, detect_quantized, model_weights, read_config,
-    Checkpoint, ConvertOptions, Quantize, QuantizedFormat, QuantizedWeight, ShardedCheckpoint,
-    Summary, QUANTIZE_SCHEMES,
+    Checkpoint, ConvertOptions, Entry, Quantize, QuantizedFormat, QuantizedWeight,
+    ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
 };
-use dtcast_layer::LayerError;
 
 use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
@@ -27,29 +26,45 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
             ck.shards().iter().map(|(n, c)| (n.as_str(), c)).collect();
         print_inspection(&shards, &[], out)?;
         let found = read_config(file.parent()).and_then(|c| ck.quantized_weights(c.as_ref()));
-        let weights = found.map(|per_shard| {
+        // Each weight in the shard that stores its elements, its scales' shard named where
+        // another shard stores them.
+        let shards = &shards;
+        let weights = found.as_ref().map(|per_shard| {
             (shards.iter().zip(per_shard))
-                .flat_map(|(&(name, shard), weights)| {
-                    weights.into_iter().map(move |w| (name, shard, w))
+                .flat_map(|(&(name, _), f)| {
+                    f.written().map(move |w| {
+                        let scales =
+                            (w.scales.checked_sub(f.own)).map(|b| shards[f.borrowed_from[b]].0);
+                        let place = match scales {
+                            Some(other) => format!(" [{name}, scales in {other}]"),
+                            None => format!(" [{name}]"),
+                        };
+                        (place, &f.entries[..], w)
+                    })
                 })
                 .collect()
         });
-        return print_quantized(weights, out);
+        return print_quantized(weights.map_err(|e| e.to_string()), out);
     }
     let ck = Checkpoint::open(&file)?;
     print_inspection(&[("", &ck)], ck.metadata(), out)?;
     let found = read_config(file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
-    print_quantized(
-        found.map(|w| w.into_iter().map(|w| ("", &ck, w)).collect()),
-        out,
-    )
+    let weights = found.as_ref().map(|w| {
+        (w.iter())
+            .map(|w| (String::new(), ck.entries(), w))
+            .collect()
+    });
+    print_quantized(weights.map_err(|e| e.to_string()), out)
 }
 
-/// The quantized weights of a checkpoint (as the `config.json` beside it says: each with its
-/// shard's name, empty for a single file, and its shard): scheme, element and scale dtypes, and
-/// what shares a scale; or why the layout cannot be told.
+/// A quantized weight to list: where it is stored (` [shard]`, empty for a single file), the
+/// tensors its indices are into, and the weight.
+type Listed<'a> = (String, &'a [Entry], &'a QuantizedWeight);
+
+/// The quantized weights of a checkpoint (as the `config.json` beside it says): scheme, element
+/// and scale dtypes, and what shares a scale; or why the layout cannot be told.
 fn print_quantized(
-    found: Result<Vec<(&str, &Checkpoint, QuantizedWeight)>, LayerError>,
+    found: Result<Vec<Listed>, String>,
     out: &mut dyn Write,
 ) -> Result<(), CmdError> {
     use dtcast::quant::Granularity;
@@ -73,22 +88,16 @@ fn print_quantized(
         weights.len(),
         schemes.join(", ")
     )?;
-    for (shard, ck, w) in &weights {
+    for (place, entries, w) in &weights {
         let shared = match w.scheme.granularity {
             Granularity::Tensor => "one scale".to_owned(),
             Granularity::Channel => "a scale per row".to_owned(),
             Granularity::Group(k) => format!("a scale per {k} elements of a row"),
             Granularity::Block(r, c) => format!("a scale per {r}x{c} block"),
         };
-        let entries = ck.entries();
-        let shard = if shard.is_empty() {
-            String::new()
-        } else {
-            format!(" [{shard}]")
-        };
         writeln!(
             out,
-            "  {}{shard}  {}  {} elements, {} scales {:?} ({shared}){}",
+            "  {}{place}  {}  {} elements, {} scales {:?} ({shared}){}",
             w.name,
             w.scheme_name,
             w.scheme.element,

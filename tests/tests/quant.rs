@@ -1211,13 +1211,22 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
 /// `file`'s tensors in two shards in `dir` (layer 0 and the embeddings, then the rest) with a
 /// `model.safetensors.index.json` naming them; the index's path.
 fn split_in_two_shards(file: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    split_in_two_shards_by(file, dir, |n| {
+        n.contains("layers.0.") || n.contains("embed")
+    })
+}
+
+/// [`split_in_two_shards`] with the tensors for which `first` holds in the first shard.
+fn split_in_two_shards_by(
+    file: &std::path::Path,
+    dir: &std::path::Path,
+    first: impl Fn(&str) -> bool,
+) -> std::path::PathBuf {
     use dtcast::layer::checkpoint::{load_map, save};
     let all = load_map(file).unwrap();
     let mut names: Vec<&String> = all.keys().collect();
     names.sort();
-    let (first, second): (Vec<&String>, Vec<&String>) = names
-        .into_iter()
-        .partition(|n| n.contains("layers.0.") || n.contains("embed"));
+    let (first, second): (Vec<&String>, Vec<&String>) = names.into_iter().partition(|n| first(n));
     let mut weight_map = serde_json::Map::new();
     for (name, part) in [
         ("model-00001-of-00002.safetensors", &first),
@@ -1284,6 +1293,71 @@ fn a_sharded_quantized_checkpoint_dequantizes_shard_by_shard_with_a_new_index() 
     assert_eq!(summary.dequantized, 8);
     let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
     assert_sharded_equals(&out, &read_sorted(&src.join("reference_bf16.safetensors")));
+}
+
+#[test]
+fn a_weight_whose_scales_another_shard_stores_dequantizes_from_both() {
+    // The tools that shard checkpoints cut between any two tensors, so a weight's scales may be
+    // in the next shard (pytorch#162214, GPTQModel#2875 met it in DeepSeek-V3-style models):
+    // each weight is dequantized from both shards into the shard of its elements, the other
+    // shard drops the scales, and the values are the reference's. Inspect names both shards.
+    use dtcast::layer::checkpoint::{convert_index, ConvertOptions};
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/deepseek_fp8_block");
+    let dir = tempfile::tempdir().unwrap();
+    // Layer 0's weights in the first shard, their scales in the second (and layer 1's weights
+    // in the second, their scales in the first).
+    let index = split_in_two_shards_by(&src.join("model.safetensors"), dir.path(), |n| {
+        n.contains("layers.0.") != n.ends_with("_scale_inv")
+    });
+    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let o = dtcast_tests::dtcast_cli(&["inspect", index.to_str().unwrap()], "");
+    assert!(
+        o.stdout.contains(
+            "  model.layers.0.mlp.down_proj.weight [model-00001-of-00002.safetensors, scales in \
+             model-00002-of-00002.safetensors]  deepseek_v3_fp8_block"
+        ),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
+    let out = dir.path().join("dense");
+    let options = ConvertOptions::new(DType::BFloat16);
+    let summary = convert_index(&index, &out, &options, &|_, _| {}).unwrap();
+    assert_eq!(summary.dequantized, 8);
+    assert_sharded_equals(&out, &read_sorted(&src.join("reference_bf16.safetensors")));
+    let new_index: serde_json::Value = read_json(&out.join("model.safetensors.index.json"));
+    assert_eq!(
+        new_index["weight_map"]["model.layers.0.mlp.down_proj.weight"],
+        "model-00001-of-00002.safetensors"
+    );
+    // A scale whose weight no shard holds is still refused, naming what is missing.
+    let lost = tempfile::tempdir().unwrap();
+    let index = split_in_two_shards_by(&src.join("model.safetensors"), lost.path(), |n| {
+        n.contains("layers.0.")
+    });
+    let second = lost.path().join("model-00002-of-00002.safetensors");
+    let kept: Vec<(String, dtcast::Tensor)> = dtcast::layer::checkpoint::load_map(&second)
+        .unwrap()
+        .into_iter()
+        .filter(|(n, _)| n != "model.layers.1.mlp.down_proj.weight")
+        .collect();
+    dtcast::layer::checkpoint::save(&second, &kept, &[]).unwrap();
+    let map = std::fs::read_to_string(&index).unwrap().replace(
+        r#""model.layers.1.mlp.down_proj.weight":"model-00002-of-00002.safetensors","#,
+        "",
+    );
+    std::fs::write(&index, map).unwrap();
+    std::fs::copy(src.join("config.json"), lost.path().join("config.json")).unwrap();
+    let e = convert_index(&index, &lost.path().join("dense"), &options, &|_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "`model.layers.1.mlp.down_proj.weight_scale_inv` has no \
+             `model.layers.1.mlp.down_proj.weight` beside it"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

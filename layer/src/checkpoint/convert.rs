@@ -225,6 +225,7 @@ pub(crate) fn convert_to_unnamed(
     let total = data_bytes(&ckpt);
     let summary = write_converted(
         &ckpt,
+        &[],
         &selection,
         options,
         config.as_ref(),
@@ -289,8 +290,12 @@ struct Buf {
 }
 
 /// Writes the converted checkpoint (header and data) into `out`. `progress` gets input bytes done.
+/// `borrowed`: tensors of other shards of a sharded checkpoint, each with the shard that stores
+/// it, that this shard's quantized weights may need (a weight's scales stored in another shard
+/// than its elements); the tensors written are `ckpt`'s own.
 pub(crate) fn write_converted(
     ckpt: &Checkpoint,
+    borrowed: &[(Entry, &Checkpoint)],
     selection: &Selection,
     options: &ConvertOptions,
     config: Option<&serde_json::Value>,
@@ -298,6 +303,21 @@ pub(crate) fn write_converted(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
     let entries = ckpt.entries();
+    // The file's tensors, then the borrowed ones: what quantized weights are found among (their
+    // indices are into this), each read from the checkpoint that stores it.
+    let all: std::borrow::Cow<[Entry]> = if borrowed.is_empty() {
+        entries.into()
+    } else {
+        (entries.iter().cloned())
+            .chain(borrowed.iter().map(|(e, _)| e.clone()))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let all = &*all;
+    let read_part = |i: usize, offset: usize, buf: &mut [u8]| match i.checked_sub(entries.len()) {
+        Some(b) => borrowed[b].1.read_into(&all[i], offset, buf),
+        None => ckpt.read_into(&all[i], offset, buf),
+    };
     // Quantizing writes a new layout: a config.json beside the input describes the input's old
     // one at best, so only the tensors say whether it is quantized already.
     let config = if options.quantize.is_some() {
@@ -305,7 +325,7 @@ pub(crate) fn write_converted(
     } else {
         config
     };
-    let quantized = quantized::detect_part(entries, config)?;
+    let quantized = quantized::detect_part(all, config)?;
     if let Some(q) = &options.quantize {
         if let Some(w) = quantized.first() {
             return Err(w.already_quantized());
@@ -314,7 +334,7 @@ pub(crate) fn write_converted(
     }
     // Each entry's quantized weight, if it is a part of one; a keep pattern that matches a weight
     // or any of its parts keeps all of them as they are.
-    let mut part_of: Vec<Option<usize>> = vec![None; entries.len()];
+    let mut part_of: Vec<Option<usize>> = vec![None; all.len()];
     for (k, q) in quantized.iter().enumerate() {
         for p in q.parts() {
             part_of[p] = Some(k);
@@ -322,7 +342,7 @@ pub(crate) fn write_converted(
     }
     let kept: Vec<bool> = quantized
         .iter()
-        .map(|q| selection.keeps(&q.name) || q.parts().any(|p| selection.keeps(&entries[p].name)))
+        .map(|q| selection.keeps(&q.name) || q.parts().any(|p| selection.keeps(&all[p].name)))
         .collect();
     if let Some(q) = quantized
         .iter()
@@ -382,10 +402,7 @@ pub(crate) fn write_converted(
                 let n: usize = q.dense_shape.iter().product();
                 specs.push((q.name.clone(), options.dtype, q.dense_shape.clone()));
                 summary.dequantized += 1;
-                summary.bytes_before += q
-                    .parts()
-                    .map(|p| entries[p].range.len() as u64)
-                    .sum::<u64>();
+                summary.bytes_before += q.parts().map(|p| all[p].range.len() as u64).sum::<u64>();
                 summary.bytes_after += storage(options.dtype, n) as u64;
                 // Bands of whole rows (whole blocks of rows, whole experts for gpt-oss), each
                 // dequantized on its own into a buffer of about CHUNK_BYTES.
@@ -459,14 +476,14 @@ pub(crate) fn write_converted(
                 };
                 if let Some(k) = c.dequant {
                     let q = &quantized[k];
-                    let band = Band::of(q, entries, c.first, c.count);
+                    let band = Band::of(q, all, c.first, c.count);
                     bytes.resize(band.len(), 0);
                     let (elements, rest) = bytes.split_at_mut(band.elements.len());
-                    ckpt.read_into(&entries[q.elements], band.elements.start, elements)?;
+                    read_part(q.elements, band.elements.start, elements)?;
                     let (scales, global) = rest.split_at_mut(band.scales.len());
-                    ckpt.read_into(&entries[q.scales], band.scales.start, scales)?;
+                    read_part(q.scales, band.scales.start, scales)?;
                     if let Some(g) = q.global {
-                        ckpt.read_into(&entries[g], 0, global)?;
+                        read_part(g, 0, global)?;
                     }
                 } else {
                     bytes.resize(storage(c.from, c.count), 0);
@@ -483,7 +500,10 @@ pub(crate) fn write_converted(
             for (c, buf) in write_rx {
                 out.write_all(&buf.bytes)?;
                 done += match c.dequant {
-                    Some(k) => Band::of(&quantized[k], entries, c.first, c.count).len() as u64,
+                    Some(k) => {
+                        let q = &quantized[k];
+                        Band::of(q, all, c.first, c.count).own_len(q, entries.len()) as u64
+                    }
                     None => storage(c.from, c.count) as u64,
                 };
                 progress(done);
@@ -497,7 +517,7 @@ pub(crate) fn write_converted(
                     let Ok(mut bytes) = cast_pool.recv() else {
                         return Ok(());
                     };
-                    dequantize_band(&quantized[k], entries, &input.bytes, &c, &mut bytes)?;
+                    dequantize_band(&quantized[k], all, &input.bytes, &c, &mut bytes)?;
                     let _ = caster_return.send(input.bytes);
                     Buf { bytes, pool: 1 }
                 } else if c.from == c.to {
@@ -586,6 +606,15 @@ impl Band {
     /// The bytes the band reads.
     fn len(&self) -> usize {
         self.elements.len() + self.scales.len() + self.global
+    }
+
+    /// The bytes the band reads from the file being converted (of `own` tensors): not the scales
+    /// it borrows from another shard, which that shard's progress counts.
+    fn own_len(&self, q: &QuantizedWeight, own: usize) -> usize {
+        let borrowed = |i: usize, bytes: usize| if i < own { 0 } else { bytes };
+        self.len()
+            - borrowed(q.scales, self.scales.len())
+            - q.global.map_or(0, |g| borrowed(g, self.global))
     }
 }
 

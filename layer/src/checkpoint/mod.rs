@@ -52,7 +52,7 @@ pub use layout::QuantizedFormat;
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;
-pub use sharded::{convert_index, Index, ShardedCheckpoint};
+pub use sharded::{convert_index, Index, ShardWeights, ShardedCheckpoint};
 
 /// Loads a safetensors file into a name → tensor map (for [`Layer::load_tensors`](crate::Layer::load_tensors)).
 pub fn load_map(path: impl AsRef<Path>) -> Result<HashMap<String, Tensor>, LayerError> {

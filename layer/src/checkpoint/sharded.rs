@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::convert::{data_bytes, read_config, write_converted, ConvertOptions, Summary};
-use super::header::MAX_HEADER_LEN;
+use super::header::{Entry, MAX_HEADER_LEN};
 use super::json::{self, quote};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -181,20 +181,56 @@ impl ShardedCheckpoint {
 
     /// The quantized weights of each shard, in the order of [`shards`](Self::shards), found as
     /// [`detect_quantized`](super::detect_quantized) finds them in one file (`config`: the
-    /// checkpoint's `config.json`, [`read_config`](super::read_config)). A weight and its scales
-    /// must share a shard, as the tools that write these layouts keep them. A `config.json`
-    /// whose `quantization_config` names a method when no shard holds a quantized weight is an
-    /// error, as is anything [`detect_quantized`](super::detect_quantized) refuses in a shard.
+    /// checkpoint's `config.json`, [`read_config`](super::read_config)). A weight's parts may be
+    /// stored in different shards (the tools that shard checkpoints cut between any two
+    /// tensors): each shard's weights are found among its own tensors and those of other shards
+    /// in the same modules ([`ShardWeights`]). A `config.json` whose `quantization_config` names
+    /// a method when no shard holds a quantized weight is an error, as is anything
+    /// [`detect_quantized`](super::detect_quantized) refuses (a scale whose weight no shard
+    /// holds, say).
     pub fn quantized_weights(
         &self,
         config: Option<&Value>,
-    ) -> Result<Vec<Vec<super::QuantizedWeight>>, LayerError> {
-        let found = (self.shards.iter())
-            .map(|(_, shard)| super::quantized::detect_part(shard.entries(), config))
-            .collect::<Result<Vec<_>, _>>()?;
+    ) -> Result<Vec<ShardWeights>, LayerError> {
+        // Each tensor's module (its name up to the last dot), and where every tensor of a
+        // module is stored: a weight's parts share their module in every layout.
+        fn module(name: &str) -> &str {
+            name.rsplit_once('.').map_or("", |(m, _)| m)
+        }
+        let mut by_module: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+        for (k, (_, shard)) in self.shards.iter().enumerate() {
+            for (i, e) in shard.entries().iter().enumerate() {
+                by_module.entry(module(&e.name)).or_default().push((k, i));
+            }
+        }
+        let mut found = Vec::with_capacity(self.shards.len());
+        for (k, (_, shard)) in self.shards.iter().enumerate() {
+            let own = shard.entries();
+            let mut modules: Vec<&str> = own.iter().map(|e| module(&e.name)).collect();
+            modules.sort_unstable();
+            modules.dedup();
+            let borrowed: Vec<(usize, usize)> = (modules.iter())
+                .flat_map(|m| by_module[m].iter().copied())
+                .filter(|&(j, _)| j != k)
+                .collect();
+            let entries: Vec<Entry> = (own.iter().cloned())
+                .chain(
+                    borrowed
+                        .iter()
+                        .map(|&(j, i)| self.shards[j].1.entries()[i].clone()),
+                )
+                .collect();
+            let weights = super::quantized::detect_part(&entries, config)?;
+            found.push(ShardWeights {
+                entries,
+                own: own.len(),
+                borrowed_from: borrowed.into_iter().map(|(j, _)| j).collect(),
+                weights,
+            });
+        }
         if let (Some(m), true) = (
             super::quantized::config_method(config),
-            found.iter().all(Vec::is_empty),
+            found.iter().all(|f| f.written().next().is_none()),
         ) {
             return Err(LayerError::Quantized(format!(
                 "config.json's quantization_config says `{m}`, but no shard holds a quantized weight \
@@ -208,6 +244,29 @@ impl ShardedCheckpoint {
         self.shards
             .iter()
             .flat_map(|(_, c)| c.entries().iter().map(|e| e.name.as_str()))
+    }
+}
+
+/// One shard's quantized weights ([`ShardedCheckpoint::quantized_weights`]).
+#[derive(Clone, Debug)]
+pub struct ShardWeights {
+    /// The shard's own tensors, then those of other shards in the same modules (borrowed).
+    pub entries: Vec<Entry>,
+    /// How many of `entries` are the shard's own.
+    pub own: usize,
+    /// The shard that stores each borrowed tensor (`entries[own + j]`), as an index into
+    /// [`ShardedCheckpoint::shards`].
+    pub borrowed_from: Vec<usize>,
+    /// The quantized weights among `entries` (indices into it), those whose elements other
+    /// shards store included: this shard holds only some of their parts, and drops them when it
+    /// is dequantized.
+    pub weights: Vec<super::QuantizedWeight>,
+}
+
+impl ShardWeights {
+    /// The weights whose elements this shard stores: it writes their dense tensors.
+    pub fn written(&self) -> impl Iterator<Item = &super::QuantizedWeight> + '_ {
+        self.weights.iter().filter(|w| w.elements < self.own)
     }
 }
 
@@ -373,15 +432,29 @@ pub(crate) fn convert_shards(
     // Quantized weights are dequantized shard by shard (a weight and its scales must share a
     // shard), and the index names the dense tensors.
     let config = read_config(index.parent())?;
+    let found = ck.quantized_weights(config.as_ref())?;
     let mut weight_map: Vec<(String, String)> = Vec::new();
-    for ((name, shard), weights) in ck.shards.iter().zip(ck.quantized_weights(config.as_ref())?) {
-        let names = super::quantized::QuantizedWeight::output_names(shard.entries(), &weights);
-        weight_map.extend(names.into_iter().flatten().map(|n| (n, name.clone())));
+    for ((name, _), f) in ck.shards.iter().zip(&found) {
+        let names = super::quantized::QuantizedWeight::output_names(&f.entries, &f.weights);
+        let own = names.into_iter().take(f.own).flatten();
+        weight_map.extend(own.map(|n| (n, name.clone())));
     }
     weight_map.sort();
     let (mut written, summary) =
-        write_shards(&ck, target, out_dir, progress, |_, shard, file, done| {
-            write_converted(shard, &selection, options, config.as_ref(), file, done)
+        write_shards(&ck, target, out_dir, progress, |k, shard, file, done| {
+            let f = &found[k];
+            let borrowed: Vec<(Entry, &Checkpoint)> = (f.entries[f.own..].iter().cloned())
+                .zip(f.borrowed_from.iter().map(|&j| &ck.shards[j].1))
+                .collect();
+            write_converted(
+                shard,
+                &borrowed,
+                &selection,
+                options,
+                config.as_ref(),
+                file,
+                done,
+            )
         })?;
     let renamed = (summary.dequantized > 0).then_some(weight_map);
     written.push(new_index(

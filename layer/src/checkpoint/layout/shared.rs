@@ -118,11 +118,12 @@ pub(super) fn find(entries: &[Entry], name: &str) -> Option<usize> {
     entries.iter().position(|e| e.name == name)
 }
 
-/// The error for a scale tensor whose weight tensor `what` is not in the file.
+/// The error for a scale tensor whose weight tensor `what` is not in the checkpoint (the file,
+/// or any shard: a sharded checkpoint's shards lend each other the tensors of a module).
 pub(super) fn missing(scale: &Entry, what: &str) -> LayerError {
     err(format!(
-        "`{}` has no `{}` beside it in this file: a scale without its weight (a checkpoint \
-         sharded between the two is not supported yet)",
+        "`{}` has no `{}` beside it (in the file, or in any shard of the checkpoint): a scale \
+         without its weight",
         quote(&scale.name),
         quote(what)
     ))
