@@ -262,11 +262,19 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
             summary.converted, args.format
         ),
         None => {
-            let dequantized = if summary.dequantized > 0 {
+            let mut dequantized = if summary.dequantized > 0 {
                 format!(", dequantized {} quantized weights", summary.dequantized)
             } else {
                 String::new()
             };
+            if summary.activation_dropped > 0 {
+                // Their quantization config is gone with the weights' (a dense model has no
+                // use for them); said, since they are tensors of the input.
+                dequantized += &format!(
+                    " (and dropped their {} activation quantization parameters)",
+                    summary.activation_dropped
+                );
+            }
             let dtype = args.dtype.unwrap_or(DType::BFloat16);
             format!(
                 "converted {} tensors to {dtype}{dequantized}",

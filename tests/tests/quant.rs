@@ -630,6 +630,12 @@ fn a_quantized_weight_is_never_read_without_its_scales() {
     assert!(!out.exists());
 }
 
+/// `dtcast convert INPUT -o OUT --dtype bf16`.
+fn to_bf16_cli(input: &std::path::Path, out: &std::path::Path) -> dtcast_tests::CliOutput {
+    let (input, out) = (input.to_str().unwrap(), out.to_str().unwrap());
+    dtcast_tests::dtcast_cli(&["convert", input, "-o", out, "--dtype", "bf16"], "")
+}
+
 #[test]
 fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
     use dtcast_tests::dtcast_cli;
@@ -675,17 +681,7 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
     // convert reports the dequantized weights; to float8 it refuses with the reason.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dense.safetensors");
-    let o = dtcast_cli(
-        &[
-            "convert",
-            ds.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--dtype",
-            "bf16",
-        ],
-        "",
-    );
+    let o = to_bf16_cli(&ds, &out);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stdout.contains("dequantized 8 quantized weights"),
@@ -1358,6 +1354,55 @@ fn a_weight_whose_scales_another_shard_stores_dequantizes_from_both() {
         ),
         "{e}"
     );
+}
+
+#[test]
+fn activation_quantization_parameters_go_with_their_dequantized_weights() {
+    // An NVFP4 W4A4 checkpoint (llm-compressor quantizes activations too) holds an
+    // `input_global_scale` beside a weight; dequantized, the config.json's quantization_config
+    // is gone, so the parameter would be a tensor no dense model has: it is dropped, and said.
+    use dtcast::layer::checkpoint::{load_map, save};
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_nvfp4");
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    let mut tensors: Vec<(String, dtcast::Tensor)> = load_map(src.join("model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect();
+    let input = "model.layers.0.mlp.down_proj.input_global_scale";
+    tensors.push((
+        input.into(),
+        dtcast::Tensor::from_vec(vec![1234.5f32], &[1]).unwrap(),
+    ));
+    save(model.join("model.safetensors"), &tensors, &[]).unwrap();
+    let config = std::fs::read_to_string(src.join("config.json")).unwrap();
+    let w4a4 = config.replace(
+        r#""input_activations": null"#,
+        r#""input_activations": {"dynamic": "local", "group_size": 16, "num_bits": 4,
+            "strategy": "tensor_group", "symmetric": true, "type": "float"}"#,
+    );
+    assert_ne!(w4a4, config);
+    std::fs::write(model.join("config.json"), w4a4).unwrap();
+    let out = dir.path().join("dense");
+    let o = to_bf16_cli(&model, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(
+            "dequantized 8 quantized weights (and dropped their 1 activation quantization \
+             parameters)"
+        ),
+        "{}",
+        o.stdout
+    );
+    // The output is the reference's dense checkpoint, nothing more.
+    assert_eq!(
+        read_sorted(&out.join("model.safetensors")),
+        read_sorted(&src.join("reference_bf16.safetensors"))
+    );
+    assert!(read_json(&out.join("config.json"))
+        .get("quantization_config")
+        .is_none());
 }
 
 #[test]

@@ -160,6 +160,9 @@ pub struct Summary {
     pub dequantized: usize,
     /// Tensors left as they were.
     pub kept: usize,
+    /// Activation quantization parameters dropped with their dequantized weights
+    /// ([`QuantizedWeight::activation`]).
+    pub activation_dropped: usize,
     /// Bytes of tensor data before.
     pub bytes_before: u64,
     /// Bytes of tensor data after.
@@ -173,6 +176,7 @@ impl Summary {
         self.converted += other.converted;
         self.dequantized += other.dequantized;
         self.kept += other.kept;
+        self.activation_dropped += other.activation_dropped;
         self.bytes_before += other.bytes_before;
         self.bytes_after += other.bytes_after;
     }
@@ -402,6 +406,7 @@ pub(crate) fn write_converted(
                 let n: usize = q.dense_shape.iter().product();
                 specs.push((q.name.clone(), options.dtype, q.dense_shape.clone()));
                 summary.dequantized += 1;
+                summary.activation_dropped += q.activation.len();
                 summary.bytes_before += q.parts().map(|p| all[p].range.len() as u64).sum::<u64>();
                 summary.bytes_after += storage(options.dtype, n) as u64;
                 // Bands of whole rows (whole blocks of rows, whole experts for gpt-oss), each

@@ -64,6 +64,19 @@ pub(crate) fn detect_part(
         }
         found.push(weight);
     }
+    // Each weight's module's activation quantization parameters go with it.
+    if !found.is_empty() {
+        let by_name: std::collections::HashMap<&str, usize> = (entries.iter().enumerate())
+            .map(|(i, e)| (e.name.as_str(), i))
+            .collect();
+        for w in &mut found {
+            if let Some(module) = w.name.strip_suffix(".weight") {
+                w.activation = (super::layout::ACTIVATION_PARAMETERS.iter())
+                    .filter_map(|p| by_name.get(format!("{module}.{p}").as_str()).copied())
+                    .collect();
+            }
+        }
+    }
     found.sort_by_key(|w| w.elements);
     Ok(found)
 }

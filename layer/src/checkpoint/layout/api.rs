@@ -91,7 +91,25 @@ pub struct QuantizedWeight {
     pub shape: Vec<usize>,
     /// The dense tensor's shape (gpt-oss: transposed).
     pub dense_shape: Vec<usize>,
+    /// The entries of the weight's module's activation quantization parameters
+    /// (compressed-tensors' `input_scale`, `input_global_scale`, `input_zero_point`,
+    /// `output_scale`, `output_zero_point`: [`ACTIVATION_PARAMETERS`]). They mean something only
+    /// under the checkpoint's quantization config, so they go with the weight when it is
+    /// dequantized (and stay with it when it is kept).
+    pub activation: Vec<usize>,
 }
+
+/// The names (after the module's) of the activation quantization parameters a quantized
+/// weight's module may hold (compressed-tensors registers `{input,output}_{scale,zero_point,
+/// global_scale}` on a module whose inputs or outputs it quantizes).
+pub const ACTIVATION_PARAMETERS: [&str; 6] = [
+    "input_scale",
+    "input_zero_point",
+    "input_global_scale",
+    "output_scale",
+    "output_zero_point",
+    "output_global_scale",
+];
 
 impl QuantizedWeight {
     /// The name each entry of a file gets in a conversion: the dense name for a quantized weight's
@@ -118,6 +136,9 @@ impl QuantizedWeight {
 
     /// Every entry this weight is stored in.
     pub fn parts(&self) -> impl Iterator<Item = usize> + '_ {
-        [self.elements, self.scales].into_iter().chain(self.global)
+        [self.elements, self.scales]
+            .into_iter()
+            .chain(self.global)
+            .chain(self.activation.iter().copied())
     }
 }

@@ -188,5 +188,6 @@ fn read_weight(
         scheme,
         shape: vec![e, r, g * 32],
         dense_shape: vec![e, g * 32, r],
+        activation: Vec::new(),
     })
 }

@@ -14,7 +14,7 @@ mod gpt_oss;
 mod shared;
 
 pub(crate) use api::Layout;
-pub use api::QuantizedWeight;
+pub use api::{QuantizedWeight, ACTIVATION_PARAMETERS};
 
 /// The layouts `convert --quantize` can write (`--format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

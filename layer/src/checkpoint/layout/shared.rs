@@ -179,6 +179,7 @@ pub(super) fn two_d(
         scheme,
         shape: e.shape.clone(),
         dense_shape: e.shape.clone(),
+        activation: Vec::new(),
     };
     if scheme.element == DType::Float8E4M3Fn {
         check_scales(entries, &q)?;
