@@ -429,8 +429,9 @@ pub(crate) fn convert_shards(
     if let Some(q) = &options.quantize {
         return quantize_shards(&ck, index, q, target, out_dir, progress);
     }
-    // Quantized weights are dequantized shard by shard (a weight and its scales must share a
-    // shard), and the index names the dense tensors.
+    // Quantized weights are dequantized shard by shard, each into the shard of its elements
+    // (its scales read from their shard where another one stores them), and the index names the
+    // dense tensors.
     let config = read_config(index.parent())?;
     let found = ck.quantized_weights(config.as_ref())?;
     let mut weight_map: Vec<(String, String)> = Vec::new();
