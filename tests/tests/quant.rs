@@ -1406,6 +1406,47 @@ fn activation_quantization_parameters_go_with_their_dequantized_weights() {
 }
 
 #[test]
+fn a_kept_quantized_weight_keeps_its_parts_in_the_new_index() {
+    // --keep leaves one NVFP4 weight quantized while the rest of the sharded checkpoint is
+    // dequantized: the new index names that weight's packed elements and scales (in the shard
+    // that holds them), not a dense tensor no shard has.
+    use dtcast::layer::checkpoint::{convert_index, load_map, ConvertOptions};
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_nvfp4");
+    let dir = tempfile::tempdir().unwrap();
+    let index = split_in_two_shards(&src.join("model.safetensors"), dir.path());
+    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let mut options = ConvertOptions::new(DType::BFloat16);
+    options.keep = vec!["model.layers.0.mlp.down_proj.*".to_owned()];
+    let out = dir.path().join("dense");
+    let summary = convert_index(&index, &out, &options, &|_, _| {}).unwrap();
+    assert_eq!(summary.dequantized, 7);
+    let new_index: serde_json::Value = read_json(&out.join("model.safetensors.index.json"));
+    let map = new_index["weight_map"].as_object().unwrap();
+    let down = "model.layers.0.mlp.down_proj";
+    for part in ["weight_packed", "weight_scale", "weight_global_scale"] {
+        assert_eq!(
+            map.get(&format!("{down}.{part}")).and_then(|v| v.as_str()),
+            Some("model-00001-of-00002.safetensors"),
+            "{part}"
+        );
+    }
+    assert!(!map.contains_key(&format!("{down}.weight")));
+    assert!(map.contains_key("model.layers.0.mlp.up_proj.weight"));
+    // Every tensor the index names is in the shard it names, and no other.
+    let mut named = 0;
+    for shard in [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ] {
+        for name in load_map(out.join(shard)).unwrap().keys() {
+            assert_eq!(map[name], shard, "{name}");
+            named += 1;
+        }
+    }
+    assert_eq!(named, map.len());
+}
+
+#[test]
 fn inspect_names_the_quantized_weights_of_a_sharded_checkpoint_with_their_shards() {
     // Real quantized models are sharded: the index is inspected as the file is, each weight
     // named with the shard that holds it; a config.json that says quantized when no shard holds

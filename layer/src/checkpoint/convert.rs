@@ -125,6 +125,12 @@ impl Selection {
         self.patterns.iter().any(|p| p.matches(name))
     }
 
+    /// Whether the quantized weight `q` (its indices into `entries`) stays as it is: a keep
+    /// pattern matches its dense name or any of its parts, which keeps all of them.
+    pub(crate) fn keeps_weight(&self, q: &QuantizedWeight, entries: &[Entry]) -> bool {
+        self.keeps(&q.name) || q.parts().any(|p| self.keeps(&entries[p].name))
+    }
+
     /// The dtype `entry` gets.
     pub(crate) fn dtype_of(&self, entry: &Entry) -> DType {
         let wanted = self.all || entry.dtype.is_floating_point();
@@ -344,9 +350,8 @@ pub(crate) fn write_converted(
             part_of[p] = Some(k);
         }
     }
-    let kept: Vec<bool> = quantized
-        .iter()
-        .map(|q| selection.keeps(&q.name) || q.parts().any(|p| selection.keeps(&all[p].name)))
+    let kept: Vec<bool> = (quantized.iter())
+        .map(|q| selection.keeps_weight(q, all))
         .collect();
     if let Some(q) = quantized
         .iter()

@@ -436,7 +436,12 @@ pub(crate) fn convert_shards(
     let found = ck.quantized_weights(config.as_ref())?;
     let mut weight_map: Vec<(String, String)> = Vec::new();
     for ((name, _), f) in ck.shards.iter().zip(&found) {
-        let names = super::quantized::QuantizedWeight::output_names(&f.entries, &f.weights);
+        // (A weight a keep pattern keeps stays as it is, its parts under their own names.)
+        let dequantized: Vec<_> = (f.weights.iter())
+            .filter(|w| !selection.keeps_weight(w, &f.entries))
+            .cloned()
+            .collect();
+        let names = super::quantized::QuantizedWeight::output_names(&f.entries, &dequantized);
         let own = names.into_iter().take(f.own).flatten();
         weight_map.extend(own.map(|n| (n, name.clone())));
     }
