@@ -235,6 +235,7 @@ pub(crate) fn convert_to_unnamed(
     let total = data_bytes(&ckpt);
     let summary = write_converted(
         &ckpt,
+        ckpt.entries(),
         &[],
         &selection,
         options,
@@ -300,12 +301,14 @@ struct Buf {
 }
 
 /// Writes the converted checkpoint (header and data) into `out`. `progress` gets input bytes done.
-/// `borrowed`: tensors of other shards of a sharded checkpoint, each with the shard that stores
-/// it, that this shard's quantized weights may need (a weight's scales stored in another shard
-/// than its elements); the tensors written are `ckpt`'s own.
+/// `all`: `ckpt`'s tensors, then (of a sharded checkpoint) tensors of other shards that its
+/// quantized weights may need (a weight's scales stored in another shard than its elements),
+/// `lenders[j]` storing `all[ckpt.entries().len() + j]`; the tensors written are `ckpt`'s own.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_converted(
     ckpt: &Checkpoint,
-    borrowed: &[(Entry, &Checkpoint)],
+    all: &[Entry],
+    lenders: &[&Checkpoint],
     selection: &Selection,
     options: &ConvertOptions,
     config: Option<&serde_json::Value>,
@@ -313,19 +316,11 @@ pub(crate) fn write_converted(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
     let entries = ckpt.entries();
-    // The file's tensors, then the borrowed ones: what quantized weights are found among (their
-    // indices are into this), each read from the checkpoint that stores it.
-    let all: std::borrow::Cow<[Entry]> = if borrowed.is_empty() {
-        entries.into()
-    } else {
-        (entries.iter().cloned())
-            .chain(borrowed.iter().map(|(e, _)| e.clone()))
-            .collect::<Vec<_>>()
-            .into()
-    };
-    let all = &*all;
+    debug_assert_eq!(all.len(), entries.len() + lenders.len());
+    // Quantized weights are found among `all` (their indices are into it), each part read from
+    // the checkpoint that stores it.
     let read_part = |i: usize, offset: usize, buf: &mut [u8]| match i.checked_sub(entries.len()) {
-        Some(b) => borrowed[b].1.read_into(&all[i], offset, buf),
+        Some(b) => lenders[b].read_into(&all[i], offset, buf),
         None => ckpt.read_into(&all[i], offset, buf),
     };
     // Quantizing writes a new layout: a config.json beside the input describes the input's old

@@ -449,12 +449,12 @@ pub(crate) fn convert_shards(
     let (mut written, summary) =
         write_shards(&ck, target, out_dir, progress, |k, shard, file, done| {
             let f = &found[k];
-            let borrowed: Vec<(Entry, &Checkpoint)> = (f.entries[f.own..].iter().cloned())
-                .zip(f.borrowed_from.iter().map(|&j| &ck.shards[j].1))
-                .collect();
+            let lenders: Vec<&Checkpoint> =
+                (f.borrowed_from.iter()).map(|&j| &ck.shards[j].1).collect();
             write_converted(
                 shard,
-                &borrowed,
+                &f.entries,
+                &lenders,
                 &selection,
                 options,
                 config.as_ref(),
