@@ -106,7 +106,8 @@ pub(crate) struct ConvertArgs {
     #[arg(long)]
     pub(crate) all: bool,
     /// Leave tensors with this name or glob pattern (e.g. `*.norm.weight`) as they are; repeat the
-    /// flag or separate patterns with commas. Each must match a tensor.
+    /// flag or separate patterns with commas. Each must match a tensor. On a quantized weight
+    /// (or any of its tensors): keep it quantized.
     #[arg(long, value_name = "NAME_OR_GLOB", value_delimiter = ',')]
     pub(crate) keep: Vec<String>,
     /// How values that do not fit are treated.

@@ -275,6 +275,18 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
                     summary.activation_dropped
                 );
             }
+            if summary.attention_dropped > 0 {
+                dequantized += &format!(
+                    ", dropped {} key-value cache (attention) quantization parameters",
+                    summary.attention_dropped
+                );
+            }
+            if !summary.kept_quantized.is_empty() {
+                dequantized += &format!(
+                    ", kept {} quantized weights quantized",
+                    summary.kept_quantized.len()
+                );
+            }
             let dtype = args.dtype.unwrap_or(DType::BFloat16);
             format!(
                 "converted {} tensors to {dtype}{dequantized}",

@@ -2013,3 +2013,328 @@ fn a_weight_larger_than_a_band_quantizes_and_dequantizes_in_bands_as_it_does_who
         assert!(t.3 == whole, "{scheme}: the banded dequantization differs");
     }
 }
+
+/// A copy of the fixture model `fixture` in `dir/model`, with `extra` tensors added and
+/// `config.json` edited by `edit`.
+fn fixture_model_with(
+    fixture: &str,
+    dir: &std::path::Path,
+    extra: Vec<(String, dtcast::Tensor)>,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> std::path::PathBuf {
+    use dtcast::layer::checkpoint::{load_map, save};
+    let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{fixture}"));
+    let model = dir.join("model");
+    std::fs::create_dir(&model).unwrap();
+    let mut tensors: Vec<(String, dtcast::Tensor)> = load_map(src.join("model.safetensors"))
+        .unwrap()
+        .into_iter()
+        .collect();
+    tensors.extend(extra);
+    save(model.join("model.safetensors"), &tensors, &[]).unwrap();
+    let mut config = read_json(&src.join("config.json"));
+    edit(&mut config);
+    std::fs::write(model.join("config.json"), config.to_string()).unwrap();
+    model
+}
+
+/// The key-value cache scales compressed-tensors writes for layer `layer` (`kv_cache_scheme`):
+/// one float32 each for the keys and the values.
+fn kv_cache_scales(layer: usize) -> Vec<(String, dtcast::Tensor)> {
+    ["k_scale", "v_scale"]
+        .into_iter()
+        .map(|p| {
+            (
+                format!("model.layers.{layer}.self_attn.{p}"),
+                dtcast::Tensor::from_vec(vec![0.0123f32], &[1]).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// compressed-tensors' `kv_cache_scheme` for FP8 key-value caches, as llm-compressor writes it.
+fn with_kv_cache_scheme(config: &mut serde_json::Value) {
+    config["quantization_config"]["kv_cache_scheme"] = serde_json::json!({
+        "dynamic": false, "group_size": null, "num_bits": 8, "strategy": "tensor",
+        "symmetric": true, "type": "float"});
+}
+
+#[test]
+fn key_value_cache_scales_go_with_the_quantization_config_that_dequantizing_removes() {
+    // An FP8 checkpoint from llm-compressor with an FP8 key-value cache holds
+    // `self_attn.k_scale` / `v_scale` beside the weights. Dequantized, config.json has no
+    // quantization_config, so no loader would use them (vLLM skips them, transformers warns of
+    // unexpected keys): they are dropped, and said. Kept weights keep the config, and the scales.
+    let src = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block");
+    let dir = tempfile::tempdir().unwrap();
+    let kv = [0, 1].into_iter().flat_map(kv_cache_scales).collect();
+    let model = fixture_model_with("ct_fp8_block", dir.path(), kv, with_kv_cache_scheme);
+    let out = dir.path().join("dense");
+    let o = to_bf16_cli(&model, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(
+            "dequantized 8 quantized weights, dropped 4 key-value cache (attention) quantization \
+             parameters"
+        ),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(
+        read_sorted(&out.join("model.safetensors")),
+        read_sorted(&src.join("reference_bf16.safetensors"))
+    );
+    assert!(read_json(&out.join("config.json"))
+        .get("quantization_config")
+        .is_none());
+
+    // Sharded: the new index names no dropped tensor either.
+    let sharded = dir.path().join("sharded");
+    std::fs::create_dir(&sharded).unwrap();
+    split_in_two_shards(&model.join("model.safetensors"), &sharded);
+    std::fs::copy(model.join("config.json"), sharded.join("config.json")).unwrap();
+    let out = dir.path().join("sharded-dense");
+    let o = to_bf16_cli(&sharded, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let index = read_json(&out.join("model.safetensors.index.json"));
+    let map = index["weight_map"].as_object().unwrap();
+    assert!(!map.keys().any(|k| k.ends_with("_scale")), "{map:?}");
+    assert_sharded_equals(&out, &read_sorted(&src.join("reference_bf16.safetensors")));
+
+    // One weight kept quantized: the quantization config stays, and so do the cache's scales.
+    let out = dir.path().join("kept");
+    let o = convert_cli(
+        model.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &[
+            "--dtype",
+            "bf16",
+            "--keep",
+            "model.layers.1.mlp.up_proj.weight",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let names: Vec<String> = read_sorted(&out.join("model.safetensors"))
+        .into_iter()
+        .map(|t| t.0)
+        .collect();
+    for (name, _) in kv_cache_scales(0).into_iter().chain(kv_cache_scales(1)) {
+        assert!(names.contains(&name), "{name} dropped");
+    }
+    let config = read_json(&out.join("config.json"));
+    assert_eq!(
+        config["quantization_config"]["kv_cache_scheme"]["num_bits"],
+        8
+    );
+}
+
+/// The fixture `src`'s `quantization_config` with `modules` appended to each list `keys` names
+/// (an absent list is empty).
+fn listing_dense(
+    src: &std::path::Path,
+    keys: &[&str],
+    modules: &[serde_json::Value],
+) -> serde_json::Value {
+    let theirs = read_json(&src.join("config.json"))["quantization_config"].clone();
+    let mut want = theirs.clone();
+    for key in keys {
+        let before = (theirs.get(*key)).and_then(|v| v.as_array().cloned());
+        want[*key] = (before.unwrap_or_default().into_iter())
+            .chain(modules.iter().cloned())
+            .collect();
+    }
+    want
+}
+
+#[test]
+fn a_config_keeps_describing_the_weights_kept_quantized_and_lists_the_rest_as_dense() {
+    // --keep keeps some quantized weights while the others are dequantized: config.json's
+    // quantization_config must stay (the kept weights are read through it) and must say that
+    // the dequantized weights' modules are dense, in the keys each format's loaders read —
+    // compressed-tensors' `ignore`, transformers' `modules_to_not_convert` and vLLM's
+    // `ignored_layers` for DeepSeek's FP8. Removing it (as before) left a packed weight that
+    // loaders read as missing.
+    let layers = |modules: &[&str]| -> Vec<String> {
+        [0, 1]
+            .into_iter()
+            .flat_map(|l| modules.iter().map(move |m| format!("model.layers.{l}.{m}")))
+            .collect()
+    };
+    let all = layers(&[
+        "mlp.down_proj",
+        "mlp.up_proj",
+        "self_attn.o_proj",
+        "self_attn.q_proj",
+    ]);
+    let kept = "model.layers.0.self_attn.q_proj";
+    let dense: Vec<serde_json::Value> = (all.iter())
+        .filter(|m| *m != kept)
+        .map(|m| serde_json::Value::from(m.as_str()))
+        .collect();
+    for (fixture, keys) in [
+        ("ct_nvfp4", &["ignore"][..]),
+        (
+            "deepseek_fp8_block",
+            &["modules_to_not_convert", "ignored_layers"][..],
+        ),
+    ] {
+        let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{fixture}"));
+        let dir = tempfile::tempdir().unwrap();
+        let model = fixture_model_with(fixture, dir.path(), Vec::new(), |_| {});
+        let out = dir.path().join("out");
+        let o = convert_cli(
+            model.to_str().unwrap(),
+            out.to_str().unwrap(),
+            &["--dtype", "bf16", "--keep", &format!("{kept}.weight*")],
+        );
+        assert_eq!(o.code, 0, "{fixture}: {}", o.stderr);
+        assert!(
+            o.stdout
+                .contains("dequantized 7 quantized weights, kept 1 quantized weights quantized"),
+            "{fixture}: {}",
+            o.stdout
+        );
+        let ours = read_json(&out.join("config.json"))["quantization_config"].clone();
+        let want = listing_dense(&src, keys, &dense);
+        assert_eq!(ours, want, "{fixture}");
+        // The kept weight's parts are there as they were; the rest is the reference's.
+        let reference = read_sorted(&src.join("reference_bf16.safetensors"));
+        let input = read_sorted(&src.join("model.safetensors"));
+        let got = read_sorted(&out.join("model.safetensors"));
+        let mut want: Tensors = (reference.into_iter())
+            .filter(|t| t.0 != format!("{kept}.weight"))
+            .chain(input.into_iter().filter(|t| t.0.starts_with(kept)))
+            .collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(layout(&got), layout(&want), "{fixture}");
+        assert!(got == want, "{fixture}: bytes differ");
+    }
+}
+
+#[test]
+fn a_module_is_dequantized_or_quantized_as_a_whole() {
+    // gpt-oss keeps two quantized weights in one module (`mlp.experts`: gate_up_proj and
+    // down_proj), and its config marks whole modules as not converted: keeping one of them
+    // quantized while dequantizing the other (or quantizing one and --ignore-ing the other)
+    // would write a config that misdescribes one. Both are errors naming the module, before
+    // anything is written.
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture_model_with("gptoss_mxfp4", dir.path(), Vec::new(), |_| {});
+    let out = dir.path().join("out");
+    let o = convert_cli(
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &[
+            "--dtype",
+            "bf16",
+            "--keep",
+            "model.layers.0.mlp.experts.gate_up_proj_*",
+        ],
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(
+            "`model.layers.0.mlp.experts.down_proj` would be stored dense and \
+             `model.layers.0.mlp.experts.gate_up_proj` quantized, but both are weights of the \
+             module `model.layers.0.mlp.experts`"
+        ) && o.stderr.contains("--keep 'model.layers.0.mlp.experts.*'"),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
+    // The whole module kept: fine, and its layer's experts stay quantized.
+    let o = convert_cli(
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--keep", "model.layers.0.mlp.experts.*"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let config = read_json(&out.join("config.json"));
+    let modules = config["quantization_config"]["modules_to_not_convert"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        modules.last().and_then(|m| m.as_str()),
+        Some("model.layers.1.mlp.experts")
+    );
+    assert!(!modules.contains(&"model.layers.0.mlp.experts".into()));
+
+    let (out, o) = quantize_reference_dir(
+        "gptoss_mxfp4",
+        &dir.path().join("q"),
+        &[
+            "--quantize",
+            "mxfp4",
+            "--format",
+            "gpt-oss",
+            "--ignore",
+            "model.layers.1.mlp.experts.down_proj",
+        ],
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("both are weights of the module `model.layers.1.mlp.experts`")
+            && o.stderr.contains("--ignore 'model.layers.1.mlp.experts.*'"),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn quantizing_with_ignore_lists_the_modules_left_dense_in_each_format_s_config() {
+    // --ignore leaves weights dense; the config must say so, or a loader expects them quantized
+    // (DeepSeek's config named no module before: transformers would build an FP8 layer for a
+    // bfloat16 weight). Each format lists the exact modules, in the keys its loaders read.
+    let dir = tempfile::tempdir().unwrap();
+    for (fixture, format, ignore, keys, module) in [
+        (
+            "deepseek_fp8_block",
+            "deepseek",
+            "model.layers.*.self_attn.o_proj.weight",
+            &["modules_to_not_convert", "ignored_layers"][..],
+            &[
+                "model.layers.0.self_attn.o_proj",
+                "model.layers.1.self_attn.o_proj",
+            ][..],
+        ),
+        (
+            "ct_fp8_block",
+            "compressed-tensors",
+            "model.layers.1.mlp.*",
+            &["ignore"][..],
+            &["model.layers.1.mlp.down_proj", "model.layers.1.mlp.up_proj"][..],
+        ),
+        (
+            "gptoss_mxfp4",
+            "gpt-oss",
+            "model.layers.1.mlp.experts.*_proj",
+            &["modules_to_not_convert"][..],
+            &["model.layers.1.mlp.experts"][..],
+        ),
+    ] {
+        let src = dtcast_tests::fixture_path(&format!("scaled/checkpoints/{fixture}"));
+        let (out, o) = quantize_reference_dir(
+            fixture,
+            &dir.path().join(fixture),
+            &[
+                "--quantize",
+                if format == "gpt-oss" {
+                    "mxfp4"
+                } else {
+                    "fp8-block"
+                },
+                "--format",
+                format,
+                "--ignore",
+                ignore,
+            ],
+        );
+        assert_eq!(o.code, 0, "{fixture}: {}", o.stderr);
+        let module: Vec<serde_json::Value> = module.iter().map(|&m| m.into()).collect();
+        let want = listing_dense(&src, keys, &module);
+        let ours = read_json(&out.join("config.json"))["quantization_config"].clone();
+        assert_eq!(ours, want, "{fixture}");
+    }
+}

@@ -18,7 +18,7 @@ use dtcast_dtype::DType;
 
 use super::header::{self, Entry};
 use super::json::quote;
-use super::layout::QuantizedFormat;
+use super::layout::{check_whole_modules, is_attention_parameter, QuantizedFormat};
 use super::quantized::{self, QuantizedWeight};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -38,7 +38,9 @@ pub struct ConvertOptions {
     /// Convert every tensor, not only the floating ones.
     pub all: bool,
     /// Names or glob patterns (`*.norm.weight`) of tensors to leave as they are. Each must match
-    /// at least one tensor.
+    /// at least one tensor. One that matches a quantized weight (or any of its tensors) keeps
+    /// it quantized; `config.json` then keeps `quantization_config`, listing the dequantized
+    /// weights' modules as dense.
     pub keep: Vec<String>,
     /// The cast mode.
     pub mode: CastMode,
@@ -58,8 +60,9 @@ pub struct Quantize {
     /// (the format's rules), or a reference's name (`ao_mxfp4_rceil`: torchao's scale rule,
     /// written in the format's layout).
     pub scheme: String,
-    /// Names or globs of weights to leave unquantized (each must match a tensor); the embeddings
-    /// and `lm_head` are always left, as compressed-tensors leaves them.
+    /// Names or globs of weights to leave unquantized (each must match a tensor; `config.json`
+    /// lists their modules as dense); the embeddings and `lm_head` are always left, as
+    /// compressed-tensors leaves them.
     pub ignore: Vec<String>,
     /// The layout written: compressed-tensors (every scheme), DeepSeek-V3 (`fp8-block`) or
     /// gpt-oss (`mxfp4`, the MoE experts).
@@ -107,6 +110,7 @@ impl ConvertOptions {
             dtype: self.dtype,
             all: self.all,
             patterns,
+            removes_quantization: false,
         })
     }
 }
@@ -117,9 +121,38 @@ pub(crate) struct Selection {
     dtype: DType,
     all: bool,
     patterns: Vec<glob::Pattern>,
+    /// The conversion dequantizes every quantized weight of the checkpoint (`config.json` loses
+    /// its `quantization_config`): the attention quantization parameters go too.
+    removes_quantization: bool,
 }
 
 impl Selection {
+    /// Which of a whole checkpoint's quantized weights (each with the entries its indices are
+    /// into) are dequantized and which kept: a module is dequantized or kept as a whole
+    /// ([`check_whole_modules`]), and where none is kept the checkpoint stops being quantized.
+    pub(crate) fn plan_dequantizing<'a>(
+        &mut self,
+        weights: impl IntoIterator<Item = (&'a QuantizedWeight, &'a [Entry])>,
+    ) -> Result<(), LayerError> {
+        let (kept, dequantized): (Vec<_>, Vec<_>) = weights
+            .into_iter()
+            .partition(|(w, entries)| self.keeps_weight(w, entries));
+        check_whole_modules(
+            dequantized.iter().map(|(w, _)| w.name.as_str()),
+            kept.iter().map(|(w, _)| w.name.as_str()),
+            "--keep",
+        )?;
+        self.removes_quantization = kept.is_empty() && !dequantized.is_empty();
+        Ok(())
+    }
+
+    /// Whether the tensor `name` is dropped: an attention quantization parameter
+    /// ([`ATTENTION_PARAMETERS`](super::ATTENTION_PARAMETERS): `self_attn.k_scale`, ...) of a
+    /// checkpoint whose quantization the conversion removes, unless a keep pattern keeps it.
+    pub(crate) fn drops(&self, name: &str) -> bool {
+        self.removes_quantization && is_attention_parameter(name) && !self.keeps(name)
+    }
+
     /// Whether a keep pattern matches `name`.
     pub(crate) fn keeps(&self, name: &str) -> bool {
         self.patterns.iter().any(|p| p.matches(name))
@@ -169,6 +202,14 @@ pub struct Summary {
     /// Activation quantization parameters dropped with their dequantized weights
     /// ([`QuantizedWeight::activation`]).
     pub activation_dropped: usize,
+    /// Attention (key-value cache) quantization parameters dropped with the checkpoint's
+    /// quantization config ([`ATTENTION_PARAMETERS`](super::ATTENTION_PARAMETERS)).
+    pub attention_dropped: usize,
+    /// The weights (dense names) the output stores dense where its quantization config would
+    /// otherwise cover them: dequantized ones, or those `--ignore` leaves when quantizing.
+    pub dense_weights: Vec<String>,
+    /// The quantized weights (dense names) that `--keep` keeps quantized.
+    pub kept_quantized: Vec<String>,
     /// Bytes of tensor data before.
     pub bytes_before: u64,
     /// Bytes of tensor data after.
@@ -183,6 +224,9 @@ impl Summary {
         self.dequantized += other.dequantized;
         self.kept += other.kept;
         self.activation_dropped += other.activation_dropped;
+        self.attention_dropped += other.attention_dropped;
+        self.dense_weights.extend_from_slice(&other.dense_weights);
+        self.kept_quantized.extend_from_slice(&other.kept_quantized);
         self.bytes_before += other.bytes_before;
         self.bytes_after += other.bytes_after;
     }
@@ -225,11 +269,12 @@ pub(crate) fn convert_to_unnamed(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(AtomicFile, Summary), LayerError> {
     let ckpt = Checkpoint::open(input)?;
-    let selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
+    let mut selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
     let config = read_config(input.parent())?;
     if options.quantize.is_none() {
         // The whole file: a config.json that calls it quantized must find quantized weights.
-        quantized::detect(ckpt.entries(), config.as_ref())?;
+        let found = quantized::detect(ckpt.entries(), config.as_ref())?;
+        selection.plan_dequantizing(found.iter().map(|w| (w, ckpt.entries())))?;
     }
     let mut file = AtomicFile::create(dir, FileMode::like(input))?;
     let total = data_bytes(&ckpt);
@@ -348,6 +393,14 @@ pub(crate) fn write_converted(
     let kept: Vec<bool> = (quantized.iter())
         .map(|q| selection.keeps_weight(q, all))
         .collect();
+    let mut summary = Summary::default();
+    for (q, _) in quantized
+        .iter()
+        .zip(&kept)
+        .filter(|(q, k)| **k && q.elements < entries.len())
+    {
+        summary.kept_quantized.push(q.name.clone());
+    }
     if let Some(q) = quantized
         .iter()
         .zip(&kept)
@@ -382,7 +435,7 @@ pub(crate) fn write_converted(
     let dequantized_at = |i: usize| part_of[i].filter(|&k| !kept[k]);
     // A packed dtype stores whole bytes only (as safetensors requires): refuse before writing.
     for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
-        if dequantized_at(i).is_some() {
+        if dequantized_at(i).is_some() || selection.drops(&e.name) {
             continue;
         }
         let n = e.numel();
@@ -397,7 +450,6 @@ pub(crate) fn write_converted(
         }
     }
     let mut specs = Vec::with_capacity(entries.len());
-    let mut summary = Summary::default();
     let mut chunks = Vec::new();
     for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
         match dequantized_at(i) {
@@ -406,6 +458,7 @@ pub(crate) fn write_converted(
                 let n: usize = q.dense_shape.iter().product();
                 specs.push((q.name.clone(), options.dtype, q.dense_shape.clone()));
                 summary.dequantized += 1;
+                summary.dense_weights.push(q.name.clone());
                 summary.activation_dropped += q.activation.len();
                 summary.bytes_before += q.parts().map(|p| all[p].range.len() as u64).sum::<u64>();
                 summary.bytes_after += storage(options.dtype, n) as u64;
@@ -431,6 +484,11 @@ pub(crate) fn write_converted(
                 continue;
             }
             Some(_) => continue,
+            None if selection.drops(&e.name) => {
+                summary.attention_dropped += 1;
+                summary.bytes_before += e.range.len() as u64;
+                continue;
+            }
             None => {}
         }
         specs.push((e.name.clone(), to, e.shape.clone()));

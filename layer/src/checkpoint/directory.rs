@@ -12,6 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::convert::{convert_to_unnamed, read_config, ConvertOptions, Summary};
+use super::layout::{mark_dense, QuantizedFormat};
 use super::sharded::{check_output_dir, commit_all, convert_shards};
 use crate::error::LayerError;
 use crate::output::{AtomicFile, FileMode, Target, Want};
@@ -158,14 +159,17 @@ pub fn convert_dir(
     Ok(summary)
 }
 
-/// `config.json` after the conversion: dequantized weights lose `quantization_config` and the
-/// dtype becomes `torch_dtype`; quantized ones gain the format's `quantization_config`.
+/// `config.json` after the conversion: where every quantized weight is dequantized,
+/// `quantization_config` goes; where `--keep` keeps some, it stays and lists the dequantized
+/// weights' modules as dense; the dtype becomes `torch_dtype`. Quantized weights gain the
+/// format's `quantization_config`, listing the modules `--ignore` leaves dense.
 fn updated_config(
     path: &Path,
     options: &ConvertOptions,
     summary: &Summary,
 ) -> Result<Vec<u8>, LayerError> {
     let mut config = read_config(path.parent())?.unwrap_or(Value::Null);
+    let method = super::quantized::config_method(Some(&config));
     let Some(obj) = config.as_object_mut() else {
         return Err(LayerError::Quantized(format!(
             "{} is not a JSON object",
@@ -174,14 +178,22 @@ fn updated_config(
     };
     match &options.quantize {
         Some(q) => {
-            obj.insert(
-                "quantization_config".to_owned(),
-                q.format.layout().config(&q.scheme, &q.ignore),
-            );
+            let layout = q.format.layout();
+            let mut quantization = layout.config(&q.scheme);
+            mark_dense(layout, &mut quantization, &summary.dense_weights)?;
+            obj.insert("quantization_config".to_owned(), quantization);
         }
         None => {
-            if summary.dequantized > 0 {
+            if summary.dequantized > 0 && summary.kept_quantized.is_empty() {
                 obj.remove("quantization_config");
+            }
+            let layout = method.as_deref().and_then(QuantizedFormat::of_method);
+            if let (Some(format), Some(quantization), false) = (
+                layout,
+                obj.get_mut("quantization_config"),
+                summary.kept_quantized.is_empty(),
+            ) {
+                mark_dense(format.layout(), quantization, &summary.dense_weights)?;
             }
             if options.dtype.is_floating_point() {
                 obj.insert("torch_dtype".to_owned(), options.dtype.name().into());

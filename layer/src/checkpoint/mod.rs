@@ -48,7 +48,7 @@ pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use layout::compressed_tensors::{
     scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
 };
-pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS};
+pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 pub use quantized::{detect as detect_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;

@@ -10,6 +10,7 @@ use dtcast_quant::Scheme;
 use super::convert::{Quantize, Summary, CHUNK_BYTES};
 use super::header::{self, Entry};
 use super::json::quote;
+use super::layout::check_whole_modules;
 use super::reader::Checkpoint;
 use crate::error::LayerError;
 use crate::output::AtomicFile;
@@ -24,7 +25,7 @@ pub(crate) fn write_quantized(
     let names = ckpt.entries().iter().map(|e| e.name.as_str());
     let ignore = ignore_patterns(q, names)?;
     let plan = plan(ckpt.entries(), q, &ignore)?;
-    check_targets(q, [&plan])?;
+    check_targets(q, [(ckpt.entries(), plan.as_slice())])?;
     write_planned(ckpt, q, &plan, out, progress)
 }
 
@@ -49,12 +50,24 @@ pub(crate) fn ignore_patterns<'a>(
     Ok(ignore)
 }
 
-/// An error unless some tensor of the checkpoint (`plans`: one per file) is quantized.
+/// An error unless some tensor of the checkpoint (`plans`: one per file, with its entries) is
+/// quantized, or where a module would hold a weight `--ignore` leaves dense and one quantized.
 pub(crate) fn check_targets<'a>(
     q: &Quantize,
-    plans: impl IntoIterator<Item = &'a Vec<Option<Scheme>>>,
+    plans: impl IntoIterator<Item = (&'a [Entry], &'a [Option<Scheme>])> + Clone,
 ) -> Result<(), LayerError> {
-    if plans.into_iter().flatten().all(Option::is_none) {
+    let layout = q.format.layout();
+    let each = || (plans.clone().into_iter()).flat_map(|(entries, plan)| entries.iter().zip(plan));
+    check_whole_modules(
+        each()
+            .filter(|(e, s)| s.is_none() && layout.targets(e))
+            .map(|(e, _)| e.name.as_str()),
+        each()
+            .filter(|(_, s)| s.is_some())
+            .map(|(e, _)| e.name.as_str()),
+        "--ignore",
+    )?;
+    if each().all(|(_, s)| s.is_none()) {
         return Err(LayerError::Quantized(format!(
             "--format {}: no tensor of the checkpoint is one it quantizes ({})",
             q.format,
@@ -154,6 +167,10 @@ pub(crate) fn write_planned(
                 summary.converted += 1;
             }
             None => {
+                if layout.targets(e) {
+                    // (Left dense by --ignore: the config says so.)
+                    summary.dense_weights.push(e.name.clone());
+                }
                 summary.kept += 1;
                 summary.bytes_after += e.range.len() as u64;
                 specs.push((e.name.clone(), e.dtype, e.shape.clone()));

@@ -192,11 +192,9 @@ impl ShardedCheckpoint {
         &self,
         config: Option<&Value>,
     ) -> Result<Vec<ShardWeights>, LayerError> {
-        // Each tensor's module (its name up to the last dot), and where every tensor of a
-        // module is stored: a weight's parts share their module in every layout.
-        fn module(name: &str) -> &str {
-            name.rsplit_once('.').map_or("", |(m, _)| m)
-        }
+        // Where every tensor of a module is stored: a weight's parts share their module in
+        // every layout.
+        use super::layout::module;
         let mut by_module: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
         for (k, (_, shard)) in self.shards.iter().enumerate() {
             for (i, e) in shard.entries().iter().enumerate() {
@@ -335,7 +333,10 @@ fn quantize_shards(
         );
         plans.push(p);
     }
-    check_targets(q, &plans)?;
+    check_targets(
+        q,
+        (ck.shards.iter().zip(&plans)).map(|((_, c), p)| (c.entries(), p.as_slice())),
+    )?;
     weight_map.sort();
     let (mut written, summary) =
         write_shards(ck, target, out_dir, progress, |k, shard, file, done| {
@@ -425,7 +426,7 @@ pub(crate) fn convert_shards(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
     let ck = ShardedCheckpoint::open(index)?;
-    let selection = options.selection(ck.names())?;
+    let mut selection = options.selection(ck.names())?;
     if let Some(q) = &options.quantize {
         return quantize_shards(&ck, index, q, target, out_dir, progress);
     }
@@ -434,6 +435,9 @@ pub(crate) fn convert_shards(
     // dense tensors.
     let config = read_config(index.parent())?;
     let found = ck.quantized_weights(config.as_ref())?;
+    selection.plan_dequantizing(
+        (found.iter()).flat_map(|f| f.written().map(|w| (w, f.entries.as_slice()))),
+    )?;
     let mut weight_map: Vec<(String, String)> = Vec::new();
     for ((name, _), f) in ck.shards.iter().zip(&found) {
         // (A weight a keep pattern keeps stays as it is, its parts under their own names.)
@@ -442,7 +446,7 @@ pub(crate) fn convert_shards(
             .cloned()
             .collect();
         let names = super::quantized::QuantizedWeight::output_names(&f.entries, &dequantized);
-        let own = names.into_iter().take(f.own).flatten();
+        let own = (names.into_iter().take(f.own).flatten()).filter(|n| !selection.drops(n));
         weight_map.extend(own.map(|n| (n, name.clone())));
     }
     weight_map.sort();

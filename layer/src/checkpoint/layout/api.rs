@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::shared::{band_rows, quantize_bands};
 use crate::checkpoint::header::Entry;
+use crate::checkpoint::json::quote;
 use crate::checkpoint::reader::Checkpoint;
 use crate::error::LayerError;
 
@@ -51,8 +52,13 @@ pub(crate) trait Layout: Sync {
         };
         quantize_bands(e, scheme, [rows, cols], band, read, out, progress)
     }
-    /// `config.json`'s `quantization_config` for the requested scheme and `--ignore` globs.
-    fn config(&self, requested: &str, ignore: &[String]) -> Value;
+    /// `config.json`'s `quantization_config` for the requested scheme, as the format's own tools
+    /// write it; the weights left dense are added with [`mark_dense`].
+    fn config(&self, requested: &str) -> Value;
+    /// The keys of `quantization_config` that list modules the checkpoint stores dense (its
+    /// loaders leave them unquantized): where a conversion dequantizes some weights and keeps
+    /// others quantized, the dequantized weights' modules are added to each.
+    fn dense_modules_keys(&self) -> &'static [&'static str];
 
     // ---- reading
 
@@ -111,6 +117,104 @@ pub const ACTIVATION_PARAMETERS: [&str; 6] = [
     "output_global_scale",
 ];
 
+/// The names (after the attention module's) of the parameters compressed-tensors registers on
+/// an attention module whose queries or key-value cache it quantizes (`kv_cache_scheme`, or a
+/// config group that targets attention): `self_attn.k_scale`, `self_attn.v_scale` and the like.
+/// They belong to the checkpoint's quantization config, not to a weight: a conversion that
+/// dequantizes every weight (and so removes the config) drops them.
+pub const ATTENTION_PARAMETERS: [&str; 9] = [
+    "q_scale",
+    "q_zero_point",
+    "q_global_scale",
+    "k_scale",
+    "k_zero_point",
+    "k_global_scale",
+    "v_scale",
+    "v_zero_point",
+    "v_global_scale",
+];
+
+/// The module a tensor belongs to: its name up to the last dot (`a.b.weight` → `a.b`; gpt-oss's
+/// `….mlp.experts.down_proj` → `….mlp.experts`). A quantized weight's parts share their module in
+/// every layout, and configs name modules.
+pub(crate) fn module(name: &str) -> &str {
+    name.rsplit_once('.').map_or("", |(m, _)| m)
+}
+
+/// Adds the modules of `weights` (dense names) to the lists of modules that `layout`'s
+/// `quantization_config` (`config`) says are stored dense ([`Layout::dense_modules_keys`]),
+/// each once, in name order.
+pub(crate) fn mark_dense(
+    layout: &dyn Layout,
+    config: &mut Value,
+    weights: &[String],
+) -> Result<(), LayerError> {
+    if weights.is_empty() {
+        return Ok(());
+    }
+    let Some(obj) = config.as_object_mut() else {
+        return Err(LayerError::Quantized(
+            "config.json's quantization_config is not a JSON object".to_owned(),
+        ));
+    };
+    let mut modules: Vec<&str> = weights.iter().map(|w| module(w)).collect();
+    modules.sort_unstable();
+    for key in layout.dense_modules_keys() {
+        let list = obj
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if list.is_null() {
+            *list = Value::Array(Vec::new());
+        }
+        let Some(list) = list.as_array_mut() else {
+            return Err(LayerError::Quantized(format!(
+                "config.json's quantization_config.{key} is not a list of modules"
+            )));
+        };
+        for m in &modules {
+            let m = Value::String((*m).to_owned());
+            if !list.contains(&m) {
+                list.push(m);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An error where one module would hold both a weight stored dense (`dense`, dense names) and
+/// one stored quantized (`quantized`): a config marks whole modules dense ([`mark_dense`]), and
+/// gpt-oss's experts hold two weights in one module. `flag` is the option that chooses (`--keep`,
+/// `--ignore`).
+pub(crate) fn check_whole_modules<'a>(
+    dense: impl IntoIterator<Item = &'a str>,
+    quantized: impl IntoIterator<Item = &'a str>,
+    flag: &str,
+) -> Result<(), LayerError> {
+    let quantized: std::collections::HashMap<&str, &str> =
+        quantized.into_iter().map(|q| (module(q), q)).collect();
+    for d in dense {
+        let m = module(d);
+        if let Some(q) = quantized.get(m) {
+            return Err(LayerError::Quantized(format!(
+                "`{}` would be stored dense and `{}` quantized, but both are weights of the module \
+                 `{}`, which a quantized checkpoint's config marks dense or quantized as a whole; \
+                 {flag} both or neither ({flag} '{}.*')",
+                quote(d),
+                quote(q),
+                quote(m),
+                quote(m)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is one of [`ATTENTION_PARAMETERS`] of a module.
+pub(crate) fn is_attention_parameter(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, last)| ATTENTION_PARAMETERS.contains(&last))
+}
+
 impl QuantizedWeight {
     /// The name each entry of a file gets in a conversion: the dense name for a quantized weight's
     /// elements, none for its scales, its own for everything else.
@@ -129,7 +233,7 @@ impl QuantizedWeight {
     pub(crate) fn already_quantized(&self) -> LayerError {
         LayerError::Quantized(format!(
             "`{}` is already quantized ({}); dequantize the checkpoint first",
-            crate::checkpoint::json::quote(&self.name),
+            quote(&self.name),
             self.scheme_name
         ))
     }

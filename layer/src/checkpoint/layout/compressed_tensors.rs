@@ -7,9 +7,7 @@ use dtcast_quant::{Granularity, Scheme};
 use serde_json::{json, Value};
 
 use super::api::{Layout, Part, QuantizedWeight};
-use super::shared::{
-    check_scales, err, is_linear_weight, module_of, rows_cols, stored_dense, two_d,
-};
+use super::shared::{check_scales, err, is_linear_weight, rows_cols, stored_dense, two_d};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::error::LayerError;
@@ -83,9 +81,8 @@ impl Layout for CompressedTensors {
     }
 
     /// What compressed-tensors' `ModelCompressor.update_config` writes: one config group over the
-    /// Linear layers, `lm_head` and the `--ignore` weights' modules ignored (a glob as
-    /// compressed-tensors' `re:` form).
-    fn config(&self, requested: &str, ignore: &[String]) -> Value {
+    /// Linear layers, `lm_head` ignored (the modules left dense are added to `ignore`).
+    fn config(&self, requested: &str) -> Value {
         let reference = scheme_name(requested);
         let fp4 = reference.contains("fp4");
         let (format, weights) = if reference.starts_with("ct_fp8_") {
@@ -115,31 +112,13 @@ impl Layout for CompressedTensors {
                        "type": "float"}),
             )
         };
-        let mut ignored = vec![json!("lm_head")];
-        for g in ignore {
-            let module = module_of(g, &[".weight"]);
-            ignored.push(if module.contains(['*', '?', '[']) {
-                let re: String = module
-                    .chars()
-                    .map(|c| match c {
-                        '*' => ".*".to_owned(),
-                        '?' => ".".to_owned(),
-                        '.' => "\\.".to_owned(),
-                        c => c.to_string(),
-                    })
-                    .collect();
-                json!(format!("re:{re}"))
-            } else {
-                json!(module)
-            });
-        }
         json!({
             "config_groups": {"group_0": {"format": format, "input_activations": null,
                                           "output_activations": null, "targets": ["Linear"],
                                           "weights": weights}},
             "format": format,
             "global_compression_ratio": null,
-            "ignore": ignored,
+            "ignore": ["lm_head"],
             "kv_cache_scheme": null,
             "moe_sparsity_config": null,
             "quant_method": "compressed-tensors",
@@ -148,6 +127,11 @@ impl Layout for CompressedTensors {
             "transform_config": {},
             "version": "0.20.0"
         })
+    }
+
+    /// compressed-tensors' `ignore`: module names (or `re:` patterns) no config group applies to.
+    fn dense_modules_keys(&self) -> &'static [&'static str] {
+        &["ignore"]
     }
 
     fn quant_method(&self) -> &'static str {

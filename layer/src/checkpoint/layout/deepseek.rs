@@ -47,9 +47,15 @@ impl Layout for DeepSeek {
         ]
     }
 
-    fn config(&self, _requested: &str, _ignore: &[String]) -> Value {
+    fn config(&self, _requested: &str) -> Value {
         json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                "weight_block_size": [BLOCK, BLOCK]})
+    }
+
+    /// transformers' FP8 config reads `modules_to_not_convert`, vLLM's `ignored_layers`; both
+    /// take module names.
+    fn dense_modules_keys(&self) -> &'static [&'static str] {
+        &["modules_to_not_convert", "ignored_layers"]
     }
 
     fn quant_method(&self) -> &'static str {

@@ -12,7 +12,7 @@ use dtcast_quant::Scheme;
 use serde_json::{json, Value};
 
 use super::api::{Layout, Part, QuantizedWeight};
-use super::shared::{band_rows, err, find, missing, module_of, quantize_bands};
+use super::shared::{band_rows, err, find, missing, quantize_bands};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::checkpoint::reader::Checkpoint;
@@ -105,25 +105,16 @@ impl Layout for GptOss {
         quantize_bands(e, scheme, [experts * r, k], band, read, out, progress)
     }
 
-    /// What gpt-oss's published config lists as not converted, and the `--ignore` weights' modules.
-    fn config(&self, _requested: &str, ignore: &[String]) -> Value {
-        let mut modules = vec![
-            "model.layers.*.self_attn".to_owned(),
-            "model.layers.*.mlp.router".to_owned(),
-            "model.embed_tokens".to_owned(),
-            "lm_head".to_owned(),
-        ];
-        let params: Vec<&str> = EXPERT_PARAMS
-            .iter()
-            .map(|p| p.trim_start_matches(".mlp.experts"))
-            .collect();
-        for g in ignore {
-            let module = module_of(g, &params).to_owned();
-            if !modules.contains(&module) {
-                modules.push(module);
-            }
-        }
-        json!({"modules_to_not_convert": modules, "quant_method": "mxfp4"})
+    /// What gpt-oss's published config lists as not converted.
+    fn config(&self, _requested: &str) -> Value {
+        json!({"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                          "model.embed_tokens", "lm_head"],
+               "quant_method": "mxfp4"})
+    }
+
+    /// transformers' MXFP4 config: module names or patterns it does not convert.
+    fn dense_modules_keys(&self) -> &'static [&'static str] {
+        &["modules_to_not_convert"]
     }
 
     fn quant_method(&self) -> &'static str {

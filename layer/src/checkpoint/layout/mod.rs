@@ -13,8 +13,8 @@ mod deepseek;
 mod gpt_oss;
 mod shared;
 
-pub(crate) use api::Layout;
-pub use api::{QuantizedWeight, ACTIVATION_PARAMETERS};
+pub(crate) use api::{check_whole_modules, is_attention_parameter, mark_dense, module, Layout};
+pub use api::{QuantizedWeight, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 
 /// The layouts `convert --quantize` can write (`--format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,6 +47,11 @@ impl QuantizedFormat {
             QuantizedFormat::DeepSeek => "deepseek",
             QuantizedFormat::GptOss => "gpt-oss",
         }
+    }
+
+    /// The format whose `config.json` says `quant_method`.
+    pub(crate) fn of_method(quant_method: &str) -> Option<QuantizedFormat> {
+        (QuantizedFormat::ALL.into_iter()).find(|f| f.layout().quant_method() == quant_method)
     }
 
     pub(crate) fn layout(self) -> &'static dyn Layout {

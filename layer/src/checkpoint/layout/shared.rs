@@ -10,15 +10,6 @@ use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::error::LayerError;
 
-/// The module a weight name or glob names: the glob less its parameter name (`a.*.weight` →
-/// `a.*`), as configs list modules left unquantized.
-pub(super) fn module_of<'a>(glob: &'a str, params: &[&str]) -> &'a str {
-    params
-        .iter()
-        .find_map(|p| glob.strip_suffix(p))
-        .unwrap_or(glob)
-}
-
 /// Whether compressed-tensors' default targets include `e`: a 2-D floating `*.weight` that is
 /// not an embedding or the output head.
 pub(super) fn is_linear_weight(e: &Entry) -> bool {
