@@ -6,8 +6,8 @@ use std::io::{IsTerminal, Write};
 use dtcast_dtype::DType;
 use dtcast_layer::checkpoint::{
     convert_dir, convert_file, convert_index, detect_quantized, model_weights, read_config,
-    Checkpoint, ConvertOptions, Entry, Quantize, QuantizedFormat, QuantizedWeight,
-    ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
+    unread_quantized, Checkpoint, ConvertOptions, Entry, Quantize, QuantizedFormat,
+    QuantizedWeight, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
 };
 
 use super::args::{ConvertArgs, InspectArgs};
@@ -44,7 +44,8 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
                 })
                 .collect()
         });
-        return print_quantized(weights.map_err(|e| e.to_string()), out);
+        print_quantized(weights.map_err(|e| e.to_string()), out)?;
+        return print_unread(ck.shards().iter().map(|(_, c)| c.entries()), out);
     }
     let ck = Checkpoint::open(&file)?;
     print_inspection(&[("", &ck)], ck.metadata(), out)?;
@@ -54,7 +55,28 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
             .map(|w| (String::new(), ck.entries(), w))
             .collect()
     });
-    print_quantized(weights.map_err(|e| e.to_string()), out)
+    print_quantized(weights.map_err(|e| e.to_string()), out)?;
+    print_unread([ck.entries()], out)
+}
+
+/// The modules quantized in a layout dtcast does not read, each with its layout.
+fn print_unread<'a>(
+    shards: impl IntoIterator<Item = &'a [Entry]>,
+    out: &mut dyn Write,
+) -> Result<(), CmdError> {
+    let unread: Vec<(&str, &str)> = shards.into_iter().flat_map(unread_quantized).collect();
+    if !unread.is_empty() {
+        writeln!(
+            out,
+            "quantized in a layout dtcast does not read: {} modules; `convert` leaves them only \
+             with --keep 'MODULE.*'",
+            unread.len()
+        )?;
+        for (module, layout) in unread {
+            writeln!(out, "  {module}  {layout}")?;
+        }
+    }
+    Ok(())
 }
 
 /// A quantized weight to list: where it is stored (` [shard]`, empty for a single file), the

@@ -2338,3 +2338,147 @@ fn quantizing_with_ignore_lists_the_modules_left_dense_in_each_format_s_config()
         assert_eq!(ours, want, "{fixture}");
     }
 }
+
+#[test]
+fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
+    // A GPTQ file holds its weight as packed int32 `qweight` with float16 `scales`: cast to
+    // bfloat16 like any floating tensor, the scales would be rounded and the model silently
+    // changed (and bitsandbytes' `absmax`, ModelOpt's `weight_scale_2` the same). Such a module
+    // must stay as it is (--keep), and quantizing such a file is refused; a config.json naming a
+    // layout dtcast does not read is refused by name.
+    use dtcast::dtype::half::f16;
+    use dtcast::layer::checkpoint::save;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("gptq");
+    std::fs::create_dir(&model).unwrap();
+    let gptq = "model.layers.0.mlp.down_proj";
+    let scales: Vec<f16> = (0..32)
+        .map(|i| f16::from_f32(0.001 + i as f32 / 4096.0))
+        .collect();
+    let tensors = vec![
+        (
+            format!("{gptq}.qweight"),
+            dtcast::Tensor::from_vec((0..512).collect::<Vec<i32>>(), &[16, 32]).unwrap(),
+        ),
+        (
+            format!("{gptq}.qzeros"),
+            dtcast::Tensor::from_vec(vec![0x7777_7777i32; 4], &[1, 4]).unwrap(),
+        ),
+        (
+            format!("{gptq}.scales"),
+            dtcast::Tensor::from_vec(scales, &[1, 32]).unwrap(),
+        ),
+        (
+            "model.norm.weight".to_owned(),
+            dtcast::Tensor::from_vec(vec![f16::from_f32(1.0); 32], &[32]).unwrap(),
+        ),
+    ];
+    let file = model.join("model.safetensors");
+    save(&file, &tensors, &[]).unwrap();
+    let (input, out) = (file.to_str().unwrap(), dir.path().join("out.safetensors"));
+    let o = convert_cli(input, out.to_str().unwrap(), &["--dtype", "bf16"]);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(&format!(
+            "`{gptq}.qweight` makes `{gptq}` a weight quantized by GPTQ / AWQ"
+        )) && o.stderr.contains(&format!(
+            "converting its `{gptq}.scales` to bfloat16 would change it without its weight"
+        )) && o.stderr.contains(&format!("--keep '{gptq}.*'")),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
+    // Kept: the module's tensors are the input's bytes, the rest converted.
+    let keep = format!("{gptq}.*");
+    let o = convert_cli(
+        input,
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--keep", &keep],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = read_sorted(&file);
+    let after = read_sorted(&out);
+    for (b, a) in before.iter().zip(&after) {
+        if b.0.starts_with(gptq) {
+            assert_eq!(a, b);
+        } else {
+            assert_eq!((a.0.as_str(), a.1), ("model.norm.weight", DType::BFloat16));
+        }
+    }
+    // inspect names the module and its layout.
+    let o = dtcast_tests::dtcast_cli(&["inspect", input], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(&format!(
+            "quantized in a layout dtcast does not read: 1 modules; `convert` leaves them only \
+             with --keep 'MODULE.*'\n  {gptq}  GPTQ / AWQ"
+        )),
+        "{}",
+        o.stdout
+    );
+    // Quantizing it is refused.
+    let o = convert_cli(
+        input,
+        dir.path().join("q.safetensors").to_str().unwrap(),
+        &["--quantize", "fp8-block"],
+    );
+    assert!(
+        o.code != 0 && o.stderr.contains("it is quantized already"),
+        "{}",
+        o.stderr
+    );
+    // ModelOpt's NVFP4 names its scales as compressed-tensors does, with a second scale: it is
+    // not read as compressed-tensors, and refused by name.
+    let modelopt = "model.layers.0.self_attn.o_proj";
+    let nvfp4 = vec![
+        (
+            format!("{modelopt}.weight"),
+            dtcast::Tensor::from_vec(vec![0x21u8; 32], &[4, 8]).unwrap(),
+        ),
+        (
+            format!("{modelopt}.weight_scale"),
+            dtcast::Tensor::from_bytes(&[0x38; 4], DType::Float8E4M3Fn, &[4, 1]).unwrap(),
+        ),
+        (
+            format!("{modelopt}.weight_scale_2"),
+            dtcast::Tensor::from_vec(vec![0.5f32], &[1]).unwrap(),
+        ),
+    ];
+    let file2 = dir.path().join("modelopt.safetensors");
+    save(&file2, &nvfp4, &[]).unwrap();
+    let o = convert_cli(
+        file2.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--force"],
+    );
+    assert!(
+        o.code != 0
+            && o.stderr.contains(&format!(
+                "`{modelopt}.weight_scale_2` makes `{modelopt}` a weight quantized by NVIDIA \
+                 ModelOpt's NVFP4"
+            )),
+        "{}",
+        o.stderr
+    );
+    // A config.json that names such a layout: refused by name, whatever the tensors.
+    std::fs::write(
+        model.join("config.json"),
+        r#"{"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}"#,
+    )
+    .unwrap();
+    let o = convert_cli(
+        input,
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--force", "--keep", &keep],
+    );
+    assert!(
+        o.code != 0
+            && o.stderr.contains(
+                "config.json's quantization_config says `gptq`, a quantized layout dtcast does \
+                 not read (it reads `compressed-tensors` (compressed-tensors), `fp8` (deepseek), \
+                 `mxfp4` (gpt-oss))"
+            ),
+        "{}",
+        o.stderr
+    );
+}

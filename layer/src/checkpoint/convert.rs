@@ -382,6 +382,32 @@ pub(crate) fn write_converted(
         }
         return super::quantize::write_quantized(ckpt, q, out, progress);
     }
+    // A module of a quantized layout dtcast does not read may only stay as it is.
+    let foreign: std::collections::HashMap<&str, (&Entry, &str)> = (quantized::foreign(all))
+        .into_iter()
+        .map(|(module, shows, layout)| (module, (shows, layout)))
+        .collect();
+    if !foreign.is_empty() {
+        for e in entries {
+            let to = selection.dtype_of(e);
+            let module = (e.name.match_indices('.'))
+                .find_map(|(at, _)| foreign.get_key_value(&e.name[..at]));
+            if let (Some((module, (shows, layout))), true) = (module, to != e.dtype) {
+                return Err(quantized::foreign_error(
+                    module,
+                    shows,
+                    layout,
+                    &format!(
+                        "converting its `{}` to {to} would change it without its weight; leave \
+                         the module as it is with --keep '{}.*', or dequantize it with its own \
+                         tools first",
+                        quote(&e.name),
+                        quote(module)
+                    ),
+                ));
+            }
+        }
+    }
     // Each entry's quantized weight, if it is a part of one; a keep pattern that matches a weight
     // or any of its parts keeps all of them as they are.
     let mut part_of: Vec<Option<usize>> = vec![None; all.len()];

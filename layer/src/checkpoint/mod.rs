@@ -49,7 +49,7 @@ pub use layout::compressed_tensors::{
     scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
 };
 pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
-pub use quantized::{detect as detect_quantized, QuantizedWeight};
+pub use quantized::{detect as detect_quantized, unread_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;
 pub use sharded::{convert_index, Index, ShardWeights, ShardedCheckpoint};

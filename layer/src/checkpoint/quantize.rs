@@ -88,6 +88,14 @@ pub(crate) fn plan(
     let reference = layout
         .scheme_name(&q.scheme)
         .map_err(LayerError::Quantized)?;
+    if let Some((module, shows, layout)) = super::quantized::foreign(entries).first() {
+        return Err(super::quantized::foreign_error(
+            module,
+            shows,
+            layout,
+            "it is quantized already; dequantize it with its own tools first",
+        ));
+    }
     let mut plan: Vec<Option<Scheme>> = Vec::with_capacity(entries.len());
     for e in entries {
         if !layout.targets(e) || ignore.iter().any(|p| p.matches(&e.name)) {

@@ -18,6 +18,89 @@ pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
     q.get("quant_method")?.as_str().map(str::to_owned)
 }
 
+/// Quantized layouts dtcast does not read, each known by the end of a tensor name only it writes
+/// (the rest of the name is the quantized module). Converting one would cast its scales as if
+/// they were weights, or copy packed integers under a config that no longer describes them.
+const FOREIGN: [(&str, &str); 4] = [
+    (
+        ".qweight",
+        "GPTQ / AWQ (int32 `qweight` with `scales` and `qzeros`)",
+    ),
+    (".weight.absmax", "bitsandbytes' 4-bit NF4/FP4"),
+    (".SCB", "bitsandbytes' 8-bit LLM.int8()"),
+    (".weight_scale_2", "NVIDIA ModelOpt's NVFP4"),
+];
+
+/// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`]): each
+/// such module, with the tensor that shows it and the layout's name.
+pub(crate) fn foreign(entries: &[Entry]) -> Vec<(&str, &Entry, &'static str)> {
+    (entries.iter())
+        .filter_map(|e| {
+            FOREIGN.iter().find_map(|(end, layout)| {
+                e.name.strip_suffix(end).map(|module| (module, e, *layout))
+            })
+        })
+        .collect()
+}
+
+/// The modules of `entries` that a quantized layout dtcast does not read holds (GPTQ / AWQ,
+/// bitsandbytes, ModelOpt's NVFP4; known by a tensor name only that layout writes), each with
+/// the layout's name. Converting them is refused unless `--keep` leaves them as they are.
+///
+/// ```
+/// # use dtcast_layer::checkpoint::{unread_quantized, Checkpoint};
+/// # let dir = std::env::temp_dir().join(format!("dtcast-doc-unread-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
+/// let file = dir.join("gptq.safetensors");
+/// let qweight = dtcast_device::Tensor::from_vec(vec![0i32; 8], &[2, 4])?;
+/// dtcast_layer::checkpoint::save(&file, &[("layers.0.fc.qweight".to_owned(), qweight)], &[])?;
+/// let ck = Checkpoint::open(&file)?;
+/// let unread = unread_quantized(ck.entries());
+/// assert_eq!(unread[0].0, "layers.0.fc");
+/// assert!(unread[0].1.starts_with("GPTQ / AWQ"));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn unread_quantized(entries: &[Entry]) -> Vec<(&str, &'static str)> {
+    (foreign(entries).into_iter())
+        .map(|(module, _, layout)| (module, layout))
+        .collect()
+}
+
+/// The error for quantizing or converting `module`, of a layout dtcast does not read (`what`:
+/// why not, and what to do instead).
+pub(crate) fn foreign_error(module: &str, shows: &Entry, layout: &str, what: &str) -> LayerError {
+    LayerError::Quantized(format!(
+        "`{}` makes `{}` a weight quantized by {layout}, a layout dtcast does not read (it reads \
+         {}): {what}",
+        quote(&shows.name),
+        quote(module),
+        layouts_read(),
+    ))
+}
+
+/// The layouts dtcast reads, by `config.json`'s `quant_method` and `--format` name.
+fn layouts_read() -> String {
+    let known: Vec<String> = (QuantizedFormat::ALL.iter())
+        .map(|f| format!("`{}` ({f})", f.layout().quant_method()))
+        .collect();
+    known.join(", ")
+}
+
+/// The `quant_method` of `config.json`, checked: one the layouts read, or an error naming them.
+fn known_method(config: Option<&Value>) -> Result<Option<String>, LayerError> {
+    let method = config_method(config);
+    match &method {
+        Some(m) if QuantizedFormat::of_method(m).is_none() => Err(LayerError::Quantized(format!(
+            "config.json's quantization_config says `{}`, a quantized layout dtcast does not read \
+             (it reads {}): converting would cast its scales as if they were weights",
+            quote(m),
+            layouts_read()
+        ))),
+        _ => Ok(method),
+    }
+}
+
 /// The quantized weights among `entries` (a whole checkpoint), in the order of their element
 /// tensors. A `config.json` that says the checkpoint is quantized when none is found is an error.
 pub fn detect(
@@ -39,7 +122,11 @@ pub(crate) fn detect_part(
     entries: &[Entry],
     config: Option<&Value>,
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
-    let method = config_method(config);
+    let method = known_method(config)?;
+    // (A module of a layout dtcast does not read may hold tensors named as a layout's scales:
+    // ModelOpt's NVFP4 has a `weight_scale`. It is not read as that layout; `foreign` names it.)
+    let foreign: std::collections::HashSet<&str> =
+        foreign(entries).into_iter().map(|(m, _, _)| m).collect();
     let mut found: Vec<QuantizedWeight> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
         // A scale tensor names its layout (the layouts' scale names do not overlap).
@@ -49,6 +136,9 @@ pub(crate) fn detect_part(
         else {
             continue;
         };
+        if foreign.contains(prefix) {
+            continue;
+        }
         let layout = format.layout();
         let Some(weight) = layout.read(entries, prefix, i, config)? else {
             continue;
