@@ -226,9 +226,9 @@ const CONFIGS: [&str; 7] = [
 ];
 
 /// `dtcast convert` (the library's `convert_file`) of an arbitrary safetensors file, beside one
-/// of the reference checkpoints' `config.json` or none, dequantizing (`--dtype bfloat16`) or
-/// quantizing (`--quantize`, each scheme and format): refused with an error and no output, or
-/// an output that opens and whose every tensor reads.
+/// of the reference checkpoints' `config.json` or none, dequantizing (`--dtype bfloat16`, some
+/// tensors kept) or quantizing (`--quantize`, each scheme and format): refused with an error and
+/// no output, or an output that opens and whose every tensor reads.
 pub fn convert(data: &[u8]) {
     use dtcast::layer::checkpoint::{
         convert_file, Checkpoint, ConvertOptions, Quantize, QuantizedFormat,
@@ -265,6 +265,10 @@ pub fn convert(data: &[u8]) {
             ignore: Vec::new(),
             format,
         });
+    }
+    if how & 0x80 != 0 {
+        // Some weights (quantized or not) and their tensors kept as they are.
+        options.keep = vec!["*.layers.0.*".to_owned()];
     }
     let out = dir.join("out.safetensors");
     match convert_file(&input, &out, &options, &|_, _| {}) {

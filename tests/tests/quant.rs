@@ -2482,3 +2482,99 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
         o.stderr
     );
 }
+
+#[test]
+fn vllm_fp8_per_tensor_checkpoints_dequantize_with_their_scales() {
+    // vLLM's `fp8` method (AutoFP8 wrote it) stores a per-tensor FP8 weight as compressed-tensors
+    // does: `weight` float8_e4m3fn and a float32 `weight_scale` multiplier (0-d), with a static
+    // `input_scale` and the older `self_attn.kv_scale`. Dequantized: each element times the
+    // scale, in float32, then bfloat16 (values chosen so that every product is exact: e4m3 0x38
+    // = 1.0, 0x40 = 2.0, 0xB8 = -1.0, 0x4C = 6.0 (exponent 9 - 7, mantissa 1.5); scales 0.25
+    // and 3.0).
+    use dtcast::layer::checkpoint::save;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    let fp8 = |bytes: &[u8]| dtcast::Tensor::from_bytes(bytes, DType::Float8E4M3Fn, &[2, 2]);
+    let scalar = |v: f32| dtcast::Tensor::from_vec(vec![v], &[]).unwrap();
+    let (a, b) = ("model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj");
+    let tensors = vec![
+        (
+            format!("{a}.weight"),
+            fp8(&[0x38, 0x40, 0xB8, 0x4C]).unwrap(),
+        ),
+        (format!("{a}.weight_scale"), scalar(0.25)),
+        (format!("{a}.input_scale"), scalar(0.01)),
+        (
+            format!("{b}.weight"),
+            fp8(&[0x40, 0x38, 0x4C, 0xB8]).unwrap(),
+        ),
+        (format!("{b}.weight_scale"), scalar(3.0)),
+        (format!("{b}.input_scale"), scalar(0.02)),
+        ("model.layers.0.self_attn.kv_scale".to_owned(), scalar(1.5)),
+        (
+            "model.norm.weight".to_owned(),
+            dtcast::Tensor::from_vec(vec![1.0f32, 2.0], &[2]).unwrap(),
+        ),
+    ];
+    save(model.join("model.safetensors"), &tensors, &[]).unwrap();
+    std::fs::write(
+        model.join("config.json"),
+        r#"{"quantization_config": {"activation_scheme": "static", "ignored_layers": ["lm_head"],
+            "quant_method": "fp8"}}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("dense");
+    let o = to_bf16_cli(&model, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(
+            "dequantized 2 quantized weights (and dropped their 2 activation quantization \
+             parameters), dropped 1 key-value cache"
+        ),
+        "{}",
+        o.stdout
+    );
+    let bf16 = |v: &[f32]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect()
+    };
+    let got = read_sorted(&out.join("model.safetensors"));
+    let want = vec![
+        (
+            format!("{b}.weight"),
+            DType::BFloat16,
+            vec![2, 2],
+            bf16(&[6.0, 3.0, 18.0, -3.0]),
+        ),
+        (
+            format!("{a}.weight"),
+            DType::BFloat16,
+            vec![2, 2],
+            bf16(&[0.25, 0.5, -0.25, 1.5]),
+        ),
+        (
+            "model.norm.weight".to_owned(),
+            DType::BFloat16,
+            vec![2],
+            bf16(&[1.0, 2.0]),
+        ),
+    ];
+    assert_eq!(got, want);
+    assert!(read_json(&out.join("config.json"))
+        .get("quantization_config")
+        .is_none());
+    // One kept: vLLM's `ignored_layers` (and transformers' `modules_to_not_convert`) name the
+    // other as dense.
+    let out = dir.path().join("kept");
+    let o = convert_cli(
+        model.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--keep", &format!("{a}.*")],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let config = read_json(&out.join("config.json"))["quantization_config"].clone();
+    assert_eq!(config["ignored_layers"], serde_json::json!(["lm_head", b]));
+    assert_eq!(config["modules_to_not_convert"], serde_json::json!([b]));
+}

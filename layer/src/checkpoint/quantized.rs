@@ -21,7 +21,7 @@ pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
 /// Quantized layouts dtcast does not read, each known by the end of a tensor name only it writes
 /// (the rest of the name is the quantized module). Converting one would cast its scales as if
 /// they were weights, or copy packed integers under a config that no longer describes them.
-const FOREIGN: [(&str, &str); 4] = [
+const FOREIGN: [(&str, &str); 5] = [
     (
         ".qweight",
         "GPTQ / AWQ (int32 `qweight` with `scales` and `qzeros`)",
@@ -29,6 +29,10 @@ const FOREIGN: [(&str, &str); 4] = [
     (".weight.absmax", "bitsandbytes' 4-bit NF4/FP4"),
     (".SCB", "bitsandbytes' 8-bit LLM.int8()"),
     (".weight_scale_2", "NVIDIA ModelOpt's NVFP4"),
+    (
+        ".pre_quant_scale",
+        "NVIDIA ModelOpt's AWQ (its weight is quantized against an activation pre-scale)",
+    ),
 ];
 
 /// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`]): each
@@ -144,7 +148,7 @@ pub(crate) fn detect_part(
             continue;
         };
         if let Some(m) = &method {
-            if m != layout.quant_method() {
+            if !layout.read_under(m, &weight) {
                 return Err(LayerError::Quantized(format!(
                     "config.json's quantization_config says `{m}`, but `{}` is laid out as {format} \
                      stores its weights; the checkpoint is inconsistent",

@@ -64,6 +64,12 @@ pub(crate) trait Layout: Sync {
 
     /// The `quant_method` of `config.json`'s `quantization_config` for this layout.
     fn quant_method(&self) -> &'static str;
+    /// Whether a `config.json` whose `quant_method` is `method` may hold `weight`, read by this
+    /// layout: by default, its own method only.
+    fn read_under(&self, method: &str, weight: &QuantizedWeight) -> bool {
+        let _ = weight;
+        method == self.quant_method()
+    }
     /// Where `e` is one of this layout's scale tensors, the prefix its weight's tensors share.
     fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str>;
     /// The quantized weight whose scales are `entries[scales]` (named from `prefix`), read and
@@ -119,10 +125,10 @@ pub const ACTIVATION_PARAMETERS: [&str; 6] = [
 
 /// The names (after the attention module's) of the parameters compressed-tensors registers on
 /// an attention module whose queries or key-value cache it quantizes (`kv_cache_scheme`, or a
-/// config group that targets attention): `self_attn.k_scale`, `self_attn.v_scale` and the like.
-/// They belong to the checkpoint's quantization config, not to a weight: a conversion that
-/// dequantizes every weight (and so removes the config) drops them.
-pub const ATTENTION_PARAMETERS: [&str; 9] = [
+/// config group that targets attention): `self_attn.k_scale`, `self_attn.v_scale` and the like,
+/// and vLLM's older `kv_scale`. They belong to the checkpoint's quantization config, not to a
+/// weight: a conversion that dequantizes every weight (and so removes the config) drops them.
+pub const ATTENTION_PARAMETERS: [&str; 10] = [
     "q_scale",
     "q_zero_point",
     "q_global_scale",
@@ -132,6 +138,7 @@ pub const ATTENTION_PARAMETERS: [&str; 9] = [
     "v_scale",
     "v_zero_point",
     "v_global_scale",
+    "kv_scale",
 ];
 
 /// The module a tensor belongs to: its name up to the last dot (`a.b.weight` → `a.b`; gpt-oss's

@@ -138,6 +138,13 @@ impl Layout for CompressedTensors {
         "compressed-tensors"
     }
 
+    /// Per-tensor FP8 is also what vLLM's `fp8` method (and AutoFP8, which wrote it) stores:
+    /// `weight` float8_e4m3fn and a float32 `weight_scale` multiplier, the same tensors and
+    /// arithmetic as compressed-tensors' `ct_fp8_tensor`.
+    fn read_under(&self, method: &str, weight: &QuantizedWeight) -> bool {
+        method == self.quant_method() || (method == "fp8" && weight.scheme_name == "ct_fp8_tensor")
+    }
+
     fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str> {
         e.name.strip_suffix(".weight_scale")
     }
