@@ -148,9 +148,12 @@ pub fn dequantize_into(
     };
     // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
     // elsewhere as its code's own NaN, which the cast below gives.
-    let nan = (scheme.convention == Convention::TorchAo)
-        .then(|| table.iter().copied().find(|v| v.is_nan()))
-        .flatten();
+    let nan = matches!(
+        scheme.convention,
+        Convention::TorchAo | Convention::ModelOpt
+    )
+    .then(|| table.iter().copied().find(|v| v.is_nan()))
+    .flatten();
     // The product in float32, rounded once to the output dtype: pieces of whole rows on the
     // thread pool, each through a small float32 buffer (the element cast, the products, the
     // rounding: SIMD casts and a loop LLVM vectorises).
@@ -165,7 +168,7 @@ pub fn dequantize_into(
         if lookup4::supports(scheme.element, k, out) && nan.is_none() && cols % k == 0 {
             // float4 in groups: each group's 16 outputs once (one-byte scales: once per byte),
             // every element looked up (one pass).
-            let values: [f32; 16] = code_values(scheme.element)?;
+            let values: [f32; 16] = plan_values(&plan.values)?;
             let piece = |p: usize, dst: &[u8]| {
                 let first = p * one_pass_rows * cols;
                 let count = dst.len() / out_size;
@@ -206,14 +209,8 @@ pub fn dequantize_into(
     if e4m3::supports(scheme.element, out) {
         // float8 to bfloat16, float16 or float32: decode, product and rounding in registers (one
         // pass).
-        let mut values: [f32; 256] = code_values(scheme.element)?;
-        if let Some(nan) = nan {
-            // torchao's one NaN (float16 and float32 keep a NaN's sign and payload; bfloat16 has
-            // one NaN).
-            for v in values.iter_mut().filter(|v| v.is_nan()) {
-                *v = nan;
-            }
-        }
+        // (torchao's NaN elements read as its one NaN: the plan's table has it.)
+        let values: [f32; 256] = plan_values(&plan.values)?;
         let codes = e4m3::Codes {
             values: &values,
             out,
@@ -376,11 +373,20 @@ impl DequantPlan {
         } else {
             f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
         };
-        if scheme.convention == Convention::TorchAo {
+        if matches!(
+            scheme.convention,
+            Convention::TorchAo | Convention::ModelOpt
+        ) {
             // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
             // the default NaN, without its sign.
             for v in table.iter_mut().filter(|v| v.is_nan()) {
                 *v = f32::from_bits(0x7FC0_0000);
+            }
+        }
+        if scheme.convention == Convention::ModelOpt {
+            // ModelOpt's float4 table (`e2m1_values`) reads code 0x8 as 0, not -0.
+            for v in table.iter_mut().filter(|v| **v == 0.0) {
+                *v = 0.0;
             }
         }
         // One-byte scales (E8M0, float8): the factor of each of the 256 bytes, looked up per group;
@@ -432,7 +438,7 @@ impl DequantPlan {
                     .into_iter()
                     .map(|s| match (scheme.global_scale, convention) {
                         (false, _) => s,
-                        (true, Convention::TorchAo) => mul(s, global),
+                        (true, Convention::TorchAo | Convention::ModelOpt) => mul(s, global),
                         (true, _) => div(s, global),
                     })
                     .collect()
@@ -465,25 +471,15 @@ impl DequantPlan {
     }
 }
 
-/// The float32 value of each of the `N` codes of `element` (16 for float4, 256 for float8), as
-/// the general path's element cast gives them.
-fn code_values<const N: usize>(element: DType) -> Result<[f32; N], QuantError> {
-    let codes: Vec<u8> = (0..N).map(|c| c as u8).collect();
-    let stored = if element.is_packed() {
-        codes.chunks(2).map(|p| p[0] | p[1] << 4).collect()
-    } else {
-        codes
-    };
-    let mut values = [0f32; N];
-    cast(
-        &stored,
-        element,
-        bytemuck::cast_slice_mut(&mut values),
-        DType::Float32,
-        CastMode::Torch,
-    )
-    .map_err(internal)?;
-    Ok(values)
+/// The plan's value of each of the `N` codes (16 for float4, 256 for float8): what every path
+/// reads an element code as.
+fn plan_values<const N: usize>(values: &[f32]) -> Result<[f32; N], QuantError> {
+    values.try_into().map_err(|_| QuantError::Scheme {
+        reason: format!(
+            "internal error: the plan reads {} element codes, not {N}",
+            values.len()
+        ),
+    })
 }
 
 /// Each scale's factor: looked up by the scale's byte (`scales`: one-byte scales), or by its

@@ -227,6 +227,13 @@ impl<'a> Job<'a> {
             return Err(QuantError::InputDType { dtype });
         }
         scheme.check()?;
+        if !scheme.quantizes() {
+            return Err(QuantError::Scheme {
+                reason: "ModelOpt's NVFP4 (modelopt_nvfp4) is read, not written: quantize with \
+                         ct_nvfp4 (compressed-tensors' rule) or ao_nvfp4_two_level"
+                    .to_owned(),
+            });
+        }
         let (rows, cols) = rows_cols(shape)?;
         scheme.scale_bytes(rows, cols)?;
         if scheme.element.is_packed() && cols % 2 != 0 {
@@ -857,7 +864,10 @@ impl<'a> Job<'a> {
                 // NaN, and compressed-tensors' -0 (its `x * sign(x)` is +0).
                 let code = match scheme.convention {
                     Convention::CompressedTensors => ct_fp4_code,
-                    Convention::TorchAo | Convention::DeepSeek | Convention::GptOss => ao_fp4_code,
+                    Convention::TorchAo
+                    | Convention::DeepSeek
+                    | Convention::GptOss
+                    | Convention::ModelOpt => ao_fp4_code,
                 };
                 if special {
                     for (i, &v) in buf.iter().enumerate().filter(|(_, v)| is_special(**v)) {

@@ -59,6 +59,10 @@ pub enum Convention {
     /// gpt-oss MXFP4 as transformers reads it: `ldexp` of the element by `byte - 127` (255 is
     /// 2^128, not NaN); the output is transposed to `[experts, cols, rows]`.
     GptOss,
+    /// NVIDIA ModelOpt 0.47's NVFP4 as `NVFP4QTensor.dequantize` reads it: torchao's two-level
+    /// arithmetic (`e2m1 × (scale × weight_scale_2)` in float32), except that float4 code 0x8
+    /// reads as +0 (its table has no -0). Read only: quantizing with it is an error.
+    ModelOpt,
 }
 
 /// A quantization scheme: element dtype, scale dtype and layout, scale rule, and convention.
@@ -96,6 +100,7 @@ pub(crate) const NAMES: &[&str] = &[
     "ao_mxfp4_rceil",
     "ao_nvfp4_two_level",
     "ao_nvfp4_single_level",
+    "modelopt_nvfp4",
     "deepseek_v3_fp8_block",
     "gpt_oss_mxfp4",
 ];
@@ -189,6 +194,7 @@ impl Scheme {
                 CompressedTensors,
             ),
             "ao_nvfp4_two_level" => scheme(Granularity::Group(16), F4, E4M3, abs, true, TorchAo),
+            "modelopt_nvfp4" => scheme(Granularity::Group(16), F4, E4M3, abs, true, ModelOpt),
             "ao_nvfp4_single_level" => {
                 scheme(Granularity::Group(16), F4, E4M3, abs, false, TorchAo)
             }
@@ -340,6 +346,26 @@ impl Scheme {
         };
         let len = len.max(1);
         (0..cols.div_ceil(len)).map(move |i| (i * len, ((i + 1) * len).min(cols), first + i))
+    }
+
+    /// Whether [`quantize`](crate::quantize) writes this scheme (every one but ModelOpt's NVFP4,
+    /// which dtcast reads only: [`Convention::ModelOpt`]).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// assert!(Scheme::named("ct_nvfp4", DType::BFloat16)?.quantizes());
+    /// assert!(!Scheme::named("modelopt_nvfp4", DType::BFloat16)?.quantizes());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn quantizes(&self) -> bool {
+        match self.convention {
+            Convention::CompressedTensors
+            | Convention::TorchAo
+            | Convention::DeepSeek
+            | Convention::GptOss => true,
+            Convention::ModelOpt => false,
+        }
     }
 
     /// Whether a scale depends on the whole tensor's largest magnitude (a per-tensor scale, a

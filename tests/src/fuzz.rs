@@ -215,7 +215,7 @@ pub fn quantize(data: &[u8]) {
 }
 
 /// The `config.json` files of the seven reference checkpoints, for [`convert`].
-const CONFIGS: [&str; 7] = [
+const CONFIGS: [&str; 8] = [
     include_str!("../fixtures/scaled/checkpoints/ct_fp8_block/config.json"),
     include_str!("../fixtures/scaled/checkpoints/ct_fp8_channel/config.json"),
     include_str!("../fixtures/scaled/checkpoints/ct_mxfp4/config.json"),
@@ -223,6 +223,7 @@ const CONFIGS: [&str; 7] = [
     include_str!("../fixtures/scaled/checkpoints/ct_nvfp4/config.json"),
     include_str!("../fixtures/scaled/checkpoints/deepseek_fp8_block/config.json"),
     include_str!("../fixtures/scaled/checkpoints/gptoss_mxfp4/config.json"),
+    include_str!("../fixtures/modelopt_nvfp4/config.json"),
 ];
 
 /// `dtcast convert` (the library's `convert_file`) of an arbitrary safetensors file, beside one

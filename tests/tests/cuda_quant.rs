@@ -183,7 +183,8 @@ struct Case {
 fn quantize_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    for (name, dtype, scheme) in schemes() {
+    // (ModelOpt's NVFP4 is read only: its dequantization is among the dequantize cases.)
+    for (name, dtype, scheme) in schemes().into_iter().filter(|(_, _, s)| s.quantizes()) {
         for shape in shapes(&scheme) {
             for kind in 0..5 {
                 let n: usize = shape.iter().product();

@@ -777,6 +777,9 @@ mod laws {
         let shape = [rows, cols];
         for &name in Scheme::NAMES.iter().filter(|n| **n != "gpt_oss_mxfp4") {
             let s = Scheme::named(name, DType::BFloat16).unwrap();
+            if !s.quantizes() {
+                continue;
+            }
             let mut q = quantize(&input, DType::BFloat16, &shape, &s).unwrap();
             q.elements.iter_mut().for_each(|e| *e = next() as u8);
             let single = dequantize(&q.view(&shape), &s, DType::Float32).unwrap();
@@ -846,6 +849,9 @@ mod laws {
         let shape = [rows, cols];
         for &name in Scheme::NAMES.iter().filter(|n| **n != "gpt_oss_mxfp4") {
             let s = Scheme::named(name, DType::BFloat16).unwrap();
+            if !s.quantizes() {
+                continue;
+            }
             let q = quantize(&input, DType::BFloat16, &shape, &s).unwrap();
             let element_bytes = |r: usize| s.element.storage_bytes(r * cols).unwrap();
             let scale_size = s.scale.byte_size().unwrap();
@@ -872,6 +878,13 @@ mod laws {
         }
     }
 
+    /// The schemes `quantize` writes (every one but ModelOpt's, which dtcast reads only).
+    fn written_schemes() -> Vec<&'static str> {
+        (Scheme::NAMES.iter().copied())
+            .filter(|n| Scheme::named(n, DType::Float32).unwrap().quantizes())
+            .collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -891,7 +904,7 @@ mod laws {
         #[test]
         fn quantizing_in_bands_of_rows_gives_the_whole_tensors_bytes(
             x in prop::collection::vec(-1.0e4f32..1.0e4, 256 * 64),
-            scheme in prop::sample::select(Scheme::NAMES),
+            scheme in prop::sample::select(written_schemes()),
             bf16 in any::<bool>(),
             split in 0usize..=256,
         ) {
@@ -2427,8 +2440,9 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
         "{}",
         o.stderr
     );
-    // ModelOpt's NVFP4 names its scales as compressed-tensors does, with a second scale: it is
-    // not read as compressed-tensors, and refused by name.
+    // ModelOpt's NVFP4 with AWQ names its scales as compressed-tensors does, beside an
+    // activation pre-scale its weight was quantized against: neither read as compressed-tensors
+    // nor as plain NVFP4, and refused by name.
     let modelopt = "model.layers.0.self_attn.o_proj";
     let nvfp4 = vec![
         (
@@ -2443,6 +2457,10 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
             format!("{modelopt}.weight_scale_2"),
             dtcast::Tensor::from_vec(vec![0.5f32], &[1]).unwrap(),
         ),
+        (
+            format!("{modelopt}.pre_quant_scale"),
+            dtcast::Tensor::from_vec(vec![1.5f32; 8], &[8]).unwrap(),
+        ),
     ];
     let file2 = dir.path().join("modelopt.safetensors");
     save(&file2, &nvfp4, &[]).unwrap();
@@ -2454,8 +2472,8 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     assert!(
         o.code != 0
             && o.stderr.contains(&format!(
-                "`{modelopt}.weight_scale_2` makes `{modelopt}` a weight quantized by NVIDIA \
-                 ModelOpt's NVFP4"
+                "`{modelopt}.pre_quant_scale` makes `{modelopt}` a weight quantized by NVIDIA \
+                 ModelOpt's AWQ"
             )),
         "{}",
         o.stderr
@@ -2476,7 +2494,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
             && o.stderr.contains(
                 "config.json's quantization_config says `gptq`, a quantized layout dtcast does \
                  not read (it reads `compressed-tensors` (compressed-tensors), `fp8` (deepseek), \
-                 `mxfp4` (gpt-oss))"
+                 `mxfp4` (gpt-oss), `modelopt` (ModelOpt))"
             ),
         "{}",
         o.stderr
@@ -2577,4 +2595,131 @@ fn vllm_fp8_per_tensor_checkpoints_dequantize_with_their_scales() {
     let config = read_json(&out.join("config.json"))["quantization_config"].clone();
     assert_eq!(config["ignored_layers"], serde_json::json!(["lm_head", b]));
     assert_eq!(config["modules_to_not_convert"], serde_json::json!([b]));
+}
+
+/// A copy of the ModelOpt fixture's model directory (without its reference) in `dir/model`; its
+/// `config.json` left out where `config` is false.
+fn modelopt_model(dir: &std::path::Path, config: bool) -> std::path::PathBuf {
+    let src = dtcast_tests::fixture_path("modelopt_nvfp4");
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    for f in [
+        "model.safetensors",
+        "config.json",
+        "hf_quant_config.json",
+        "generation_config.json",
+    ] {
+        if config || f == "model.safetensors" {
+            std::fs::copy(src.join(f), model.join(f)).unwrap();
+        }
+    }
+    model
+}
+
+#[test]
+fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
+    // A checkpoint NVIDIA ModelOpt 0.47 exported (NVFP4: packed `weight`, float8 `weight_scale`,
+    // float32 `weight_scale_2`, `input_scale`) converts to ModelOpt's own bfloat16
+    // dequantization byte for byte; the directory loses its quantization config and ModelOpt's
+    // `hf_quant_config.json` (vLLM would read it and expect quantized weights), and keeps its
+    // other files.
+    let src = dtcast_tests::fixture_path("modelopt_nvfp4");
+    let reference = read_sorted(&src.join("reference_bf16.safetensors"));
+    let dir = tempfile::tempdir().unwrap();
+    let model = modelopt_model(dir.path(), true);
+    let out = dir.path().join("dense");
+    let o = to_bf16_cli(&model, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(
+            "dequantized 14 quantized weights (and dropped their 14 activation quantization \
+             parameters)"
+        ),
+        "{}",
+        o.stdout
+    );
+    assert!(read_sorted(&out.join("model.safetensors")) == reference);
+    assert!(read_json(&out.join("config.json"))
+        .get("quantization_config")
+        .is_none());
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["config.json", "generation_config.json", "model.safetensors"]
+    );
+    // The tensors alone say the layout.
+    let bare = modelopt_model(&dir.path().join("bare"), false);
+    let out = dir.path().join("bare.safetensors");
+    let o = to_bf16_cli(&bare.join("model.safetensors"), &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(read_sorted(&out) == reference);
+    // inspect names the scheme.
+    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
+    assert!(
+        o.stdout.contains("quantized: 14 weights (modelopt_nvfp4)")
+            && o.stdout.contains(
+                "model.layers.0.mlp.down_proj.weight  modelopt_nvfp4  float4_e2m1fn elements, \
+                 float8_e4m3fn scales [64, 8] (a scale per 16 elements of a row), a global scale"
+            ),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn a_modelopt_checkpoint_with_weights_kept_quantized_lists_the_rest_in_both_configs() {
+    // --keep keeps layer 1's MLP quantized: config.json's `ignore` and hf_quant_config.json's
+    // `exclude_modules` (ModelOpt's two descriptions of what is dense) both gain the 11
+    // dequantized modules; the kept weights' tensors are the input's.
+    let src = dtcast_tests::fixture_path("modelopt_nvfp4");
+    let dir = tempfile::tempdir().unwrap();
+    let model = modelopt_model(dir.path(), true);
+    let out = dir.path().join("out");
+    let o = convert_cli(
+        model.to_str().unwrap(),
+        out.to_str().unwrap(),
+        &["--dtype", "bf16", "--keep", "model.layers.1.mlp.*"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut dense: Vec<serde_json::Value> = Vec::new();
+    for layer in 0..2 {
+        let mlp: &[&str] = if layer == 0 {
+            &["mlp.down_proj", "mlp.gate_proj", "mlp.up_proj"]
+        } else {
+            &[]
+        };
+        for m in mlp.iter().chain(&[
+            "self_attn.k_proj",
+            "self_attn.o_proj",
+            "self_attn.q_proj",
+            "self_attn.v_proj",
+        ]) {
+            dense.push(format!("model.layers.{layer}.{m}").into());
+        }
+    }
+    assert_eq!(dense.len(), 11);
+    let want = listing_dense(&src, &["ignore"], &dense);
+    assert_eq!(
+        read_json(&out.join("config.json"))["quantization_config"],
+        want
+    );
+    let hf = read_json(&out.join("hf_quant_config.json"));
+    let mut want = read_json(&src.join("hf_quant_config.json"));
+    let excluded = want["quantization"]["exclude_modules"]
+        .as_array_mut()
+        .unwrap();
+    excluded.extend(dense);
+    assert_eq!(hf, want);
+    let input = read_sorted(&src.join("model.safetensors"));
+    let got = read_sorted(&out.join("model.safetensors"));
+    for t in input
+        .iter()
+        .filter(|t| t.0.starts_with("model.layers.1.mlp."))
+    {
+        assert!(got.contains(t), "{} changed", t.0);
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::convert::{convert_to_unnamed, read_config, ConvertOptions, Summary};
-use super::layout::{mark_dense, QuantizedFormat};
+use super::layout::{list_modules, mark_dense, reader_of_method};
 use super::sharded::{check_output_dir, commit_all, convert_shards};
 use crate::error::LayerError;
 use crate::output::{AtomicFile, FileMode, Target, Want};
@@ -144,12 +144,17 @@ pub fn convert_dir(
     };
     for path in &others {
         let name = path.file_name().unwrap_or_default().to_owned();
-        let mut out = AtomicFile::create(target.dir(), FileMode::like(path))?;
         let bytes = if name == "config.json" {
             updated_config(path, options, &summary)?
+        } else if name == HF_QUANT_CONFIG && options.quantize.is_none() {
+            match updated_hf_quant_config(path, &summary)? {
+                Some(bytes) => bytes,
+                None => continue,
+            }
         } else {
             std::fs::read(path).map_err(io(path))?
         };
+        let mut out = AtomicFile::create(target.dir(), FileMode::like(path))?;
         out.write_all(&bytes)
             .map_err(|e| LayerError::from(e).at(&out_dir.join(&name)))?;
         files.push((name, out));
@@ -157,6 +162,39 @@ pub fn convert_dir(
     commit_all(&target, files)?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// ModelOpt's own description of its quantization, beside `config.json` (older exports have no
+/// other; vLLM reads it).
+const HF_QUANT_CONFIG: &str = "hf_quant_config.json";
+
+/// [`HF_QUANT_CONFIG`] after a dequantization: none where every quantized weight is dequantized
+/// (it would describe weights the output no longer has); where `--keep` keeps some, the
+/// dequantized weights' modules added to its `quantization.exclude_modules`.
+fn updated_hf_quant_config(path: &Path, summary: &Summary) -> Result<Option<Vec<u8>>, LayerError> {
+    let bytes = std::fs::read(path).map_err(|source| LayerError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if summary.dequantized == 0 {
+        return Ok(Some(bytes));
+    }
+    if summary.kept_quantized.is_empty() {
+        return Ok(None);
+    }
+    let mut json: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| LayerError::Quantized(format!("{}: {e}", path.display())))?;
+    let Some(quantization) = json.get_mut("quantization") else {
+        return Err(LayerError::Quantized(format!(
+            "{} has no `quantization` object to list the dequantized modules in",
+            path.display()
+        )));
+    };
+    list_modules(quantization, &["exclude_modules"], &summary.dense_weights)?;
+    let mut text =
+        serde_json::to_vec_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
+    text.push(b'\n');
+    Ok(Some(text))
 }
 
 /// `config.json` after the conversion: where every quantized weight is dequantized,
@@ -187,13 +225,13 @@ fn updated_config(
             if summary.dequantized > 0 && summary.kept_quantized.is_empty() {
                 obj.remove("quantization_config");
             }
-            let layout = method.as_deref().and_then(QuantizedFormat::of_method);
-            if let (Some(format), Some(quantization), false) = (
+            let layout = method.as_deref().and_then(reader_of_method);
+            if let (Some(layout), Some(quantization), false) = (
                 layout,
                 obj.get_mut("quantization_config"),
                 summary.kept_quantized.is_empty(),
             ) {
-                mark_dense(format.layout(), quantization, &summary.dense_weights)?;
+                mark_dense(layout, quantization, &summary.dense_weights)?;
             }
             if options.dtype.is_floating_point() {
                 obj.insert("torch_dtype".to_owned(), options.dtype.name().into());

@@ -1,5 +1,5 @@
 //! Quantized weights in a checkpoint: which tensors hold a scaled low-precision weight and its
-//! scales, in the layouts compressed-tensors, DeepSeek-V3 and gpt-oss write. Detected from the
+//! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected from the
 //! tensors' names, dtypes and shapes, cross-checked with `config.json`'s `quantization_config`
 //! when there is one; anything ambiguous or inconsistent is an error, never a guess — reading a
 //! quantized weight without its scale gives values that look fine and are wrong.
@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::header::Entry;
 use super::json::quote;
-use super::layout::QuantizedFormat;
 pub use super::layout::QuantizedWeight;
+use super::layout::{reader_of_method, READERS};
 use crate::error::LayerError;
 
 /// The checkpoint family `config.json` names, if any.
@@ -21,14 +21,13 @@ pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
 /// Quantized layouts dtcast does not read, each known by the end of a tensor name only it writes
 /// (the rest of the name is the quantized module). Converting one would cast its scales as if
 /// they were weights, or copy packed integers under a config that no longer describes them.
-const FOREIGN: [(&str, &str); 5] = [
+const FOREIGN: [(&str, &str); 4] = [
     (
         ".qweight",
         "GPTQ / AWQ (int32 `qweight` with `scales` and `qzeros`)",
     ),
     (".weight.absmax", "bitsandbytes' 4-bit NF4/FP4"),
     (".SCB", "bitsandbytes' 8-bit LLM.int8()"),
-    (".weight_scale_2", "NVIDIA ModelOpt's NVFP4"),
     (
         ".pre_quant_scale",
         "NVIDIA ModelOpt's AWQ (its weight is quantized against an activation pre-scale)",
@@ -83,10 +82,10 @@ pub(crate) fn foreign_error(module: &str, shows: &Entry, layout: &str, what: &st
     ))
 }
 
-/// The layouts dtcast reads, by `config.json`'s `quant_method` and `--format` name.
+/// The layouts dtcast reads, by `config.json`'s `quant_method` and name.
 fn layouts_read() -> String {
-    let known: Vec<String> = (QuantizedFormat::ALL.iter())
-        .map(|f| format!("`{}` ({f})", f.layout().quant_method()))
+    let known: Vec<String> = (READERS.iter())
+        .map(|r| format!("`{}` ({})", r.quant_method(), r.name()))
         .collect();
     known.join(", ")
 }
@@ -95,7 +94,7 @@ fn layouts_read() -> String {
 fn known_method(config: Option<&Value>) -> Result<Option<String>, LayerError> {
     let method = config_method(config);
     match &method {
-        Some(m) if QuantizedFormat::of_method(m).is_none() => Err(LayerError::Quantized(format!(
+        Some(m) if reader_of_method(m).is_none() => Err(LayerError::Quantized(format!(
             "config.json's quantization_config says `{}`, a quantized layout dtcast does not read \
              (it reads {}): converting would cast its scales as if they were weights",
             quote(m),
@@ -128,31 +127,31 @@ pub(crate) fn detect_part(
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
     let method = known_method(config)?;
     // (A module of a layout dtcast does not read may hold tensors named as a layout's scales:
-    // ModelOpt's NVFP4 has a `weight_scale`. It is not read as that layout; `foreign` names it.)
+    // ModelOpt's AWQ has a `weight_scale`. It is not read as that layout; `foreign` names it.)
     let foreign: std::collections::HashSet<&str> =
         foreign(entries).into_iter().map(|(m, _, _)| m).collect();
     let mut found: Vec<QuantizedWeight> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        // A scale tensor names its layout (the layouts' scale names do not overlap).
-        let Some((format, prefix)) = QuantizedFormat::ALL
+        // A scale tensor names its layout.
+        let Some((layout, prefix)) = READERS
             .into_iter()
-            .find_map(|f| f.layout().scales_of(e).map(|p| (f, p)))
+            .find_map(|r| r.scales_of(e).map(|p| (r, p)))
         else {
             continue;
         };
         if foreign.contains(prefix) {
             continue;
         }
-        let layout = format.layout();
         let Some(weight) = layout.read(entries, prefix, i, config)? else {
             continue;
         };
         if let Some(m) = &method {
             if !layout.read_under(m, &weight) {
                 return Err(LayerError::Quantized(format!(
-                    "config.json's quantization_config says `{m}`, but `{}` is laid out as {format} \
+                    "config.json's quantization_config says `{m}`, but `{}` is laid out as {} \
                      stores its weights; the checkpoint is inconsistent",
-                    quote(&e.name)
+                    quote(&e.name),
+                    layout.name()
                 )));
             }
         }

@@ -15,8 +15,39 @@ use crate::error::LayerError;
 /// A tensor a quantized weight is written as: name, dtype, shape.
 pub(crate) type Part = (String, DType, Vec<usize>);
 
-/// One checkpoint layout for quantized weights.
-pub(crate) trait Layout: Sync {
+/// How a checkpoint layout for quantized weights is read: every layout dtcast reads.
+pub(crate) trait Reader: Sync {
+    /// The layout's name in messages (`--format`'s, where dtcast writes it).
+    fn name(&self) -> &'static str;
+    /// The `quant_method` of `config.json`'s `quantization_config` for this layout.
+    fn quant_method(&self) -> &'static str;
+    /// Whether a `config.json` whose `quant_method` is `method` may hold `weight`, read by this
+    /// layout: by default, its own method only.
+    fn read_under(&self, method: &str, weight: &QuantizedWeight) -> bool {
+        let _ = weight;
+        method == self.quant_method()
+    }
+    /// Where `e` is one of this layout's scale tensors, the prefix its weight's tensors share.
+    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str>;
+    /// The quantized weight whose scales are `entries[scales]` (named from `prefix`), read and
+    /// checked; `None` where the weight beside them is stored dense (compressed-tensors' "frozen"
+    /// state, dense weights that carry their scales along: the weight reads as it is) or is
+    /// another layout's.
+    fn read(
+        &self,
+        entries: &[Entry],
+        prefix: &str,
+        scales: usize,
+        config: Option<&Value>,
+    ) -> Result<Option<QuantizedWeight>, LayerError>;
+    /// The keys of `quantization_config` that list modules the checkpoint stores dense (its
+    /// loaders leave them unquantized): where a conversion dequantizes some weights and keeps
+    /// others quantized, the dequantized weights' modules are added to each.
+    fn dense_modules_keys(&self) -> &'static [&'static str];
+}
+
+/// How a checkpoint layout for quantized weights is written: the layouts `--format` names.
+pub(crate) trait Layout: Reader {
     /// The reference scheme (`dtcast_quant::Scheme::named`) this layout stores for a
     /// `--quantize` name (or a reference's own name), or why it stores no such thing.
     fn scheme_name(&self, requested: &str) -> Result<String, String>;
@@ -55,33 +86,6 @@ pub(crate) trait Layout: Sync {
     /// `config.json`'s `quantization_config` for the requested scheme, as the format's own tools
     /// write it; the weights left dense are added with [`mark_dense`].
     fn config(&self, requested: &str) -> Value;
-    /// The keys of `quantization_config` that list modules the checkpoint stores dense (its
-    /// loaders leave them unquantized): where a conversion dequantizes some weights and keeps
-    /// others quantized, the dequantized weights' modules are added to each.
-    fn dense_modules_keys(&self) -> &'static [&'static str];
-
-    // ---- reading
-
-    /// The `quant_method` of `config.json`'s `quantization_config` for this layout.
-    fn quant_method(&self) -> &'static str;
-    /// Whether a `config.json` whose `quant_method` is `method` may hold `weight`, read by this
-    /// layout: by default, its own method only.
-    fn read_under(&self, method: &str, weight: &QuantizedWeight) -> bool {
-        let _ = weight;
-        method == self.quant_method()
-    }
-    /// Where `e` is one of this layout's scale tensors, the prefix its weight's tensors share.
-    fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str>;
-    /// The quantized weight whose scales are `entries[scales]` (named from `prefix`), read and
-    /// checked; `None` where the weight beside them is stored dense (compressed-tensors' "frozen"
-    /// state, dense weights that carry their scales along: the weight reads as it is).
-    fn read(
-        &self,
-        entries: &[Entry],
-        prefix: &str,
-        scales: usize,
-        config: Option<&Value>,
-    ) -> Result<Option<QuantizedWeight>, LayerError>;
 }
 
 /// One quantized weight: the tensors it is stored in and how to read them.
@@ -152,21 +156,32 @@ pub(crate) fn module(name: &str) -> &str {
 /// `quantization_config` (`config`) says are stored dense ([`Layout::dense_modules_keys`]),
 /// each once, in name order.
 pub(crate) fn mark_dense(
-    layout: &dyn Layout,
+    layout: &dyn Reader,
     config: &mut Value,
+    weights: &[String],
+) -> Result<(), LayerError> {
+    list_modules(config, layout.dense_modules_keys(), weights)
+}
+
+/// Adds the modules of `weights` (dense names) to the lists `keys` name in `config` (each made
+/// where there is none), each once, in name order.
+pub(crate) fn list_modules(
+    config: &mut Value,
+    keys: &[&str],
     weights: &[String],
 ) -> Result<(), LayerError> {
     if weights.is_empty() {
         return Ok(());
     }
     let Some(obj) = config.as_object_mut() else {
-        return Err(LayerError::Quantized(
-            "config.json's quantization_config is not a JSON object".to_owned(),
-        ));
+        return Err(LayerError::Quantized(format!(
+            "the quantization config that lists {} is not a JSON object",
+            keys.join(", ")
+        )));
     };
     let mut modules: Vec<&str> = weights.iter().map(|w| module(w)).collect();
     modules.sort_unstable();
-    for key in layout.dense_modules_keys() {
+    for key in keys {
         let list = obj
             .entry(key.to_string())
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -175,7 +190,7 @@ pub(crate) fn mark_dense(
         }
         let Some(list) = list.as_array_mut() else {
             return Err(LayerError::Quantized(format!(
-                "config.json's quantization_config.{key} is not a list of modules"
+                "the quantization config's `{key}` is not a list of modules"
             )));
         };
         for m in &modules {

@@ -6,8 +6,8 @@ use dtcast_dtype::DType;
 use dtcast_quant::{Granularity, Scheme};
 use serde_json::{json, Value};
 
-use super::api::{Layout, Part, QuantizedWeight};
-use super::shared::{check_scales, err, is_linear_weight, rows_cols, stored_dense, two_d};
+use super::api::{Layout, Part, QuantizedWeight, Reader};
+use super::shared::{check_scales, err, find, is_linear_weight, rows_cols, stored_dense, two_d};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::error::LayerError;
@@ -128,6 +128,12 @@ impl Layout for CompressedTensors {
             "version": "0.20.0"
         })
     }
+}
+
+impl Reader for CompressedTensors {
+    fn name(&self) -> &'static str {
+        "compressed-tensors"
+    }
 
     /// compressed-tensors' `ignore`: module names (or `re:` patterns) no config group applies to.
     fn dense_modules_keys(&self) -> &'static [&'static str] {
@@ -156,7 +162,10 @@ impl Layout for CompressedTensors {
         scales: usize,
         config: Option<&Value>,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
-        if stored_dense(entries, prefix) {
+        // (A `weight_scale` beside a `weight_scale_2` is ModelOpt's NVFP4: `modelopt.rs`.)
+        if stored_dense(entries, prefix)
+            || find(entries, &format!("{prefix}.weight_scale_2")).is_some()
+        {
             return Ok(None);
         }
         read_weight(entries, prefix, scales, config).map(Some)

@@ -7,7 +7,7 @@ use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 use serde_json::{json, Value};
 
-use super::api::{Layout, Part, QuantizedWeight};
+use super::api::{Layout, Part, QuantizedWeight, Reader};
 use super::shared::{err, find, is_linear_weight, missing, stored_dense, two_d};
 use crate::checkpoint::header::Entry;
 use crate::error::LayerError;
@@ -50,6 +50,12 @@ impl Layout for DeepSeek {
     fn config(&self, _requested: &str) -> Value {
         json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                "weight_block_size": [BLOCK, BLOCK]})
+    }
+}
+
+impl Reader for DeepSeek {
+    fn name(&self) -> &'static str {
+        "deepseek"
     }
 
     /// transformers' FP8 config reads `modules_to_not_convert`, vLLM's `ignored_layers`; both

@@ -11,7 +11,7 @@ use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 use serde_json::{json, Value};
 
-use super::api::{Layout, Part, QuantizedWeight};
+use super::api::{Layout, Part, QuantizedWeight, Reader};
 use super::shared::{band_rows, err, find, missing, quantize_bands};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
@@ -110,6 +110,12 @@ impl Layout for GptOss {
         json!({"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                           "model.embed_tokens", "lm_head"],
                "quant_method": "mxfp4"})
+    }
+}
+
+impl Reader for GptOss {
+    fn name(&self) -> &'static str {
+        "gpt-oss"
     }
 
     /// transformers' MXFP4 config: module names or patterns it does not convert.

@@ -11,9 +11,12 @@ mod api;
 pub(crate) mod compressed_tensors;
 mod deepseek;
 mod gpt_oss;
+mod modelopt;
 mod shared;
 
-pub(crate) use api::{check_whole_modules, is_attention_parameter, mark_dense, module, Layout};
+pub(crate) use api::{
+    check_whole_modules, is_attention_parameter, list_modules, mark_dense, module, Layout, Reader,
+};
 pub use api::{QuantizedWeight, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 
 /// The layouts `convert --quantize` can write (`--format`).
@@ -42,16 +45,7 @@ impl QuantizedFormat {
 
     /// The `--format` name.
     pub fn name(self) -> &'static str {
-        match self {
-            QuantizedFormat::CompressedTensors => "compressed-tensors",
-            QuantizedFormat::DeepSeek => "deepseek",
-            QuantizedFormat::GptOss => "gpt-oss",
-        }
-    }
-
-    /// The format whose `config.json` says `quant_method`.
-    pub(crate) fn of_method(quant_method: &str) -> Option<QuantizedFormat> {
-        (QuantizedFormat::ALL.into_iter()).find(|f| f.layout().quant_method() == quant_method)
+        self.layout().name()
     }
 
     pub(crate) fn layout(self) -> &'static dyn Layout {
@@ -67,6 +61,24 @@ impl QuantizedFormat {
     pub fn scheme_name(self, requested: &str) -> Result<String, String> {
         self.layout().scheme_name(requested)
     }
+}
+
+/// Every layout dtcast reads: those it writes (`--format`), and ModelOpt's NVFP4. Their scale
+/// tensors' names tell them apart (where two share one, compressed-tensors' `weight_scale` and
+/// ModelOpt's, the layout that is not the weight's reads it as another's: `Reader::read`).
+pub(crate) const READERS: [&dyn Reader; 4] = [
+    &compressed_tensors::CompressedTensors,
+    &deepseek::DeepSeek,
+    &gpt_oss::GptOss,
+    &modelopt::ModelOpt,
+];
+
+/// The layout whose `config.json` says `quant_method` (`fp8`: DeepSeek's, whose config's keys
+/// vLLM's per-tensor FP8 checkpoints share).
+pub(crate) fn reader_of_method(quant_method: &str) -> Option<&'static dyn Reader> {
+    READERS
+        .into_iter()
+        .find(|r| r.quant_method() == quant_method)
 }
 
 impl fmt::Display for QuantizedFormat {
