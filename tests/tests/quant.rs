@@ -2440,6 +2440,45 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
         "{}",
         o.stderr
     );
+    // bitsandbytes 4-bit, sharded so that the module's bias is in another shard than the
+    // `weight.absmax` that shows its layout (kept, so that its own shard converts): the whole
+    // checkpoint says which modules stay.
+    let bnb = "model.layers.0.self_attn.q_proj";
+    let bnb_tensors = vec![
+        (
+            format!("{bnb}.weight"),
+            dtcast::Tensor::from_vec(vec![0x12u8; 16], &[16, 1]).unwrap(),
+        ),
+        (
+            format!("{bnb}.weight.absmax"),
+            dtcast::Tensor::from_vec(vec![0.25f32; 2], &[2]).unwrap(),
+        ),
+        (
+            format!("{bnb}.bias"),
+            dtcast::Tensor::from_vec(vec![f16::from_f32(0.1); 4], &[4]).unwrap(),
+        ),
+    ];
+    let bnb_file = dir.path().join("bnb.safetensors");
+    save(&bnb_file, &bnb_tensors, &[]).unwrap();
+    let sharded = dir.path().join("bnb-sharded");
+    std::fs::create_dir(&sharded).unwrap();
+    let index = split_in_two_shards_by(&bnb_file, &sharded, |n| n.contains(".weight"));
+    let o = convert_cli(
+        index.to_str().unwrap(),
+        dir.path().join("bnb-out").to_str().unwrap(),
+        &["--dtype", "bf16", "--keep", "*.absmax"],
+    );
+    assert!(
+        o.code != 0
+            && o.stderr.contains(&format!(
+                "`{bnb}.weight.absmax` makes `{bnb}` a weight quantized by bitsandbytes' 4-bit \
+                 NF4/FP4"
+            ))
+            && o.stderr
+                .contains(&format!("converting its `{bnb}.bias` to bfloat16")),
+        "{}",
+        o.stderr
+    );
     // ModelOpt's NVFP4 with AWQ names its scales as compressed-tensors does, beside an
     // activation pre-scale its weight was quantized against: neither read as compressed-tensors
     // nor as plain NVFP4, and refused by name.

@@ -111,6 +111,7 @@ impl ConvertOptions {
             all: self.all,
             patterns,
             removes_quantization: false,
+            foreign: std::collections::HashMap::new(),
         })
     }
 }
@@ -124,9 +125,49 @@ pub(crate) struct Selection {
     /// The conversion dequantizes every quantized weight of the checkpoint (`config.json` loses
     /// its `quantization_config`): the attention quantization parameters go too.
     removes_quantization: bool,
+    /// The checkpoint's modules of quantized layouts dtcast does not read, each with the tensor
+    /// that shows it and the layout ([`quantized::foreign`]): their tensors may only stay as
+    /// they are.
+    foreign: std::collections::HashMap<String, (String, &'static str)>,
 }
 
 impl Selection {
+    /// Takes note of the modules of layouts dtcast does not read among `entries` (the whole
+    /// checkpoint: a module's tensors may be in several shards).
+    pub(crate) fn note_foreign<'a>(&mut self, entries: impl IntoIterator<Item = &'a Entry>) {
+        for (module, shows, layout) in quantized::foreign(entries) {
+            (self.foreign).insert(module.to_owned(), (shows.name.clone(), layout));
+        }
+    }
+
+    /// An error where the conversion would change `e`, a tensor of a module of a layout dtcast
+    /// does not read ([`note_foreign`](Selection::note_foreign)).
+    pub(crate) fn check_foreign(&self, e: &Entry) -> Result<(), LayerError> {
+        let to = self.dtype_of(e);
+        if self.foreign.is_empty() || to == e.dtype {
+            return Ok(());
+        }
+        let found = (e.name.match_indices('.')).find_map(|(at, _)| {
+            let module = &e.name[..at];
+            self.foreign.get(module).map(|f| (module, f))
+        });
+        match found {
+            Some((module, (shows, layout))) => Err(quantized::foreign_error(
+                module,
+                shows,
+                layout,
+                &format!(
+                    "converting its `{}` to {to} would change it without its weight; leave the \
+                     module as it is with --keep '{}.*', or dequantize it with its own tools \
+                     first",
+                    quote(&e.name),
+                    quote(module)
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Which of a whole checkpoint's quantized weights (each with the entries its indices are
     /// into) are dequantized and which kept: a module is dequantized or kept as a whole
     /// ([`check_whole_modules`]), and where none is kept the checkpoint stops being quantized.
@@ -275,6 +316,7 @@ pub(crate) fn convert_to_unnamed(
         // The whole file: a config.json that calls it quantized must find quantized weights.
         let found = quantized::detect(ckpt.entries(), config.as_ref())?;
         selection.plan_dequantizing(found.iter().map(|w| (w, ckpt.entries())))?;
+        selection.note_foreign(ckpt.entries());
     }
     let mut file = AtomicFile::create(dir, FileMode::like(input))?;
     let total = data_bytes(&ckpt);
@@ -383,30 +425,8 @@ pub(crate) fn write_converted(
         return super::quantize::write_quantized(ckpt, q, out, progress);
     }
     // A module of a quantized layout dtcast does not read may only stay as it is.
-    let foreign: std::collections::HashMap<&str, (&Entry, &str)> = (quantized::foreign(all))
-        .into_iter()
-        .map(|(module, shows, layout)| (module, (shows, layout)))
-        .collect();
-    if !foreign.is_empty() {
-        for e in entries {
-            let to = selection.dtype_of(e);
-            let module = (e.name.match_indices('.'))
-                .find_map(|(at, _)| foreign.get_key_value(&e.name[..at]));
-            if let (Some((module, (shows, layout))), true) = (module, to != e.dtype) {
-                return Err(quantized::foreign_error(
-                    module,
-                    shows,
-                    layout,
-                    &format!(
-                        "converting its `{}` to {to} would change it without its weight; leave \
-                         the module as it is with --keep '{}.*', or dequantize it with its own \
-                         tools first",
-                        quote(&e.name),
-                        quote(module)
-                    ),
-                ));
-            }
-        }
+    for e in entries {
+        selection.check_foreign(e)?;
     }
     // Each entry's quantized weight, if it is a part of one; a keep pattern that matches a weight
     // or any of its parts keeps all of them as they are.

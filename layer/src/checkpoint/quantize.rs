@@ -91,7 +91,7 @@ pub(crate) fn plan(
     if let Some((module, shows, layout)) = super::quantized::foreign(entries).first() {
         return Err(super::quantized::foreign_error(
             module,
-            shows,
+            &shows.name,
             layout,
             "it is quantized already; dequantize it with its own tools first",
         ));

@@ -36,8 +36,10 @@ const FOREIGN: [(&str, &str); 4] = [
 
 /// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`]): each
 /// such module, with the tensor that shows it and the layout's name.
-pub(crate) fn foreign(entries: &[Entry]) -> Vec<(&str, &Entry, &'static str)> {
-    (entries.iter())
+pub(crate) fn foreign<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+) -> Vec<(&'a str, &'a Entry, &'static str)> {
+    (entries.into_iter())
         .filter_map(|e| {
             FOREIGN.iter().find_map(|(end, layout)| {
                 e.name.strip_suffix(end).map(|module| (module, e, *layout))
@@ -72,11 +74,11 @@ pub fn unread_quantized(entries: &[Entry]) -> Vec<(&str, &'static str)> {
 
 /// The error for quantizing or converting `module`, of a layout dtcast does not read (`what`:
 /// why not, and what to do instead).
-pub(crate) fn foreign_error(module: &str, shows: &Entry, layout: &str, what: &str) -> LayerError {
+pub(crate) fn foreign_error(module: &str, shows: &str, layout: &str, what: &str) -> LayerError {
     LayerError::Quantized(format!(
         "`{}` makes `{}` a weight quantized by {layout}, a layout dtcast does not read (it reads \
          {}): {what}",
-        quote(&shows.name),
+        quote(shows),
         quote(module),
         layouts_read(),
     ))

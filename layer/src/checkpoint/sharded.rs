@@ -438,6 +438,7 @@ pub(crate) fn convert_shards(
     selection.plan_dequantizing(
         (found.iter()).flat_map(|f| f.written().map(|w| (w, f.entries.as_slice()))),
     )?;
+    selection.note_foreign(ck.shards.iter().flat_map(|(_, c)| c.entries()));
     let mut weight_map: Vec<(String, String)> = Vec::new();
     for ((name, _), f) in ck.shards.iter().zip(&found) {
         // (A weight a keep pattern keeps stays as it is, its parts under their own names.)
