@@ -2533,7 +2533,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
             && o.stderr.contains(
                 "config.json's quantization_config says `gptq`, a quantized layout dtcast does \
                  not read (it reads `compressed-tensors` (compressed-tensors), `fp8` (deepseek), \
-                 `mxfp4` (gpt-oss), `modelopt` (ModelOpt))"
+                 `modelopt` (ModelOpt), `mxfp4` (gpt-oss))"
             ),
         "{}",
         o.stderr
@@ -2696,6 +2696,38 @@ fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
     let o = to_bf16_cli(&bare.join("model.safetensors"), &out);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(read_sorted(&out) == reference);
+    // ModelOpt's FP8 (a float8 `weight` and a float32 `weight_scale`, named as
+    // compressed-tensors names them) multiplies in the output dtype: not read yet, and said so,
+    // where config.json says ModelOpt.
+    let fp8 = dir.path().join("fp8");
+    std::fs::create_dir(&fp8).unwrap();
+    dtcast::layer::checkpoint::save(
+        fp8.join("model.safetensors"),
+        &[
+            (
+                "model.layers.0.mlp.up_proj.weight".to_owned(),
+                dtcast::Tensor::from_bytes(&[0x38; 4], DType::Float8E4M3Fn, &[2, 2]).unwrap(),
+            ),
+            (
+                "model.layers.0.mlp.up_proj.weight_scale".to_owned(),
+                dtcast::Tensor::from_vec(vec![0.5f32], &[]).unwrap(),
+            ),
+        ],
+        &[],
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(model.join("config.json")).unwrap();
+    std::fs::write(fp8.join("config.json"), config.replace("NVFP4", "FP8")).unwrap();
+    let o = to_bf16_cli(&fp8, &dir.path().join("fp8-dense"));
+    assert!(
+        o.code != 0
+            && o.stderr.contains(
+                "`model.layers.0.mlp.up_proj.weight_scale` is a ModelOpt weight without a \
+                 `weight_scale_2`: ModelOpt's FP8"
+            ),
+        "{}",
+        o.stderr
+    );
     // inspect names the scheme.
     let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
     assert!(

@@ -84,11 +84,12 @@ pub(crate) fn foreign_error(module: &str, shows: &str, layout: &str, what: &str)
     ))
 }
 
-/// The layouts dtcast reads, by `config.json`'s `quant_method` and name.
+/// The layouts dtcast reads, by `config.json`'s `quant_method` (in its order) and name.
 fn layouts_read() -> String {
-    let known: Vec<String> = (READERS.iter())
+    let mut known: Vec<String> = (READERS.iter())
         .map(|r| format!("`{}` ({})", r.quant_method(), r.name()))
         .collect();
+    known.sort();
     known.join(", ")
 }
 
@@ -134,17 +135,21 @@ pub(crate) fn detect_part(
         foreign(entries).into_iter().map(|(m, _, _)| m).collect();
     let mut found: Vec<QuantizedWeight> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        // A scale tensor names its layout.
-        let Some((layout, prefix)) = READERS
-            .into_iter()
-            .find_map(|r| r.scales_of(e).map(|p| (r, p)))
-        else {
-            continue;
-        };
-        if foreign.contains(prefix) {
-            continue;
+        // A scale tensor names its layout: the first that claims the weight beside it.
+        let mut read = None;
+        for layout in READERS {
+            let Some(prefix) = layout.scales_of(e) else {
+                continue;
+            };
+            if foreign.contains(prefix) {
+                break;
+            }
+            if let Some(weight) = layout.read(entries, prefix, i, config)? {
+                read = Some((layout, weight));
+                break;
+            }
         }
-        let Some(weight) = layout.read(entries, prefix, i, config)? else {
+        let Some((layout, weight)) = read else {
             continue;
         };
         if let Some(m) = &method {

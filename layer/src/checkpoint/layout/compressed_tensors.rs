@@ -7,7 +7,7 @@ use dtcast_quant::{Granularity, Scheme};
 use serde_json::{json, Value};
 
 use super::api::{Layout, Part, QuantizedWeight, Reader};
-use super::shared::{check_scales, err, find, is_linear_weight, rows_cols, stored_dense, two_d};
+use super::shared::{check_scales, err, is_linear_weight, rows_cols, stored_dense, two_d};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::error::LayerError;
@@ -162,10 +162,7 @@ impl Reader for CompressedTensors {
         scales: usize,
         config: Option<&Value>,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
-        // (A `weight_scale` beside a `weight_scale_2` is ModelOpt's NVFP4: `modelopt.rs`.)
-        if stored_dense(entries, prefix)
-            || find(entries, &format!("{prefix}.weight_scale_2")).is_some()
-        {
+        if stored_dense(entries, prefix) {
             return Ok(None);
         }
         read_weight(entries, prefix, scales, config).map(Some)

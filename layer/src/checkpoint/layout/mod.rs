@@ -64,13 +64,14 @@ impl QuantizedFormat {
 }
 
 /// Every layout dtcast reads: those it writes (`--format`), and ModelOpt's NVFP4. Their scale
-/// tensors' names tell them apart (where two share one, compressed-tensors' `weight_scale` and
-/// ModelOpt's, the layout that is not the weight's reads it as another's: `Reader::read`).
+/// tensors' names tell them apart; where two share one (ModelOpt's `weight_scale` is named as
+/// compressed-tensors'), the first whose [`Reader::read`] claims the weight reads it, so
+/// ModelOpt, which tells its own by a `weight_scale_2` or its config, comes first.
 pub(crate) const READERS: [&dyn Reader; 4] = [
+    &modelopt::ModelOpt,
     &compressed_tensors::CompressedTensors,
     &deepseek::DeepSeek,
     &gpt_oss::GptOss,
-    &modelopt::ModelOpt,
 ];
 
 /// The layout whose `config.json` says `quant_method` (`fp8`: DeepSeek's, whose config's keys

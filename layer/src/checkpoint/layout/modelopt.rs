@@ -15,6 +15,7 @@ use super::api::{QuantizedWeight, Reader};
 use super::shared::{check_scales, err, find, missing, two_d};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
+use crate::checkpoint::quantized::config_method;
 use crate::error::LayerError;
 
 pub(super) struct ModelOpt;
@@ -28,23 +29,35 @@ impl Reader for ModelOpt {
         "modelopt"
     }
 
-    /// `weight_scale_2`, which only ModelOpt writes (its `weight_scale` is named as
-    /// compressed-tensors names its scales).
+    /// `weight_scale`, named as compressed-tensors names its scales: ModelOpt's where a
+    /// `weight_scale_2` (which only ModelOpt writes) is beside it, or `config.json` says
+    /// `modelopt` ([`READERS`](super::READERS) asks this layout before compressed-tensors).
     fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str> {
-        e.name.strip_suffix(".weight_scale_2")
+        e.name.strip_suffix(".weight_scale")
     }
 
     fn read(
         &self,
         entries: &[Entry],
         prefix: &str,
-        global: usize,
-        _config: Option<&Value>,
+        s: usize,
+        config: Option<&Value>,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         let name = format!("{prefix}.weight");
         let scale_name = format!("{prefix}.weight_scale");
-        let w = find(entries, &name).ok_or_else(|| missing(&entries[global], &name))?;
-        let s = find(entries, &scale_name).ok_or_else(|| missing(&entries[global], &scale_name))?;
+        let Some(global) = find(entries, &format!("{prefix}.weight_scale_2")) else {
+            if config_method(config).as_deref() == Some(self.quant_method()) {
+                // ModelOpt's FP8 multiplies in the output dtype (`FP8QTensor.dequantize`), with
+                // torch's NaN rules for each; dtcast does not model them yet.
+                return Err(err(format!(
+                    "`{}` is a ModelOpt weight without a `weight_scale_2`: ModelOpt's FP8 (and \
+                     its other formats but NVFP4) are not read yet; dtcast reads ModelOpt's NVFP4",
+                    quote(&scale_name)
+                )));
+            }
+            return Ok(None);
+        };
+        let w = find(entries, &name).ok_or_else(|| missing(&entries[s], &name))?;
         let (weight, scale) = (&entries[w], &entries[s]);
         if weight.dtype != DType::UInt8 || scale.dtype != DType::Float8E4M3Fn {
             return Err(err(format!(
