@@ -209,8 +209,20 @@ pub fn dequantize_into(
     if e4m3::supports(scheme.element, out) {
         // float8 to bfloat16, float16 or float32: decode, product and rounding in registers (one
         // pass).
-        // (torchao's NaN elements read as its one NaN: the plan's table has it.)
-        let values: [f32; 256] = plan_values(&plan.values)?;
+        // (The SIMD forms decode the codes themselves, as the cast does: the table is the cast's,
+        // with torchao's NaN.)
+        let mut values: [f32; 256] = code_values(scheme.element)?;
+        if let Some(nan) = nan {
+            // torchao's one NaN (float16 and float32 keep a NaN's sign and payload; bfloat16 has
+            // one NaN).
+            for v in values.iter_mut().filter(|v| v.is_nan()) {
+                *v = nan;
+            }
+        }
+        debug_assert!(
+            (values.iter().zip(&plan.values)).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "the plan reads float8 codes as the cast does"
+        );
         let codes = e4m3::Codes {
             values: &values,
             out,
@@ -383,7 +395,7 @@ impl DequantPlan {
                 *v = f32::from_bits(0x7FC0_0000);
             }
         }
-        if scheme.convention == Convention::ModelOpt {
+        if scheme.convention == Convention::ModelOpt && scheme.element == DType::Float4E2M1Fn {
             // ModelOpt's float4 table (`e2m1_values`) reads code 0x8 as 0, not -0.
             for v in table.iter_mut().filter(|v| **v == 0.0) {
                 *v = 0.0;
@@ -431,8 +443,14 @@ impl DequantPlan {
                     .collect();
                 in_dtype(&factors, DType::BFloat16)
             }
-            // compressed-tensors divides by its global scale, torchao multiplies by its per-tensor
-            // scale.
+            // ModelOpt's FP8: element and scale each in the output dtype, the product in it.
+            (ScaleRule::AbsMax, Convention::ModelOpt) if !scheme.global_scale => {
+                let factors = f32s(&torch_cast(scale_src, scheme.scale, DType::Float32));
+                table = in_dtype(&table, out);
+                in_dtype(&factors, out)
+            }
+            // compressed-tensors divides by its global scale, torchao and ModelOpt multiply by
+            // their per-tensor scale.
             (ScaleRule::AbsMax, convention) => {
                 f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
                     .into_iter()
@@ -471,8 +489,29 @@ impl DequantPlan {
     }
 }
 
-/// The plan's value of each of the `N` codes (16 for float4, 256 for float8): what every path
-/// reads an element code as.
+/// The float32 value of each of the `N` codes of `element` (16 for float4, 256 for float8), as
+/// the general path's element cast gives them.
+fn code_values<const N: usize>(element: DType) -> Result<[f32; N], QuantError> {
+    let codes: Vec<u8> = (0..N).map(|c| c as u8).collect();
+    let stored = if element.is_packed() {
+        codes.chunks(2).map(|p| p[0] | p[1] << 4).collect()
+    } else {
+        codes
+    };
+    let mut values = [0f32; N];
+    cast(
+        &stored,
+        element,
+        bytemuck::cast_slice_mut(&mut values),
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .map_err(internal)?;
+    Ok(values)
+}
+
+/// The plan's value of each of the `N` codes (16 for float4): what the float4 lookups read an
+/// element code as (ModelOpt's table differs from the cast's).
 fn plan_values<const N: usize>(values: &[f32]) -> Result<[f32; N], QuantError> {
     values.try_into().map_err(|_| QuantError::Scheme {
         reason: format!(

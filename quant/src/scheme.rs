@@ -59,9 +59,11 @@ pub enum Convention {
     /// gpt-oss MXFP4 as transformers reads it: `ldexp` of the element by `byte - 127` (255 is
     /// 2^128, not NaN); the output is transposed to `[experts, cols, rows]`.
     GptOss,
-    /// NVIDIA ModelOpt 0.47's NVFP4 as `NVFP4QTensor.dequantize` reads it: torchao's two-level
-    /// arithmetic (`e2m1 × (scale × weight_scale_2)` in float32), except that float4 code 0x8
-    /// reads as +0 (its table has no -0). Read only: quantizing with it is an error.
+    /// NVIDIA ModelOpt 0.47 as its `dequantize` reads a checkpoint: NVFP4 (`NVFP4QTensor`) is
+    /// torchao's two-level arithmetic (`e2m1 × (scale × weight_scale_2)` in float32), except that
+    /// float4 code 0x8 reads as +0 (its table has no -0); FP8 (`FP8QTensor`) multiplies element
+    /// and scale each converted to the output dtype, in it (as torchao's MX products). Read only:
+    /// quantizing with it is an error.
     ModelOpt,
 }
 
@@ -101,6 +103,7 @@ pub(crate) const NAMES: &[&str] = &[
     "ao_nvfp4_two_level",
     "ao_nvfp4_single_level",
     "modelopt_nvfp4",
+    "modelopt_fp8",
     "deepseek_v3_fp8_block",
     "gpt_oss_mxfp4",
 ];
@@ -195,6 +198,7 @@ impl Scheme {
             ),
             "ao_nvfp4_two_level" => scheme(Granularity::Group(16), F4, E4M3, abs, true, TorchAo),
             "modelopt_nvfp4" => scheme(Granularity::Group(16), F4, E4M3, abs, true, ModelOpt),
+            "modelopt_fp8" => scheme(Granularity::Tensor, E4M3, Float32, abs, false, ModelOpt),
             "ao_nvfp4_single_level" => {
                 scheme(Granularity::Group(16), F4, E4M3, abs, false, TorchAo)
             }

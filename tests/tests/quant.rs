@@ -2636,10 +2636,10 @@ fn vllm_fp8_per_tensor_checkpoints_dequantize_with_their_scales() {
     assert_eq!(config["modules_to_not_convert"], serde_json::json!([b]));
 }
 
-/// A copy of the ModelOpt fixture's model directory (without its reference) in `dir/model`; its
-/// `config.json` left out where `config` is false.
-fn modelopt_model(dir: &std::path::Path, config: bool) -> std::path::PathBuf {
-    let src = dtcast_tests::fixture_path("modelopt_nvfp4");
+/// A copy of a ModelOpt fixture's model directory (`modelopt_nvfp4`, `modelopt_fp8`; without its
+/// reference) in `dir/model`; its `config.json` left out where `config` is false.
+fn modelopt_model(fixture: &str, dir: &std::path::Path, config: bool) -> std::path::PathBuf {
+    let src = dtcast_tests::fixture_path(fixture);
     let model = dir.join("model");
     std::fs::create_dir_all(&model).unwrap();
     for f in [
@@ -2665,7 +2665,7 @@ fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
     let src = dtcast_tests::fixture_path("modelopt_nvfp4");
     let reference = read_sorted(&src.join("reference_bf16.safetensors"));
     let dir = tempfile::tempdir().unwrap();
-    let model = modelopt_model(dir.path(), true);
+    let model = modelopt_model("modelopt_nvfp4", dir.path(), true);
     let out = dir.path().join("dense");
     let o = to_bf16_cli(&model, &out);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -2691,43 +2691,11 @@ fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
         ["config.json", "generation_config.json", "model.safetensors"]
     );
     // The tensors alone say the layout.
-    let bare = modelopt_model(&dir.path().join("bare"), false);
+    let bare = modelopt_model("modelopt_nvfp4", &dir.path().join("bare"), false);
     let out = dir.path().join("bare.safetensors");
     let o = to_bf16_cli(&bare.join("model.safetensors"), &out);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(read_sorted(&out) == reference);
-    // ModelOpt's FP8 (a float8 `weight` and a float32 `weight_scale`, named as
-    // compressed-tensors names them) multiplies in the output dtype: not read yet, and said so,
-    // where config.json says ModelOpt.
-    let fp8 = dir.path().join("fp8");
-    std::fs::create_dir(&fp8).unwrap();
-    dtcast::layer::checkpoint::save(
-        fp8.join("model.safetensors"),
-        &[
-            (
-                "model.layers.0.mlp.up_proj.weight".to_owned(),
-                dtcast::Tensor::from_bytes(&[0x38; 4], DType::Float8E4M3Fn, &[2, 2]).unwrap(),
-            ),
-            (
-                "model.layers.0.mlp.up_proj.weight_scale".to_owned(),
-                dtcast::Tensor::from_vec(vec![0.5f32], &[]).unwrap(),
-            ),
-        ],
-        &[],
-    )
-    .unwrap();
-    let config = std::fs::read_to_string(model.join("config.json")).unwrap();
-    std::fs::write(fp8.join("config.json"), config.replace("NVFP4", "FP8")).unwrap();
-    let o = to_bf16_cli(&fp8, &dir.path().join("fp8-dense"));
-    assert!(
-        o.code != 0
-            && o.stderr.contains(
-                "`model.layers.0.mlp.up_proj.weight_scale` is a ModelOpt weight without a \
-                 `weight_scale_2`: ModelOpt's FP8"
-            ),
-        "{}",
-        o.stderr
-    );
     // inspect names the scheme.
     let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
     assert!(
@@ -2748,7 +2716,7 @@ fn a_modelopt_checkpoint_with_weights_kept_quantized_lists_the_rest_in_both_conf
     // dequantized modules; the kept weights' tensors are the input's.
     let src = dtcast_tests::fixture_path("modelopt_nvfp4");
     let dir = tempfile::tempdir().unwrap();
-    let model = modelopt_model(dir.path(), true);
+    let model = modelopt_model("modelopt_nvfp4", dir.path(), true);
     let out = dir.path().join("out");
     let o = convert_cli(
         model.to_str().unwrap(),
@@ -2793,4 +2761,62 @@ fn a_modelopt_checkpoint_with_weights_kept_quantized_lists_the_rest_in_both_conf
     {
         assert!(got.contains(t), "{} changed", t.0);
     }
+}
+
+#[test]
+fn modelopt_fp8_dequantizes_as_modelopt_does() {
+    // ModelOpt 0.47's per-tensor FP8 export (`weight` float8_e4m3fn, a float32 `weight_scale`,
+    // named as compressed-tensors' per-tensor FP8) dequantizes in the output dtype: element and
+    // scale each rounded to bfloat16, then their product (`FP8QTensor.dequantize`), which differs
+    // from compressed-tensors' float32 product in 30% of these elements. Its config.json
+    // says which: the output is ModelOpt's own dequantization byte for byte.
+    let src = dtcast_tests::fixture_path("modelopt_fp8");
+    let reference = read_sorted(&src.join("reference_bf16.safetensors"));
+    let dir = tempfile::tempdir().unwrap();
+    let model = modelopt_model("modelopt_fp8", dir.path(), true);
+    let out = dir.path().join("dense");
+    let o = to_bf16_cli(&model, &out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("dequantized 14 quantized weights"),
+        "{}",
+        o.stdout
+    );
+    assert!(read_sorted(&out.join("model.safetensors")) == reference);
+    assert!(!out.join("hf_quant_config.json").exists());
+    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
+    assert!(
+        o.stdout.contains("quantized: 14 weights (modelopt_fp8)"),
+        "{}",
+        o.stdout
+    );
+    // A per-channel scale: not read, and said so.
+    let channel = dir.path().join("channel");
+    std::fs::create_dir(&channel).unwrap();
+    std::fs::copy(model.join("config.json"), channel.join("config.json")).unwrap();
+    dtcast::layer::checkpoint::save(
+        channel.join("model.safetensors"),
+        &[
+            (
+                "model.layers.0.mlp.up_proj.weight".to_owned(),
+                dtcast::Tensor::from_bytes(&[0x38; 4], DType::Float8E4M3Fn, &[2, 2]).unwrap(),
+            ),
+            (
+                "model.layers.0.mlp.up_proj.weight_scale".to_owned(),
+                dtcast::Tensor::from_vec(vec![0.5f32, 0.25], &[2]).unwrap(),
+            ),
+        ],
+        &[],
+    )
+    .unwrap();
+    let o = to_bf16_cli(&channel, &dir.path().join("channel-dense"));
+    assert!(
+        o.code != 0
+            && o.stderr.contains(
+                "`model.layers.0.mlp.up_proj.weight_scale` is float32 with 2 elements: dtcast \
+                 reads ModelOpt's FP8 with one float32 scale per tensor"
+            ),
+        "{}",
+        o.stderr
+    );
 }

@@ -1,11 +1,16 @@
-//! NVIDIA ModelOpt's NVFP4 (`export_hf_checkpoint`, what TensorRT-LLM, vLLM and SGLang load;
-//! NVIDIA's published FP4 models): `P.weight` uint8 `[out, in/2]` (two float4_e2m1fn, the low
-//! nibble first), `P.weight_scale` float8_e4m3fn `[out, in/16]`, `P.weight_scale_2` float32 (0-d),
-//! a multiplier: an element is `e2m1 × (weight_scale × weight_scale_2)` in float32, then the
+//! NVIDIA ModelOpt's checkpoints (`export_hf_checkpoint`, what TensorRT-LLM, vLLM and SGLang
+//! load; NVIDIA's published FP4 and FP8 models). Per-tensor FP8: `P.weight` float8_e4m3fn and
+//! `P.weight_scale` float32 (0-d), an element `weight.to(dtype) * weight_scale.to(dtype)` in the
+//! output dtype (`FP8QTensor.dequantize`); known by `config.json` alone, the tensors being named
+//! as compressed-tensors' per-tensor FP8. NVFP4: `P.weight` uint8 `[out, in/2]` (two
+//! float4_e2m1fn, the low nibble first), `P.weight_scale` float8_e4m3fn `[out, in/16]`,
+//! `P.weight_scale_2` float32 (0-d), a multiplier: an element is
+//! `e2m1 × (weight_scale × weight_scale_2)` in float32, then the
 //! dense dtype (`NVFP4QTensor.dequantize`): torchao's two-level NVFP4 arithmetic, except that
 //! code 0x8 reads as +0 (`dtcast_quant::Convention::ModelOpt`).
 //! `quantization_config = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": [...]}`
-//! (older exports say so in `hf_quant_config.json` only). Read, not written.
+//! (older exports say so in `hf_quant_config.json` only: their NVFP4 is read from the tensors,
+//! their FP8 as compressed-tensors'). Read, not written.
 
 use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
@@ -45,19 +50,28 @@ impl Reader for ModelOpt {
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         let name = format!("{prefix}.weight");
         let scale_name = format!("{prefix}.weight_scale");
-        let Some(global) = find(entries, &format!("{prefix}.weight_scale_2")) else {
-            if config_method(config).as_deref() == Some(self.quant_method()) {
-                // ModelOpt's FP8 multiplies in the output dtype (`FP8QTensor.dequantize`), with
-                // torch's NaN rules for each; dtcast does not model them yet.
+        let global = find(entries, &format!("{prefix}.weight_scale_2"));
+        if global.is_none() && config_method(config).as_deref() != Some(self.quant_method()) {
+            return Ok(None);
+        }
+        let w = find(entries, &name).ok_or_else(|| missing(&entries[s], &name))?;
+        let Some(global) = global else {
+            // Without a `weight_scale_2`: ModelOpt's per-tensor FP8, its config says (the
+            // tensors are compressed-tensors' per-tensor FP8's, the arithmetic is not).
+            let scale = &entries[s];
+            if scale.dtype != DType::Float32 || scale.numel() != 1 {
                 return Err(err(format!(
-                    "`{}` is a ModelOpt weight without a `weight_scale_2`: ModelOpt's FP8 (and \
-                     its other formats but NVFP4) are not read yet; dtcast reads ModelOpt's NVFP4",
-                    quote(&scale_name)
+                    "`{}` is {} with {} elements: dtcast reads ModelOpt's FP8 with one float32 \
+                     scale per tensor (and its NVFP4), not per channel or block",
+                    quote(&scale_name),
+                    scale.dtype,
+                    scale.numel()
                 )));
             }
-            return Ok(None);
+            let scheme =
+                Scheme::named("modelopt_fp8", DType::BFloat16).map_err(|e| err(e.to_string()))?;
+            return two_d(entries, name, w, s, None, "modelopt_fp8", scheme).map(Some);
         };
-        let w = find(entries, &name).ok_or_else(|| missing(&entries[s], &name))?;
         let (weight, scale) = (&entries[w], &entries[s]);
         if weight.dtype != DType::UInt8 || scale.dtype != DType::Float8E4M3Fn {
             return Err(err(format!(

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/modelopt_nvfp4/ with the real tool: NVIDIA ModelOpt (0.47) quantizes a
-tiny two-layer Llama to NVFP4 on CPU (`mtq.quantize` with NVFP4_DEFAULT_CFG, two calibration
-batches) and exports it with `export_hf_checkpoint` (model.safetensors, config.json with its
-quantization_config, hf_quant_config.json, generation_config.json); then ModelOpt's own
-`NVFP4QTensor.dequantize` (bfloat16) gives reference_bf16.safetensors: every quantized weight
-dequantized under its dense name, its scales and input_scale gone, every other tensor as it is.
+"""Writes tests/fixtures/modelopt_nvfp4/ or modelopt_fp8/ with the real tool: NVIDIA ModelOpt
+(0.47) quantizes a tiny two-layer Llama on CPU (`mtq.quantize` with NVFP4_DEFAULT_CFG or
+FP8_DEFAULT_CFG, two calibration batches) and exports it with `export_hf_checkpoint`
+(model.safetensors, config.json with its quantization_config, hf_quant_config.json,
+generation_config.json); then ModelOpt's own `NVFP4QTensor.dequantize` / `FP8QTensor.dequantize`
+(bfloat16) gives reference_bf16.safetensors: every quantized weight dequantized under its dense
+name, its scales and input_scale gone, every other tensor as it is.
 
 Needs torch, transformers and nvidia-modelopt (not the test suite).
-Usage: modelopt_nvfp4_fixture.py OUT_DIR
+Usage: modelopt_fixture.py NVFP4|FP8 OUT_DIR
 """
 import os
 import sys
@@ -17,11 +18,15 @@ from safetensors.torch import load_file, save_file
 
 import modelopt.torch.quantization as mtq
 from modelopt.torch.export import export_hf_checkpoint
+from modelopt.torch.quantization.qtensor.fp8_tensor import FP8QTensor
 from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
-def export(out):
+CONFIGS = {"NVFP4": mtq.NVFP4_DEFAULT_CFG, "FP8": mtq.FP8_DEFAULT_CFG}
+
+
+def export(algo, out):
     torch.manual_seed(11)
     cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -32,7 +37,7 @@ def export(out):
         for _ in range(2):
             m(torch.randint(0, 64, (2, 16)))
 
-    model = mtq.quantize(model, mtq.NVFP4_DEFAULT_CFG, calibrate)
+    model = mtq.quantize(model, CONFIGS[algo], calibrate)
     export_hf_checkpoint(model, export_dir=out)
 
 
@@ -43,7 +48,10 @@ def reference(out):
         if name.endswith((".weight_scale", ".weight_scale_2", ".input_scale")):
             continue
         module = name[: -len(".weight")] if name.endswith(".weight") else None
-        if module and f"{module}.weight_scale_2" in t:
+        if module and f"{module}.weight_scale" in t and f"{module}.weight_scale_2" not in t:
+            q = FP8QTensor(v.shape, torch.bfloat16, v)
+            dense[name] = q.dequantize(dtype=torch.bfloat16, scale=t[f"{module}.weight_scale"])
+        elif module and f"{module}.weight_scale_2" in t:
             rows, half = v.shape
             q = NVFP4QTensor(torch.Size([rows, half * 2]), torch.bfloat16, v)
             dense[name] = q.dequantize(dtype=torch.bfloat16, scale=t[f"{module}.weight_scale"],
@@ -55,5 +63,5 @@ def reference(out):
 
 
 if __name__ == "__main__":
-    export(sys.argv[1])
-    reference(sys.argv[1])
+    export(sys.argv[1], sys.argv[2])
+    reference(sys.argv[2])
