@@ -7,15 +7,23 @@ generation_config.json); then ModelOpt's own `NVFP4QTensor.dequantize` / `FP8QTe
 (bfloat16) gives reference_bf16.safetensors: every quantized weight dequantized under its dense
 name, its scales and input_scale gone, every other tensor as it is.
 
+With FP8 it also writes OUT_DIR/dequantize.json: FP8QTensor.dequantize of every float8 code
+(a [64, 256] tensor, each row the 256 codes in order: torch's vectorised loops) with scales
+that are finite, zero, tiny, huge, infinite and NaN of either sign, into bfloat16, float16 and
+float32; each case keeps the first row's outputs.
+
 Needs torch, transformers and nvidia-modelopt (not the test suite).
 Usage: modelopt_fixture.py NVFP4|FP8 OUT_DIR
 """
+import json
+import struct
 import os
 import sys
 
 import torch
 from safetensors.torch import load_file, save_file
 
+import modelopt
 import modelopt.torch.quantization as mtq
 from modelopt.torch.export import export_hf_checkpoint
 from modelopt.torch.quantization.qtensor.fp8_tensor import FP8QTensor
@@ -62,6 +70,27 @@ def reference(out):
     save_file(dense, os.path.join(out, "reference_bf16.safetensors"), metadata={"format": "pt"})
 
 
+def fp8_vectors(out):
+    codes = torch.arange(256, dtype=torch.int32).repeat(64).to(torch.uint8).reshape(64, 256)
+    weight = codes.view(torch.float8_e4m3fn)
+    scales = [0.0123, -3.0, 0.0, -0.0, 1e-45, 3e38, float("inf"), float("-inf"), float("nan"),
+              -float("nan")]
+    cases = []
+    for s in scales:
+        scale = torch.tensor(s, dtype=torch.float32)
+        for dtype, name in [(torch.bfloat16, "bfloat16"), (torch.float16, "float16"),
+                            (torch.float32, "float32")]:
+            dense = FP8QTensor(weight.shape, dtype, weight).dequantize(dtype=dtype, scale=scale)
+            row = dense[0].contiguous().view(torch.uint8).numpy().tobytes()
+            cases.append({"scale": struct.pack("<f", s).hex(), "out": name, "hex": row.hex()})
+    meta = {"modelopt": modelopt.__version__, "torch": torch.__version__,
+            "call": "FP8QTensor(shape, dtype, codes).dequantize(dtype=dtype, scale=scale)"}
+    with open(os.path.join(out, "dequantize.json"), "w") as f:
+        json.dump({"meta": meta, "cases": cases}, f, indent=0)
+
+
 if __name__ == "__main__":
     export(sys.argv[1], sys.argv[2])
     reference(sys.argv[2])
+    if sys.argv[1] == "FP8":
+        fp8_vectors(sys.argv[2])

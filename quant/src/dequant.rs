@@ -148,12 +148,9 @@ pub fn dequantize_into(
     };
     // A NaN element reads as one value in torchao (the default NaN, then in the output dtype);
     // elsewhere as its code's own NaN, which the cast below gives.
-    let nan = matches!(
-        scheme.convention,
-        Convention::TorchAo | Convention::ModelOpt
-    )
-    .then(|| table.iter().copied().find(|v| v.is_nan()))
-    .flatten();
+    let nan = one_nan(scheme, out)
+        .then(|| table.iter().copied().find(|v| v.is_nan()))
+        .flatten();
     // The product in float32, rounded once to the output dtype: pieces of whole rows on the
     // thread pool, each through a small float32 buffer (the element cast, the products, the
     // rounding: SIMD casts and a loop LLVM vectorises).
@@ -385,12 +382,7 @@ impl DequantPlan {
         } else {
             f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))
         };
-        if matches!(
-            scheme.convention,
-            Convention::TorchAo | Convention::ModelOpt
-        ) {
-            // torchao's `.to()` of float8 runs torch's vectorised conversion: a NaN element becomes
-            // the default NaN, without its sign.
+        if one_nan(scheme, out) {
             for v in table.iter_mut().filter(|v| v.is_nan()) {
                 *v = f32::from_bits(0x7FC0_0000);
             }
@@ -443,11 +435,22 @@ impl DequantPlan {
                     .collect();
                 in_dtype(&factors, DType::BFloat16)
             }
-            // ModelOpt's FP8: element and scale each in the output dtype, the product in it.
+            // ModelOpt's FP8: element and scale each in the output dtype, the product in it (a
+            // float8 value is exact in every output dtype, a NaN keeps its payload there: the
+            // elements need no rounding).
             (ScaleRule::AbsMax, Convention::ModelOpt) if !scheme.global_scale => {
                 let factors = f32s(&torch_cast(scale_src, scheme.scale, DType::Float32));
-                table = in_dtype(&table, out);
-                in_dtype(&factors, out)
+                // The scale is a 0-d tensor: its `.to()` takes c10's scalar rules, under which a
+                // NaN becomes float16's 0x7E00 with its sign, or bfloat16's 0x7FC0.
+                (in_dtype(&factors, out).into_iter().zip(&factors))
+                    .map(|(rounded, &s)| match (s.is_nan(), out) {
+                        (true, DType::Float16) => {
+                            f32::from_bits(s.to_bits() & 0x8000_0000 | 0x7FC0_0000)
+                        }
+                        (true, DType::BFloat16) => f32::from_bits(0x7FC0_0000),
+                        _ => rounded,
+                    })
+                    .collect()
             }
             // compressed-tensors divides by its global scale, torchao and ModelOpt multiply by
             // their per-tensor scale.
@@ -486,6 +489,18 @@ impl DequantPlan {
             Some(experts) => vec![experts, self.cols, self.rows / experts.max(1)],
             None => shape.to_vec(),
         }
+    }
+}
+
+/// Whether every NaN element reads as the default NaN: torchao's `.to()` of float8 runs torch's
+/// vectorised conversion, which drops a NaN's sign and payload; ModelOpt's FP8 multiplies in
+/// the output dtype, where bfloat16 arithmetic has one NaN and float16 and float32 keep the
+/// element's (its float4 has no NaN).
+fn one_nan(scheme: &Scheme, out: DType) -> bool {
+    match scheme.convention {
+        Convention::TorchAo => true,
+        Convention::ModelOpt => out == DType::BFloat16,
+        Convention::CompressedTensors | Convention::DeepSeek | Convention::GptOss => false,
     }
 }
 

@@ -2820,3 +2820,44 @@ fn modelopt_fp8_dequantizes_as_modelopt_does() {
         o.stderr
     );
 }
+
+#[test]
+fn modelopt_fp8_dequantizes_every_code_with_every_kind_of_scale_as_modelopt() {
+    // ModelOpt 0.47's `FP8QTensor.dequantize` of all 256 float8 codes with finite, zero, tiny,
+    // huge, infinite and NaN scales of either sign, into bfloat16, float16 and float32: its
+    // NaN rules are torch's (bfloat16 arithmetic has one NaN; float16 and float32 keep an
+    // element's; the 0-d scale converts by c10's scalar rules), and dtcast gives its bytes.
+    let vectors = fixture("modelopt_fp8/dequantize.json");
+    let scheme = Scheme::named("modelopt_fp8", DType::BFloat16).unwrap();
+    // One row of the codes (the general path) and 64 (the one-pass forms, where this machine
+    // has them): each row the reference's.
+    let row: Vec<u8> = (0..=255).collect();
+    let mut compared = 0;
+    for case in vectors["cases"].as_array().unwrap() {
+        let scale = hex(case["scale"].as_str().unwrap());
+        let out: DType = case["out"].as_str().unwrap().parse().unwrap();
+        let want = hex(case["hex"].as_str().unwrap());
+        let size = out.byte_size().unwrap();
+        for rows in [1, 64] {
+            let codes = row.repeat(rows);
+            let q = Quantized {
+                elements: &codes,
+                shape: &[rows, 256],
+                scales: &scale,
+                global_scale: None,
+            };
+            let got = dequantize(&q, &scheme, out).unwrap();
+            assert_eq!(got.len(), rows * want.len());
+            for (r, got) in got.chunks(want.len()).enumerate() {
+                let first = (got.chunks(size).zip(want.chunks(size))).position(|(g, w)| g != w);
+                assert_eq!(
+                    first, None,
+                    "scale {} into {out}, row {r} of {rows}: first differing code",
+                    case["scale"]
+                );
+            }
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 30);
+}
