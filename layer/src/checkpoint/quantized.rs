@@ -1,8 +1,9 @@
 //! Quantized weights in a checkpoint: which tensors hold a scaled low-precision weight and its
-//! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected from the
-//! tensors' names, dtypes and shapes, cross-checked with `config.json`'s `quantization_config`
-//! when there is one; anything ambiguous or inconsistent is an error, never a guess — reading a
-//! quantized weight without its scale gives values that look fine and are wrong.
+//! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected
+//! from the tensors' names, dtypes and shapes, cross-checked with `config.json`'s
+//! `quantization_config` when there is one; anything ambiguous or inconsistent is an error, never
+//! a guess — reading a quantized weight without its scale gives values that look fine and are
+//! wrong.
 
 use serde_json::Value;
 
@@ -49,7 +50,7 @@ pub(crate) fn foreign<'a>(
 }
 
 /// The modules of `entries` that a quantized layout dtcast does not read holds (GPTQ / AWQ,
-/// bitsandbytes, ModelOpt's NVFP4; known by a tensor name only that layout writes), each with
+/// bitsandbytes, ModelOpt's AWQ; known by a tensor name only that layout writes), each with
 /// the layout's name. Converting them is refused unless `--keep` leaves them as they are.
 ///
 /// ```
@@ -84,7 +85,7 @@ pub(crate) fn foreign_error(module: &str, shows: &str, layout: &str, what: &str)
     ))
 }
 
-/// The layouts dtcast reads, by `config.json`'s `quant_method` (in its order) and name.
+/// The layouts dtcast reads, by `config.json`'s `quant_method` (sorted by it) and name.
 fn layouts_read() -> String {
     let mut known: Vec<String> = (READERS.iter())
         .map(|r| format!("`{}` ({})", r.quant_method(), r.name()))
