@@ -260,9 +260,8 @@ fn weights_of_no_columns_convert_both_ways_without_a_pass_per_row() {
     let header = |rows: u64| {
         format!(r#"{{"{name}":{{"dtype":"BF16","shape":[{rows},0],"data_offsets":[0,0]}}}}"#)
     };
-    let convert = |from: &std::path::Path, to: &std::path::Path, flags: &[&str]| {
-        convert_cli(from.to_str().unwrap(), to.to_str().unwrap(), flags)
-    };
+    let convert =
+        |from: &std::path::Path, to: &std::path::Path, flags: &[&str]| convert_cli(from, to, flags);
     let input = dtcast_tests::file_with(d, "in.safetensors", &header(1 << 60), &[]);
     let quantized = d.join("mxfp4.safetensors");
     let r = convert(&input, &quantized, &["--quantize", "mxfp4"]);
@@ -509,7 +508,13 @@ fn quantization_matches_every_reference_case() {
 }
 
 /// `dtcast convert INPUT -o OUTPUT FLAGS...` through the CLI.
-fn convert_cli(input: &str, output: &str, flags: &[&str]) -> dtcast_tests::CliOutput {
+fn convert_cli(
+    input: impl AsRef<std::path::Path>,
+    output: impl AsRef<std::path::Path>,
+    flags: &[&str],
+) -> dtcast_tests::CliOutput {
+    let (input, output) = (input.as_ref(), output.as_ref());
+    let (input, output) = (input.to_str().unwrap(), output.to_str().unwrap());
     let mut args = vec!["convert", input, "-o", output];
     args.extend_from_slice(flags);
     dtcast_tests::dtcast_cli(&args, "")
@@ -632,8 +637,7 @@ fn a_quantized_weight_is_never_read_without_its_scales() {
 
 /// `dtcast convert INPUT -o OUT --dtype bf16`.
 fn to_bf16_cli(input: &std::path::Path, out: &std::path::Path) -> dtcast_tests::CliOutput {
-    let (input, out) = (input.to_str().unwrap(), out.to_str().unwrap());
-    dtcast_tests::dtcast_cli(&["convert", input, "-o", out, "--dtype", "bf16"], "")
+    convert_cli(input, out, &["--dtype", "bf16"])
 }
 
 #[test]
@@ -1148,11 +1152,7 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
         let dense = dir.path().join("dense.safetensors");
         std::fs::copy(src.join("reference_bf16.safetensors"), &dense).unwrap();
         let out = dir.path().join("q.safetensors");
-        let o = convert_cli(
-            dense.to_str().unwrap(),
-            out.to_str().unwrap(),
-            &["--quantize", scheme],
-        );
+        let o = convert_cli(&dense, &out, &["--quantize", scheme]);
         assert_eq!(o.code, 0, "{layout}: {}", o.stderr);
         assert!(o.stdout.starts_with("quantized 8 weights"), "{}", o.stdout);
         let (got, want) = (
@@ -1172,11 +1172,7 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
         }
         // And back: dequantizing our output reads it as its layout.
         let back = dir.path().join("back.safetensors");
-        let o = convert_cli(
-            out.to_str().unwrap(),
-            back.to_str().unwrap(),
-            &["--dtype", "bf16"],
-        );
+        let o = convert_cli(&out, &back, &["--dtype", "bf16"]);
         assert!(
             o.stdout.contains("dequantized 8 quantized weights"),
             "{layout}: {}{}",
@@ -1188,17 +1184,9 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("q.safetensors");
     let q = dtcast_tests::fixture_path("scaled/checkpoints/ct_fp8_block/model.safetensors");
-    let o = convert_cli(
-        q.to_str().unwrap(),
-        out.to_str().unwrap(),
-        &["--quantize", "mxfp4"],
-    );
+    let o = convert_cli(&q, &out, &["--quantize", "mxfp4"]);
     assert!(o.stderr.contains("already quantized"), "{}", o.stderr);
-    let o = convert_cli(
-        "../examples/tiny.safetensors",
-        out.to_str().unwrap(),
-        &["--quantize", "fp3"],
-    );
+    let o = convert_cli("../examples/tiny.safetensors", &out, &["--quantize", "fp3"]);
     assert!(
         o.stderr.contains("the schemes are fp8-tensor"),
         "{}",
@@ -1206,7 +1194,7 @@ fn quantize_writes_compressed_tensors_layout_and_its_bytes() {
     );
     let o = convert_cli(
         "../examples/tiny.safetensors",
-        out.to_str().unwrap(),
+        &out,
         &["--quantize", "nvfp4", "--scale-rounding", "floor"],
     );
     assert!(
@@ -1544,11 +1532,7 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     std::fs::copy(src.join("config.json"), model.join("config.json")).unwrap();
     std::fs::write(model.join("tokenizer.json"), "{\"kept\": true}").unwrap();
     let dense = dir.path().join("dense");
-    let o = convert_cli(
-        model.to_str().unwrap(),
-        dense.to_str().unwrap(),
-        &["--dtype", "bf16"],
-    );
+    let o = convert_cli(&model, &dense, &["--dtype", "bf16"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         read_sorted(&dense.join("model.safetensors")),
@@ -1567,11 +1551,7 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     assert_eq!(config, expected);
     // And back: the dense directory quantized gives compressed-tensors' files and config.
     let again = dir.path().join("fp8");
-    let o = convert_cli(
-        dense.to_str().unwrap(),
-        again.to_str().unwrap(),
-        &["--quantize", "fp8-block"],
-    );
+    let o = convert_cli(&dense, &again, &["--quantize", "fp8-block"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         read_sorted(&again.join("model.safetensors")),
@@ -1581,18 +1561,10 @@ fn a_model_directory_converts_with_its_files_and_its_config() {
     assert_eq!(config, fixture_config);
     // The output directory is not replaced without --force, and --force replaces only a
     // directory that holds what a conversion of this model writes.
-    let o = convert_cli(
-        dense.to_str().unwrap(),
-        again.to_str().unwrap(),
-        &["--quantize", "fp8-block"],
-    );
+    let o = convert_cli(&dense, &again, &["--quantize", "fp8-block"]);
     assert!(o.stderr.contains("pass --force"), "{}", o.stderr);
     std::fs::write(again.join("notes.txt"), "mine").unwrap();
-    let o = convert_cli(
-        dense.to_str().unwrap(),
-        again.to_str().unwrap(),
-        &["--quantize", "fp8-block", "--force"],
-    );
+    let o = convert_cli(&dense, &again, &["--quantize", "fp8-block", "--force"]);
     assert!(o.stderr.contains("notes.txt"), "{}", o.stderr);
     assert_eq!(
         std::fs::read_to_string(again.join("notes.txt")).unwrap(),
@@ -1668,7 +1640,7 @@ fn quantize_reference_dir(
         .remove("quantization_config");
     std::fs::write(model.join("config.json"), config.to_string()).unwrap();
     let out = dir.join("quantized");
-    let o = convert_cli(model.to_str().unwrap(), out.to_str().unwrap(), flags);
+    let o = convert_cli(&model, &out, flags);
     (out, o)
 }
 
@@ -1766,11 +1738,7 @@ fn quantize_writes_gpt_oss_layout_that_dequantizes_to_the_same_experts() {
         }
     }
     let dense = dir.path().join("back");
-    let o = convert_cli(
-        out.to_str().unwrap(),
-        dense.to_str().unwrap(),
-        &["--dtype", "bf16"],
-    );
+    let o = convert_cli(&out, &dense, &["--dtype", "bf16"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         read_sorted(&dense.join("model.safetensors")),
@@ -1792,11 +1760,7 @@ fn quantize_writes_deepseek_layout_with_float32_block_scales() {
     );
     let input = read_sorted(&src.join("reference_bf16.safetensors"));
     let dense = dir.path().join("back");
-    let o = convert_cli(
-        out.to_str().unwrap(),
-        dense.to_str().unwrap(),
-        &["--dtype", "float32"],
-    );
+    let o = convert_cli(&out, &dense, &["--dtype", "float32"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let back = read_sorted(&dense.join("model.safetensors"));
     let floats = |b: &[u8], dtype: DType| -> Vec<f32> {
@@ -1887,18 +1851,14 @@ fn a_sharded_dense_checkpoint_quantizes_shard_by_shard_with_a_new_index() {
     let dir = tempfile::tempdir().unwrap();
     let index = split_in_two_shards(&src.join("reference_bf16.safetensors"), dir.path());
     let out = dir.path().join("fp8");
-    let o = convert_cli(
-        index.to_str().unwrap(),
-        out.to_str().unwrap(),
-        &["--quantize", "fp8-block"],
-    );
+    let o = convert_cli(&index, &out, &["--quantize", "fp8-block"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("quantized 8 weights"), "{}", o.stdout);
     assert_sharded_equals(&out, &read_sorted(&src.join("model.safetensors")));
     let out = dir.path().join("fp8-ignore");
     let o = convert_cli(
-        index.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &index,
+        &out,
         &[
             "--quantize",
             "fp8-block",
@@ -1973,17 +1933,13 @@ fn a_weight_larger_than_a_band_quantizes_and_dequantizes_in_bands_as_it_does_who
     ] {
         let quantized = dir.path().join(format!("{scheme}.safetensors"));
         let o = convert_cli(
-            dense.to_str().unwrap(),
-            quantized.to_str().unwrap(),
+            &dense,
+            &quantized,
             &["--quantize", scheme, "--format", format],
         );
         assert_eq!(o.code, 0, "{scheme}: {}", o.stderr);
         let back = dir.path().join(format!("{scheme}-back.safetensors"));
-        let o = convert_cli(
-            quantized.to_str().unwrap(),
-            back.to_str().unwrap(),
-            &["--dtype", "float32"],
-        );
+        let o = convert_cli(&quantized, &back, &["--dtype", "float32"]);
         assert_eq!(o.code, 0, "{scheme}: {}", o.stderr);
         let q = Checkpoint::open(&quantized).unwrap();
         let weights = dtcast::layer::checkpoint::detect_quantized(q.entries(), None).unwrap();
@@ -2117,8 +2073,8 @@ fn key_value_cache_scales_go_with_the_quantization_config_that_dequantizing_remo
     // One weight kept quantized: the quantization config stays, and so do the cache's scales.
     let out = dir.path().join("kept");
     let o = convert_cli(
-        model.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &model,
+        &out,
         &[
             "--dtype",
             "bf16",
@@ -2196,8 +2152,8 @@ fn a_config_keeps_describing_the_weights_kept_quantized_and_lists_the_rest_as_de
         let model = fixture_model_with(fixture, dir.path(), Vec::new(), |_| {});
         let out = dir.path().join("out");
         let o = convert_cli(
-            model.to_str().unwrap(),
-            out.to_str().unwrap(),
+            &model,
+            &out,
             &["--dtype", "bf16", "--keep", &format!("{kept}.weight*")],
         );
         assert_eq!(o.code, 0, "{fixture}: {}", o.stderr);
@@ -2235,8 +2191,8 @@ fn a_module_is_dequantized_or_quantized_as_a_whole() {
     let src = fixture_model_with("gptoss_mxfp4", dir.path(), Vec::new(), |_| {});
     let out = dir.path().join("out");
     let o = convert_cli(
-        src.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &src,
+        &out,
         &[
             "--dtype",
             "bf16",
@@ -2257,8 +2213,8 @@ fn a_module_is_dequantized_or_quantized_as_a_whole() {
     assert!(!out.exists());
     // The whole module kept: fine, and its layer's experts stay quantized.
     let o = convert_cli(
-        src.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &src,
+        &out,
         &["--dtype", "bf16", "--keep", "model.layers.0.mlp.experts.*"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -2389,7 +2345,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     let file = model.join("model.safetensors");
     save(&file, &tensors, &[]).unwrap();
     let (input, out) = (file.to_str().unwrap(), dir.path().join("out.safetensors"));
-    let o = convert_cli(input, out.to_str().unwrap(), &["--dtype", "bf16"]);
+    let o = convert_cli(input, &out, &["--dtype", "bf16"]);
     assert_ne!(o.code, 0);
     assert!(
         o.stderr.contains(&format!(
@@ -2403,11 +2359,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     assert!(!out.exists());
     // Kept: the module's tensors are the input's bytes, the rest converted.
     let keep = format!("{gptq}.*");
-    let o = convert_cli(
-        input,
-        out.to_str().unwrap(),
-        &["--dtype", "bf16", "--keep", &keep],
-    );
+    let o = convert_cli(input, &out, &["--dtype", "bf16", "--keep", &keep]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let before = read_sorted(&file);
     let after = read_sorted(&out);
@@ -2432,7 +2384,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     // Quantizing it is refused.
     let o = convert_cli(
         input,
-        dir.path().join("q.safetensors").to_str().unwrap(),
+        dir.path().join("q.safetensors"),
         &["--quantize", "fp8-block"],
     );
     assert!(
@@ -2464,8 +2416,8 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     std::fs::create_dir(&sharded).unwrap();
     let index = split_in_two_shards_by(&bnb_file, &sharded, |n| n.contains(".weight"));
     let o = convert_cli(
-        index.to_str().unwrap(),
-        dir.path().join("bnb-out").to_str().unwrap(),
+        &index,
+        dir.path().join("bnb-out"),
         &["--dtype", "bf16", "--keep", "*.absmax"],
     );
     assert!(
@@ -2503,11 +2455,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     ];
     let file2 = dir.path().join("modelopt.safetensors");
     save(&file2, &nvfp4, &[]).unwrap();
-    let o = convert_cli(
-        file2.to_str().unwrap(),
-        out.to_str().unwrap(),
-        &["--dtype", "bf16", "--force"],
-    );
+    let o = convert_cli(&file2, &out, &["--dtype", "bf16", "--force"]);
     assert!(
         o.code != 0
             && o.stderr.contains(&format!(
@@ -2525,7 +2473,7 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     .unwrap();
     let o = convert_cli(
         input,
-        out.to_str().unwrap(),
+        &out,
         &["--dtype", "bf16", "--force", "--keep", &keep],
     );
     assert!(
@@ -2626,8 +2574,8 @@ fn vllm_fp8_per_tensor_checkpoints_dequantize_with_their_scales() {
     // other as dense.
     let out = dir.path().join("kept");
     let o = convert_cli(
-        model.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &model,
+        &out,
         &["--dtype", "bf16", "--keep", &format!("{a}.*")],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -2719,8 +2667,8 @@ fn a_modelopt_checkpoint_with_weights_kept_quantized_lists_the_rest_in_both_conf
     let model = modelopt_model("modelopt_nvfp4", dir.path(), true);
     let out = dir.path().join("out");
     let o = convert_cli(
-        model.to_str().unwrap(),
-        out.to_str().unwrap(),
+        &model,
+        &out,
         &["--dtype", "bf16", "--keep", "model.layers.1.mlp.*"],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
