@@ -2603,6 +2603,36 @@ fn modelopt_model(fixture: &str, dir: &std::path::Path, config: bool) -> std::pa
     model
 }
 
+/// `model` (a ModelOpt export with 14 quantized weights) converted to bfloat16 at `out`:
+/// `reference` (ModelOpt's own dequantization) byte for byte, and no quantization config left
+/// (`config.json`'s, `hf_quant_config.json`). Returns what the conversion printed.
+fn converts_to_modelopt_reference(
+    model: &std::path::Path,
+    out: &std::path::Path,
+    reference: &[(String, DType, Vec<usize>, Vec<u8>)],
+) -> String {
+    let o = to_bf16_cli(model, out);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("dequantized 14 quantized weights"),
+        "{}",
+        o.stdout
+    );
+    assert!(read_sorted(&out.join("model.safetensors")) == reference);
+    assert!(read_json(&out.join("config.json"))
+        .get("quantization_config")
+        .is_none());
+    assert!(!out.join("hf_quant_config.json").exists());
+    o.stdout
+}
+
+/// What `dtcast inspect` prints about `model`.
+fn inspect(model: &std::path::Path) -> String {
+    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    o.stdout
+}
+
 #[test]
 fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
     // A checkpoint NVIDIA ModelOpt 0.47 exported (NVFP4: packed `weight`, float8 `weight_scale`,
@@ -2615,20 +2645,14 @@ fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
     let dir = tempfile::tempdir().unwrap();
     let model = modelopt_model("modelopt_nvfp4", dir.path(), true);
     let out = dir.path().join("dense");
-    let o = to_bf16_cli(&model, &out);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let printed = converts_to_modelopt_reference(&model, &out, &reference);
     assert!(
-        o.stdout.contains(
+        printed.contains(
             "dequantized 14 quantized weights (and dropped their 14 activation quantization \
              parameters)"
         ),
-        "{}",
-        o.stdout
+        "{printed}"
     );
-    assert!(read_sorted(&out.join("model.safetensors")) == reference);
-    assert!(read_json(&out.join("config.json"))
-        .get("quantization_config")
-        .is_none());
     let mut files: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -2645,15 +2669,14 @@ fn modelopt_nvfp4_dequantizes_as_modelopt_does() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(read_sorted(&out) == reference);
     // inspect names the scheme.
-    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
+    let printed = inspect(&model);
     assert!(
-        o.stdout.contains("quantized: 14 weights (modelopt_nvfp4)")
-            && o.stdout.contains(
+        printed.contains("quantized: 14 weights (modelopt_nvfp4)")
+            && printed.contains(
                 "model.layers.0.mlp.down_proj.weight  modelopt_nvfp4  float4_e2m1fn elements, \
                  float8_e4m3fn scales [64, 8] (a scale per 16 elements of a row), a global scale"
             ),
-        "{}",
-        o.stdout
+        "{printed}"
     );
 }
 
@@ -2722,21 +2745,11 @@ fn modelopt_fp8_dequantizes_as_modelopt_does() {
     let reference = read_sorted(&src.join("reference_bf16.safetensors"));
     let dir = tempfile::tempdir().unwrap();
     let model = modelopt_model("modelopt_fp8", dir.path(), true);
-    let out = dir.path().join("dense");
-    let o = to_bf16_cli(&model, &out);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    converts_to_modelopt_reference(&model, &dir.path().join("dense"), &reference);
+    let printed = inspect(&model);
     assert!(
-        o.stdout.contains("dequantized 14 quantized weights"),
-        "{}",
-        o.stdout
-    );
-    assert!(read_sorted(&out.join("model.safetensors")) == reference);
-    assert!(!out.join("hf_quant_config.json").exists());
-    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
-    assert!(
-        o.stdout.contains("quantized: 14 weights (modelopt_fp8)"),
-        "{}",
-        o.stdout
+        printed.contains("quantized: 14 weights (modelopt_fp8)"),
+        "{printed}"
     );
     // A per-channel scale: not read, and said so.
     let channel = dir.path().join("channel");
@@ -2764,6 +2777,99 @@ fn modelopt_fp8_dequantizes_as_modelopt_does() {
                 "`model.layers.0.mlp.up_proj.weight_scale` is float32 with 2 elements: dtcast \
                  reads ModelOpt's FP8 with one float32 scale per tensor"
             ),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn an_older_modelopt_export_is_read_by_its_hf_quant_config() {
+    // Older ModelOpt exports describe their quantization in `hf_quant_config.json` only (no
+    // `quantization_config` in config.json; vLLM reads that file). Their FP8 tensors are named
+    // as compressed-tensors' per-tensor FP8, whose float32 product would differ from ModelOpt's
+    // bfloat16 one in 30% of these elements: the file says whose arithmetic applies, and the
+    // output is ModelOpt's own dequantization byte for byte.
+    let src = dtcast_tests::fixture_path("modelopt_fp8");
+    let reference = read_sorted(&src.join("reference_bf16.safetensors"));
+    let dir = tempfile::tempdir().unwrap();
+    let model = modelopt_model("modelopt_fp8", dir.path(), true);
+    let mut config = read_json(&model.join("config.json"));
+    config
+        .as_object_mut()
+        .unwrap()
+        .remove("quantization_config");
+    let config_text = serde_json::to_string_pretty(&config).unwrap();
+    std::fs::write(model.join("config.json"), &config_text).unwrap();
+    let out = dir.path().join("dense");
+    converts_to_modelopt_reference(&model, &out, &reference);
+    let printed = inspect(&model);
+    assert!(
+        printed.contains("quantized: 14 weights (modelopt_fp8)"),
+        "{printed}"
+    );
+    // Layer 1's MLP kept: hf_quant_config.json, the only description, lists the 11 dequantized
+    // modules; config.json gains no quantization_config (that file stays the one description).
+    let kept = dir.path().join("kept");
+    let o = convert_cli(
+        &model,
+        &kept,
+        &["--dtype", "bf16", "--keep", "model.layers.1.mlp.*"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let hf = read_json(&kept.join("hf_quant_config.json"));
+    let excluded = hf["quantization"]["exclude_modules"].as_array().unwrap();
+    assert_eq!(excluded.len(), 2 + 11, "{hf}");
+    assert!(excluded.contains(&"model.layers.0.mlp.up_proj".into()));
+    assert!(!excluded.contains(&"model.layers.1.mlp.up_proj".into()));
+    assert!(read_json(&kept.join("config.json"))
+        .get("quantization_config")
+        .is_none());
+    // Without the file nothing says ModelOpt: the tensors read as compressed-tensors' per-tensor
+    // FP8 (the float32 product), which is not ModelOpt's output.
+    std::fs::remove_file(model.join("hf_quant_config.json")).unwrap();
+    let ct = dir.path().join("ct");
+    let o = to_bf16_cli(&model, &ct);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(read_sorted(&ct.join("model.safetensors")) != reference);
+    // A file naming only a key-value cache quantization (`quant_algo: null`) says nothing about
+    // the weights; one without a `quantization` object is an error naming it.
+    let dense = dir.path().join("dense-input");
+    std::fs::create_dir(&dense).unwrap();
+    std::fs::copy(
+        out.join("model.safetensors"),
+        dense.join("model.safetensors"),
+    )
+    .unwrap();
+    std::fs::write(dense.join("config.json"), &config_text).unwrap();
+    std::fs::write(
+        dense.join("hf_quant_config.json"),
+        r#"{"quantization": {"quant_algo": null, "kv_cache_quant_algo": "FP8"}}"#,
+    )
+    .unwrap();
+    let o = convert_cli(&dense, dir.path().join("f16"), &["--dtype", "f16"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // One naming FP8 beside dense weights is a checkpoint that contradicts itself.
+    std::fs::write(
+        dense.join("hf_quant_config.json"),
+        r#"{"quantization": {"quant_algo": "FP8"}}"#,
+    )
+    .unwrap();
+    let o = convert_cli(&dense, dir.path().join("f16-1"), &["--dtype", "f16"]);
+    assert!(
+        o.code != 0
+            && o.stderr.contains(
+                "ModelOpt's hf_quant_config.json (config.json has no quantization_config) says \
+                 `modelopt`, but no quantized weight"
+            ),
+        "{}",
+        o.stderr
+    );
+    std::fs::write(dense.join("hf_quant_config.json"), r#"{"producer": {}}"#).unwrap();
+    let o = convert_cli(&dense, dir.path().join("f16-2"), &["--dtype", "f16"]);
+    assert!(
+        o.code != 0
+            && o.stderr
+                .contains("hf_quant_config.json has no `quantization` object"),
         "{}",
         o.stderr
     );

@@ -334,16 +334,45 @@ pub(crate) fn convert_to_unnamed(
     Ok((file, summary))
 }
 
-/// `config.json` in `dir` (the current directory for an empty path), parsed, if there is one.
+/// The configuration a checkpoint in `dir` (the current directory for an empty path) is read
+/// by: its `config.json`, parsed, if there is one. Where that has no `quantization_config` and
+/// NVIDIA ModelOpt's `hf_quant_config.json` is beside it (older ModelOpt exports describe their
+/// quantization there only; vLLM reads it), the `quantization_config` that file stands for is
+/// added (`quant_method: modelopt`, as newer exports write it), so that those checkpoints are
+/// read as ModelOpt's.
 pub fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
-    let path = match dir {
-        Some(d) if !d.as_os_str().is_empty() => d.join("config.json"),
-        _ => Path::new("config.json").to_path_buf(),
-    };
-    let text = match std::fs::read(&path) {
+    let hf_path = config_path(dir, quantized::HF_QUANT_CONFIG);
+    let hf = read_json(&hf_path)?;
+    quantized::with_hf_quant_config(read_json(&config_path(dir, "config.json"))?, hf, &hf_path)
+}
+
+/// `config.json` in `dir` (the current directory for an empty path), parsed, if there is one:
+/// the file itself, which a directory conversion updates.
+pub(crate) fn read_config_file(
+    dir: Option<&Path>,
+) -> Result<Option<serde_json::Value>, LayerError> {
+    read_json(&config_path(dir, "config.json"))
+}
+
+/// The file `name` in `dir` (the current directory for an empty path).
+fn config_path(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
+    match dir {
+        Some(d) if !d.as_os_str().is_empty() => d.join(name),
+        _ => Path::new(name).to_path_buf(),
+    }
+}
+
+/// The JSON file at `path`, parsed, if there is one.
+fn read_json(path: &Path) -> Result<Option<serde_json::Value>, LayerError> {
+    let text = match std::fs::read(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(LayerError::Io { path, source }),
+        Err(source) => {
+            return Err(LayerError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        }
     };
     serde_json::from_slice(&text)
         .map(Some)

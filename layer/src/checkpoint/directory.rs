@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{convert_to_unnamed, read_config, ConvertOptions, Summary};
+use super::convert::{convert_to_unnamed, read_config_file, ConvertOptions, Summary};
 use super::layout::{list_modules, mark_dense, reader_of_method};
+use super::quantized::HF_QUANT_CONFIG;
 use super::sharded::{check_output_dir, commit_all, convert_shards};
 use crate::error::LayerError;
 use crate::output::{AtomicFile, FileMode, Target, Want};
@@ -164,10 +165,6 @@ pub fn convert_dir(
     Ok(summary)
 }
 
-/// ModelOpt's own description of its quantization, beside `config.json` (older exports have no
-/// other; vLLM reads it).
-const HF_QUANT_CONFIG: &str = "hf_quant_config.json";
-
 /// [`HF_QUANT_CONFIG`] after a dequantization: none where every quantized weight is dequantized
 /// (it would describe weights the output no longer has); where `--keep` keeps some, the
 /// dequantized weights' modules added to its `quantization.exclude_modules`.
@@ -206,7 +203,7 @@ fn updated_config(
     options: &ConvertOptions,
     summary: &Summary,
 ) -> Result<Vec<u8>, LayerError> {
-    let mut config = read_config(path.parent())?.unwrap_or(Value::Null);
+    let mut config = read_config_file(path.parent())?.unwrap_or(Value::Null);
     let method = super::quantized::config_method(Some(&config));
     let Some(obj) = config.as_object_mut() else {
         return Err(LayerError::Quantized(format!(

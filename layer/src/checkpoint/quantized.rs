@@ -1,7 +1,7 @@
 //! Quantized weights in a checkpoint: which tensors hold a scaled low-precision weight and its
 //! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected
 //! from the tensors' names, dtypes and shapes, cross-checked with `config.json`'s
-//! `quantization_config` when there is one; anything ambiguous or inconsistent is an error, never
+//! `quantization_config` (or ModelOpt's `hf_quant_config.json`) when there is one; anything ambiguous or inconsistent is an error, never
 //! a guess — reading a quantized weight without its scale gives values that look fine and are
 //! wrong.
 
@@ -12,6 +12,84 @@ use super::json::quote;
 pub use super::layout::QuantizedWeight;
 use super::layout::{reader_of_method, READERS};
 use crate::error::LayerError;
+
+/// NVIDIA ModelOpt's description of its quantization, beside `config.json`. Older ModelOpt
+/// exports have no other (`config.json` without a `quantization_config`), and vLLM reads it.
+pub(crate) const HF_QUANT_CONFIG: &str = "hf_quant_config.json";
+
+/// Where a `quantization_config` read from [`HF_QUANT_CONFIG`] says so (its key and value), so
+/// that messages name the file that said it.
+const FROM_KEY: &str = "dtcast_read_from";
+
+/// `config` (`config.json`, parsed) as the checkpoint is read: where it has no
+/// `quantization_config` and ModelOpt's [`HF_QUANT_CONFIG`] (`hf`, parsed, from `path`) names a
+/// weight quantization (`quantization.quant_algo`: `FP8`, `NVFP4`, ...), the
+/// `quantization_config` ModelOpt's newer exports write for it (`quant_method: modelopt`, its
+/// `quant_algo`, `ignore`: its `exclude_modules`), so that its FP8 weights dequantize by
+/// ModelOpt's arithmetic instead of being read as compressed-tensors' (named alike). A file
+/// naming no weight quantization (`quant_algo: null`: only the key-value cache) adds nothing.
+pub(crate) fn with_hf_quant_config(
+    config: Option<Value>,
+    hf: Option<Value>,
+    path: &std::path::Path,
+) -> Result<Option<Value>, LayerError> {
+    let Some(hf) = hf else {
+        return Ok(config);
+    };
+    if config
+        .as_ref()
+        .and_then(|c| c.get("quantization_config"))
+        .is_some()
+    {
+        return Ok(config);
+    }
+    let bad = |what: &str| {
+        LayerError::Quantized(format!(
+            "{} {what}: NVIDIA ModelOpt writes {{\"quantization\": {{\"quant_algo\": ...,              \"exclude_modules\": [...]}}}}",
+            path.display()
+        ))
+    };
+    let Some(quantization) = hf.get("quantization").and_then(Value::as_object) else {
+        return Err(bad("has no `quantization` object"));
+    };
+    let algo = match quantization.get("quant_algo") {
+        None | Some(Value::Null) => return Ok(config),
+        Some(Value::String(algo)) => algo.clone(),
+        Some(_) => return Err(bad("has a `quant_algo` that is not a string")),
+    };
+    let mut q = serde_json::Map::new();
+    q.insert("quant_method".to_owned(), "modelopt".into());
+    q.insert("quant_algo".to_owned(), algo.into());
+    if let Some(exclude) = quantization.get("exclude_modules") {
+        q.insert("ignore".to_owned(), exclude.clone());
+    }
+    q.insert(FROM_KEY.to_owned(), HF_QUANT_CONFIG.into());
+    let mut config = config.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    match config.as_object_mut() {
+        Some(obj) => {
+            obj.insert("quantization_config".to_owned(), Value::Object(q));
+        }
+        None => {
+            return Err(LayerError::Quantized(format!(
+                "{} is not a JSON object",
+                path.with_file_name("config.json").display()
+            )))
+        }
+    }
+    Ok(Some(config))
+}
+
+/// The file that gave `config`'s `quantization_config`, as messages name it.
+pub(crate) fn config_origin(config: Option<&Value>) -> &'static str {
+    let from = (config.and_then(|c| c.get("quantization_config")))
+        .and_then(|q| q.get(FROM_KEY))
+        .and_then(Value::as_str);
+    if from == Some(HF_QUANT_CONFIG) {
+        "ModelOpt's hf_quant_config.json (config.json has no quantization_config)"
+    } else {
+        "config.json's quantization_config"
+    }
+}
 
 /// The checkpoint family `config.json` names, if any.
 pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
@@ -99,8 +177,9 @@ fn known_method(config: Option<&Value>) -> Result<Option<String>, LayerError> {
     let method = config_method(config);
     match &method {
         Some(m) if reader_of_method(m).is_none() => Err(LayerError::Quantized(format!(
-            "config.json's quantization_config says `{}`, a quantized layout dtcast does not read \
-             (it reads {}): converting would cast its scales as if they were weights",
+            "{} says `{}`, a quantized layout dtcast does not read (it reads {}): converting \
+             would cast its scales as if they were weights",
+            config_origin(config),
             quote(m),
             layouts_read()
         ))),
@@ -117,8 +196,8 @@ pub fn detect(
     let found = detect_part(entries, config)?;
     if let (Some(m), true) = (config_method(config), found.is_empty()) {
         return Err(LayerError::Quantized(format!(
-            "config.json's quantization_config says `{m}`, but no quantized weight (with its scales) \
-             is in this file"
+            "{} says `{m}`, but no quantized weight (with its scales) is in this file",
+            config_origin(config)
         )));
     }
     Ok(found)
@@ -156,8 +235,9 @@ pub(crate) fn detect_part(
         if let Some(m) = &method {
             if !layout.read_under(m, &weight) {
                 return Err(LayerError::Quantized(format!(
-                    "config.json's quantization_config says `{m}`, but `{}` is laid out as {} \
-                     stores its weights; the checkpoint is inconsistent",
+                    "{} says `{m}`, but `{}` is laid out as {} stores its weights; the \
+                     checkpoint is inconsistent",
+                    config_origin(config),
                     quote(&e.name),
                     layout.name()
                 )));

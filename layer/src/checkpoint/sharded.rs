@@ -231,8 +231,8 @@ impl ShardedCheckpoint {
             found.iter().all(|f| f.written().next().is_none()),
         ) {
             return Err(LayerError::Quantized(format!(
-                "config.json's quantization_config says `{m}`, but no shard holds a quantized weight \
-                 with its scales"
+                "{} says `{m}`, but no shard holds a quantized weight with its scales",
+                super::quantized::config_origin(config)
             )));
         }
         Ok(found)

@@ -9,8 +9,8 @@
 //! dense dtype (`NVFP4QTensor.dequantize`): torchao's two-level NVFP4 arithmetic, except that
 //! code 0x8 reads as +0 (`dtcast_quant::Convention::ModelOpt`).
 //! `quantization_config = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": [...]}`
-//! (older exports say so in `hf_quant_config.json` only: their NVFP4 is read from the tensors,
-//! their FP8 as compressed-tensors'). Read, not written.
+//! (older exports say so in `hf_quant_config.json` only, which `read_config` reads as that).
+//! Read, not written.
 
 use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
