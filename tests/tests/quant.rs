@@ -2309,6 +2309,115 @@ fn quantizing_with_ignore_lists_the_modules_left_dense_in_each_format_s_config()
 }
 
 #[test]
+fn compressed_tensors_integer_weights_are_never_cast_as_if_dense() {
+    // compressed-tensors' integer formats share its tensor names (`weight_packed`, `weight`,
+    // `weight_scale`) but not its float dtypes: int4 packed in int32 (`pack-quantized`, W4A16)
+    // and int8 (`int-quantized`, W8A8). dtcast reads neither, so their scales are never cast
+    // without their weights; --keep leaves a module as it is, and inspect names the format.
+    use dtcast::layer::checkpoint::save;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("w4a16");
+    std::fs::create_dir(&model).unwrap();
+    let (w4, w8) = ("model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj");
+    let bf16 = |v: f32| dtcast::dtype::half::bf16::from_f32(v);
+    let tensors = vec![
+        (
+            format!("{w4}.weight_packed"),
+            dtcast::Tensor::from_vec(vec![0x1234_5678i32; 16], &[4, 4]).unwrap(),
+        ),
+        (
+            format!("{w4}.weight_scale"),
+            dtcast::Tensor::from_vec(vec![bf16(0.01); 4], &[4, 1]).unwrap(),
+        ),
+        (
+            format!("{w4}.weight_shape"),
+            dtcast::Tensor::from_vec(vec![4i32, 32], &[2]).unwrap(),
+        ),
+        (
+            format!("{w8}.weight"),
+            dtcast::Tensor::from_vec(vec![-3i8; 128], &[4, 32]).unwrap(),
+        ),
+        (
+            format!("{w8}.weight_scale"),
+            dtcast::Tensor::from_vec(vec![0.01f32; 4], &[4, 1]).unwrap(),
+        ),
+        (
+            "model.norm.weight".to_owned(),
+            dtcast::Tensor::from_vec(vec![1.5f32; 32], &[32]).unwrap(),
+        ),
+        (
+            // An int8 weight without a scale is no quantized weight.
+            "model.embed_tokens.weight".to_owned(),
+            dtcast::Tensor::from_vec(vec![5i8; 8], &[2, 4]).unwrap(),
+        ),
+    ];
+    save(model.join("model.safetensors"), &tensors, &[]).unwrap();
+    let config = r#"{"quantization_config": {"quant_method": "compressed-tensors",
+        "format": "mixed-precision", "config_groups": {}}}"#;
+    std::fs::write(model.join("config.json"), config).unwrap();
+    let o = convert_cli(&model, dir.path().join("out"), &["--dtype", "bf16"]);
+    assert!(
+        o.code != 0
+            && o.stderr.contains(&format!(
+                "`{w8}.weight` makes `{w8}` a weight quantized by compressed-tensors' \
+                 int-quantized integers"
+            ))
+            && o.stderr.contains(&format!(
+                "converting its `{w8}.weight_scale` to bfloat16 would change it"
+            )),
+        "{}",
+        o.stderr
+    );
+    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
+    assert!(
+        o.stdout.contains(&format!(
+            "quantized in a layout dtcast does not read: 2 modules; `convert` leaves them only \
+             with --keep 'MODULE.*'\n  {w4}  compressed-tensors' pack-quantized integers (int32 \
+             `weight_packed`)\n  {w8}  compressed-tensors' int-quantized integers"
+        )),
+        "{}",
+        o.stdout
+    );
+    // The int8 module kept: both modules' tensors are the input's (the int4 one's bfloat16
+    // scales do not change), the config still describes them, and the rest is converted.
+    let out = dir.path().join("kept");
+    let o = convert_cli(
+        &model,
+        &out,
+        &["--dtype", "bf16", "--keep", &format!("{w8}.*")],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = read_sorted(&model.join("model.safetensors"));
+    let after = read_sorted(&out.join("model.safetensors"));
+    for (b, a) in before.iter().zip(&after) {
+        if b.0 == "model.norm.weight" {
+            assert_eq!((a.0.as_str(), a.1), ("model.norm.weight", DType::BFloat16));
+        } else {
+            assert_eq!(a, b);
+        }
+    }
+    assert_eq!(
+        read_json(&out.join("config.json"))["quantization_config"],
+        serde_json::from_str::<serde_json::Value>(config).unwrap()["quantization_config"]
+    );
+    // float16: the int4 module's scales would change too.
+    let o = convert_cli(
+        &model,
+        dir.path().join("f16"),
+        &["--dtype", "f16", "--keep", &format!("{w8}.*")],
+    );
+    assert!(
+        o.code != 0
+            && o.stderr.contains(&format!(
+                "`{w4}.weight_packed` makes `{w4}` a weight quantized by compressed-tensors' \
+                 pack-quantized integers"
+            )),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     // A GPTQ file holds its weight as packed int32 `qweight` with float16 `scales`: cast to
     // bfloat16 like any floating tensor, the scales would be rounded and the model silently

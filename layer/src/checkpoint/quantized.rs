@@ -5,6 +5,7 @@
 //! a guess — reading a quantized weight without its scale gives values that look fine and are
 //! wrong.
 
+use dtcast_dtype::DType;
 use serde_json::Value;
 
 use super::header::Entry;
@@ -113,23 +114,56 @@ const FOREIGN: [(&str, &str); 4] = [
     ),
 ];
 
-/// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`]): each
-/// such module, with the tensor that shows it and the layout's name.
+/// Quantized layouts dtcast does not read whose tensor names are those of a layout it reads,
+/// known by a dtype no layout it reads stores under that name (and, where given, a tensor beside
+/// it): compressed-tensors' integer formats (`pack-quantized`, `int-quantized`).
+const FOREIGN_BY_DTYPE: [(&str, DType, Option<&str>, &str); 2] = [
+    (
+        ".weight_packed",
+        DType::Int32,
+        None,
+        "compressed-tensors' pack-quantized integers (int32 `weight_packed`)",
+    ),
+    (
+        ".weight",
+        DType::Int8,
+        Some(".weight_scale"),
+        "compressed-tensors' int-quantized integers (int8 `weight` with `weight_scale`)",
+    ),
+];
+
+/// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`],
+/// [`FOREIGN_BY_DTYPE`]): each such module, with the tensor that shows it and the layout's name.
 pub(crate) fn foreign<'a>(
     entries: impl IntoIterator<Item = &'a Entry>,
 ) -> Vec<(&'a str, &'a Entry, &'static str)> {
-    (entries.into_iter())
-        .filter_map(|e| {
-            FOREIGN.iter().find_map(|(end, layout)| {
-                e.name.strip_suffix(end).map(|module| (module, e, *layout))
+    let entries: Vec<&Entry> = entries.into_iter().collect();
+    let names: std::collections::HashSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let by_dtype = |e: &'a Entry| {
+        FOREIGN_BY_DTYPE
+            .iter()
+            .find_map(|&(end, dtype, beside, layout)| {
+                let module = e.name.strip_suffix(end).filter(|_| e.dtype == dtype)?;
+                let present =
+                    beside.is_none_or(|b| names.contains(format!("{module}{b}").as_str()));
+                present.then_some((module, e, layout))
             })
+    };
+    (entries.iter().copied())
+        .filter_map(|e| {
+            FOREIGN
+                .iter()
+                .find_map(|(end, layout)| {
+                    e.name.strip_suffix(end).map(|module| (module, e, *layout))
+                })
+                .or_else(|| by_dtype(e))
         })
         .collect()
 }
 
 /// The modules of `entries` that a quantized layout dtcast does not read holds (GPTQ / AWQ,
-/// bitsandbytes, ModelOpt's AWQ; known by a tensor name only that layout writes), each with
-/// the layout's name. Converting them is refused unless `--keep` leaves them as they are.
+/// bitsandbytes, ModelOpt's AWQ, compressed-tensors' integers; known by a tensor name only that
+/// layout writes, or a dtype), each with the layout's name. Converting them is refused unless `--keep` leaves them as they are.
 ///
 /// ```
 /// # use dtcast_layer::checkpoint::{unread_quantized, Checkpoint};
@@ -194,7 +228,12 @@ pub fn detect(
     config: Option<&Value>,
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
     let found = detect_part(entries, config)?;
-    if let (Some(m), true) = (config_method(config), found.is_empty()) {
+    // (Modules of a layout dtcast does not read are what such a config speaks of: each is an
+    // error where converting would change it.)
+    if let (Some(m), true) = (
+        config_method(config),
+        found.is_empty() && foreign(entries).is_empty(),
+    ) {
         return Err(LayerError::Quantized(format!(
             "{} says `{m}`, but no quantized weight (with its scales) is in this file",
             config_origin(config)

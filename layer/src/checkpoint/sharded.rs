@@ -228,7 +228,9 @@ impl ShardedCheckpoint {
         }
         if let (Some(m), true) = (
             super::quantized::config_method(config),
-            found.iter().all(|f| f.written().next().is_none()),
+            found.iter().all(|f| f.written().next().is_none())
+                && (self.shards.iter())
+                    .all(|(_, c)| super::quantized::foreign(c.entries()).is_empty()),
         ) {
             return Err(LayerError::Quantized(format!(
                 "{} says `{m}`, but no shard holds a quantized weight with its scales",
