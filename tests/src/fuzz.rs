@@ -226,8 +226,14 @@ const CONFIGS: [&str; 8] = [
     include_str!("../fixtures/modelopt_nvfp4/config.json"),
 ];
 
+/// ModelOpt's `hf_quant_config.json`, alone (how older ModelOpt exports describe their
+/// quantization), for [`convert`].
+const HF_QUANT_CONFIGS: [&str; 1] = [include_str!(
+    "../fixtures/modelopt_fp8/hf_quant_config.json"
+)];
+
 /// `dtcast convert` (the library's `convert_file`) of an arbitrary safetensors file, beside one
-/// of the reference checkpoints' `config.json` or none, dequantizing (`--dtype bfloat16`, some
+/// of the reference checkpoints' `config.json`, a ModelOpt `hf_quant_config.json`, or none, dequantizing (`--dtype bfloat16`, some
 /// tensors kept) or quantizing (`--quantize`, each scheme and format): refused with an error and
 /// no output, or an output that opens and whose every tensor reads.
 pub fn convert(data: &[u8]) {
@@ -249,6 +255,9 @@ pub fn convert(data: &[u8]) {
     std::fs::write(&input, file).expect("the input written");
     if let Some(text) = CONFIGS.get(usize::from(*config)) {
         std::fs::write(dir.join("config.json"), text).expect("config.json written");
+    }
+    if let Some(text) = HF_QUANT_CONFIGS.get(usize::from(*config).wrapping_sub(CONFIGS.len())) {
+        std::fs::write(dir.join("hf_quant_config.json"), text).expect("hf_quant_config written");
     }
     let mut options = ConvertOptions::new(DType::BFloat16);
     let schemes = [
