@@ -41,6 +41,12 @@ pub enum CastError {
         /// Destination dtype.
         to: DType,
     },
+    /// The output buffer of an allocating cast ([`cast_to_vec`](crate::cast_to_vec)) could not
+    /// be allocated.
+    OutOfMemory {
+        /// Its size.
+        bytes: usize,
+    },
     /// An element the destination cannot hold (Checked mode) or whose value would change (Exact).
     Value {
         /// Index of the first offending element.
@@ -132,6 +138,9 @@ impl fmt::Display for CastError {
                 "no value cast from {from} to {to}: float4_e2m1fn_x2 holds two float4 values per \
                  element; view its bytes as float4_e2m1fn (twice the elements) and cast those"
             ),
+            CastError::OutOfMemory { bytes } => {
+                write!(f, "out of memory: the cast's output needs {bytes} bytes")
+            }
             CastError::Value { index, value, from, to, kind } => {
                 write!(f, "element {index} ({value}) ")?;
                 match kind {

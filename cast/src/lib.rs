@@ -65,6 +65,7 @@
 //! sets out (what other CPUs run).
 #![deny(missing_docs)]
 
+mod buffer;
 mod check;
 mod dispatch;
 mod error;
@@ -93,6 +94,7 @@ use lanes::unit;
 use rayon::prelude::*;
 use split::{first_index, pieces, CHUNK_ELEMENTS, PARALLEL_THRESHOLD};
 
+pub use buffer::{prefer_huge_pages, zeroed_vec};
 pub use dtcast_dtype;
 pub use error::{CastError, ValueErrorKind};
 pub use isa::{isa, isas, pin_isa, Isa, ParseIsaError, PinIsaError};
@@ -466,7 +468,7 @@ pub fn cast_to_vec(
         dtype: to,
         elements: n,
     })?;
-    let mut out = vec![0u8; bytes];
+    let mut out = zeroed_vec(bytes).ok_or(CastError::OutOfMemory { bytes })?;
     cast_into_scratch(src, from, &mut out, to, mode)?;
     Ok(out)
 }

@@ -143,6 +143,8 @@ fn typed<T: candle_core::WithDType + bytemuck::Pod>(
         .map_err(|_| TensorError::OutOfMemory {
             bytes: n.saturating_mul(size_of::<T>()),
         })?;
+    // Fresh memory faults in as it is first written: on huge pages, 512 times less often.
+    dtcast_cast::prefer_huge_pages(&mut data.spare_capacity_mut()[..n]);
     data.spare_capacity_mut()[..n]
         .par_chunks_mut(BLOCK)
         .enumerate()
@@ -178,7 +180,8 @@ fn build(dtype: DType, shape: &[usize], fill: &Fill<'_>) -> Built {
             let bytes = dtype.storage_bytes(n).map_err(|_| {
                 TensorError::Cast(dtcast_cast::CastError::NotByteAligned { dtype, elements: n })
             })?;
-            let mut data = vec![0u8; bytes];
+            let mut data =
+                dtcast_cast::zeroed_vec::<u8>(bytes).ok_or(TensorError::OutOfMemory { bytes })?;
             fill(0..n, &mut data)?;
             candle_core::Tensor::from_raw_buffer(&data, candle, shape, &candle_core::Device::Cpu)
                 .map_err(candle_error)

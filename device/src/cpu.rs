@@ -20,12 +20,11 @@ pub struct CpuStorage {
 impl CpuStorage {
     /// `len` zero bytes, or an error (not an abort) when the memory cannot be had.
     pub fn try_zeroed(len: usize) -> Result<CpuStorage, TensorError> {
-        let words = len.div_ceil(16);
-        let mut v: Vec<u128> = Vec::new();
-        v.try_reserve_exact(words)
-            .map_err(|_| TensorError::OutOfMemory { bytes: len })?;
-        v.resize(words, 0);
-        Ok(CpuStorage { words: v, len })
+        // Zeroed by the allocator (no pass of its own), large ones on huge pages: a fresh
+        // tensor's first write is most of the cost of a cast into it.
+        let words = dtcast_cast::zeroed_vec::<u128>(len.div_ceil(16))
+            .ok_or(TensorError::OutOfMemory { bytes: len })?;
+        Ok(CpuStorage { words, len })
     }
 
     /// `len` zero bytes.
@@ -33,8 +32,14 @@ impl CpuStorage {
     /// # Panics
     /// If the memory cannot be allocated (use [`CpuStorage::try_zeroed`] to get an error instead).
     pub fn zeroed(len: usize) -> CpuStorage {
+        let words = len.div_ceil(16);
         CpuStorage {
-            words: vec![0; len.div_ceil(16)],
+            words: dtcast_cast::zeroed_vec(words).unwrap_or_else(|| {
+                std::alloc::handle_alloc_error(
+                    std::alloc::Layout::array::<u128>(words)
+                        .unwrap_or(std::alloc::Layout::new::<u128>()),
+                )
+            }),
             len,
         }
     }

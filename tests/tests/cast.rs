@@ -494,3 +494,58 @@ fn nan_payloads_through_every_pair_with_a_complex_type() {
         failures[..failures.len().min(20)].join("\n")
     );
 }
+
+#[test]
+fn fresh_output_buffers_are_zeroed_at_every_size_and_allocating_casts_equal_casts_into_a_buffer() {
+    // `zeroed_vec` takes its zeros from the allocator and asks for huge pages from 4 MiB up:
+    // whatever the size (none, one element, the edges of that threshold and of a 2 MiB page),
+    // every element reads as zero and takes a write.
+    use dtcast::cast::{prefer_huge_pages, zeroed_vec};
+    for n in [0usize, 1, 4095, (4 << 20) - 1, 4 << 20, (9 << 20) + 17] {
+        let mut v: Vec<u8> = zeroed_vec(n).expect("memory");
+        assert_eq!(v.len(), n);
+        assert!(v.iter().all(|&b| b == 0), "{n} bytes");
+        v.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+        assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8));
+        let words: Vec<u128> = zeroed_vec(n / 16).expect("memory");
+        assert!(words.len() == n / 16 && words.iter().all(|&w| w == 0));
+    }
+    assert_eq!(zeroed_vec::<()>(5).expect("no memory needed").len(), 5);
+    assert!(
+        zeroed_vec::<u64>(usize::MAX / 4).is_none(),
+        "too large: an error, not an abort"
+    );
+    // Advice on any slice (unaligned, small, large) changes no value.
+    let mut odd = vec![7u8; (6 << 20) + 3];
+    prefer_huge_pages(&mut odd[3..]);
+    prefer_huge_pages(&mut odd[..10]);
+    assert!(odd.iter().all(|&b| b == 7));
+    // An allocating cast with a large fresh output (12 MiB of float32 to 6 MiB of bfloat16, and
+    // back to 12 MiB) gives the bytes of the same cast into a caller's buffer.
+    let n = 3 << 20;
+    let src: Vec<u8> = (0..n as u32)
+        .flat_map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761) >> 2).to_le_bytes())
+        .collect();
+    let fresh = cast_to_vec(&src, DType::Float32, DType::BFloat16, CastMode::Torch).unwrap();
+    let mut into = vec![0xAAu8; 2 * n];
+    cast(
+        &src,
+        DType::Float32,
+        &mut into,
+        DType::BFloat16,
+        CastMode::Torch,
+    )
+    .unwrap();
+    assert!(fresh == into);
+    let back = cast_to_vec(&fresh, DType::BFloat16, DType::Float32, CastMode::Torch).unwrap();
+    let mut into = vec![0x55u8; 4 * n];
+    cast(
+        &fresh,
+        DType::BFloat16,
+        &mut into,
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .unwrap();
+    assert!(back == into);
+}
