@@ -233,9 +233,10 @@ const HF_QUANT_CONFIGS: [&str; 1] = [include_str!(
 )];
 
 /// `dtcast convert` (the library's `convert_file`) of an arbitrary safetensors file, beside one
-/// of the reference checkpoints' `config.json`, a ModelOpt `hf_quant_config.json`, or none, dequantizing (`--dtype bfloat16`, some
-/// tensors kept) or quantizing (`--quantize`, each scheme and format): refused with an error and
-/// no output, or an output that opens and whose every tensor reads.
+/// of the reference checkpoints' `config.json`, a ModelOpt `hf_quant_config.json`, or none,
+/// dequantizing (`--dtype bfloat16`, some tensors kept) or quantizing (`--quantize`, each scheme
+/// and format): refused with an error and no output, or an output that opens and whose every
+/// tensor reads.
 pub fn convert(data: &[u8]) {
     use dtcast::layer::checkpoint::{
         convert_file, Checkpoint, ConvertOptions, Quantize, QuantizedFormat,

@@ -1,9 +1,9 @@
 //! Quantized weights in a checkpoint: which tensors hold a scaled low-precision weight and its
 //! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected
 //! from the tensors' names, dtypes and shapes, cross-checked with `config.json`'s
-//! `quantization_config` (or ModelOpt's `hf_quant_config.json`) when there is one; anything ambiguous or inconsistent is an error, never
-//! a guess — reading a quantized weight without its scale gives values that look fine and are
-//! wrong.
+//! `quantization_config` (or ModelOpt's `hf_quant_config.json`) when there is one; anything
+//! ambiguous or inconsistent is an error, never a guess — reading a quantized weight without its
+//! scale gives values that look fine and are wrong.
 
 use dtcast_dtype::DType;
 use serde_json::Value;
@@ -46,7 +46,8 @@ pub(crate) fn with_hf_quant_config(
     }
     let bad = |what: &str| {
         LayerError::Quantized(format!(
-            "{} {what}: NVIDIA ModelOpt writes {{\"quantization\": {{\"quant_algo\": ...,              \"exclude_modules\": [...]}}}}",
+            "{} {what}: NVIDIA ModelOpt writes {{\"quantization\": {{\"quant_algo\": ..., \
+             \"exclude_modules\": [...]}}}}",
             path.display()
         ))
     };
@@ -163,7 +164,8 @@ pub(crate) fn foreign<'a>(
 
 /// The modules of `entries` that a quantized layout dtcast does not read holds (GPTQ / AWQ,
 /// bitsandbytes, ModelOpt's AWQ, compressed-tensors' integers; known by a tensor name only that
-/// layout writes, or a dtype), each with the layout's name. Converting them is refused unless `--keep` leaves them as they are.
+/// layout writes, or a dtype), each with the layout's name. Converting them is refused unless
+/// `--keep` leaves them as they are.
 ///
 /// ```
 /// # use dtcast_layer::checkpoint::{unread_quantized, Checkpoint};
