@@ -338,8 +338,9 @@ pub(crate) fn convert_to_unnamed(
 /// by: its `config.json`, parsed, if there is one. Where that has no `quantization_config` and
 /// NVIDIA ModelOpt's `hf_quant_config.json` is beside it (older ModelOpt exports describe their
 /// quantization there only; vLLM reads it), the `quantization_config` that file stands for is
-/// added (`quant_method: modelopt`, as newer exports write it), so that those checkpoints are
-/// read as ModelOpt's.
+/// added (`quant_method: modelopt`, as newer exports write it, and `dtcast_read_from:
+/// hf_quant_config.json`, so that messages name the file), so that those checkpoints are read
+/// as ModelOpt's. A directory conversion writes `config.json` from the file itself, not this.
 pub fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
     let hf_path = config_path(dir, quantized::HF_QUANT_CONFIG);
     let hf = read_json(&hf_path)?;
