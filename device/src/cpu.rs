@@ -32,15 +32,9 @@ impl CpuStorage {
     /// # Panics
     /// If the memory cannot be allocated (use [`CpuStorage::try_zeroed`] to get an error instead).
     pub fn zeroed(len: usize) -> CpuStorage {
-        let words = len.div_ceil(16);
-        CpuStorage {
-            words: dtcast_cast::zeroed_vec(words).unwrap_or_else(|| {
-                std::alloc::handle_alloc_error(
-                    std::alloc::Layout::array::<u128>(words)
-                        .unwrap_or(std::alloc::Layout::new::<u128>()),
-                )
-            }),
-            len,
+        match CpuStorage::try_zeroed(len) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
         }
     }
 

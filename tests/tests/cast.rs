@@ -526,26 +526,13 @@ fn fresh_output_buffers_are_zeroed_at_every_size_and_allocating_casts_equal_cast
     let src: Vec<u8> = (0..n as u32)
         .flat_map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761) >> 2).to_le_bytes())
         .collect();
-    let fresh = cast_to_vec(&src, DType::Float32, DType::BFloat16, CastMode::Torch).unwrap();
-    let mut into = vec![0xAAu8; 2 * n];
-    cast(
-        &src,
-        DType::Float32,
-        &mut into,
-        DType::BFloat16,
-        CastMode::Torch,
-    )
-    .unwrap();
-    assert!(fresh == into);
-    let back = cast_to_vec(&fresh, DType::BFloat16, DType::Float32, CastMode::Torch).unwrap();
-    let mut into = vec![0x55u8; 4 * n];
-    cast(
-        &fresh,
-        DType::BFloat16,
-        &mut into,
-        DType::Float32,
-        CastMode::Torch,
-    )
-    .unwrap();
-    assert!(back == into);
+    let allocating_equals_into = |src: &[u8], from: DType, to: DType, bytes: usize| {
+        let fresh = cast_to_vec(src, from, to, CastMode::Torch).unwrap();
+        let mut into = vec![0xAAu8; bytes];
+        cast(src, from, &mut into, to, CastMode::Torch).unwrap();
+        assert!(fresh == into, "{from} -> {to}");
+        fresh
+    };
+    let half = allocating_equals_into(&src, DType::Float32, DType::BFloat16, 2 * n);
+    allocating_equals_into(&half, DType::BFloat16, DType::Float32, 4 * n);
 }
