@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs the CUDA checks and benchmarks on a machine with an NVIDIA GPU, from binaries that
 # scripts/gpu_pack.sh built into .gpu/ (no Rust toolchain needed there). Logs go to $OUT (or
-# gpu-logs/). Steps: env, tests (the CUDA test suite and the other suites that touch devices),
-# convert (scripts/cuda_convert_check.sh), bench (dtcast bench --device cuda:0 and torch's .to()).
+# gpu-logs/). Steps: env, tests (the CUDA test suites and the other suites that touch devices),
+# quant (the scaled formats on the GPU: dtcast bench --scheme --device cuda:0, which also compares
+# their bytes with the CPU's), convert (scripts/cuda_convert_check.sh), bench (dtcast bench
+# --device cuda:0 and torch's .to()). The default order puts first what has run least on a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
-steps=${*:-env tests convert bench}
+steps=${*:-env tests quant convert bench}
 elements=${ELEMENTS:-134217728}
 # The test executables read fixtures (and run dtcast-child) at the paths they were built at.
 root=$(cat .gpu/ROOT)
@@ -33,24 +35,28 @@ for step in $steps; do
         .gpu/dtcast devices; } 2>&1 | tee "$out/env.log" ;;
     tests)
       # NVRTC compiling every kernel is checked in CI without a GPU; here the GPU tests compile
-      # and run every kernel anyway. The suites that touch devices without needing much of the
-      # GPU run beside the CUDA suite. On an H200 (16 cores), 2026-11-27: device, layer, cli and
+      # and run every kernel anyway. On an H200 (16 cores), 2026-11-27: device, layer, cli and
       # checkpoint took seconds; test-cuda's pair-mode tests 3 to 6 minutes each, all at once
       # (NVRTC compiling every pair and mode); every float32 pattern did not finish in 6 minutes
-      # in 1 GiB slices (now 16 MiB ones; it prints its progress). A session's 15 minutes of
-      # device time fit this step alone, not all four: run `tests` first (CUDA_TIMEOUT bounds
-      # test-cuda).
+      # sharing the machine with them, in 1 GiB slices (now 16 MiB ones: its CPU side takes
+      # about 40 s on 2 cores; it prints its progress). So the scaled kernels' tests run first,
+      # then every float32 pattern alone, then the rest of test-cuda (CUDA_TIMEOUT bounds it).
       for t in device layer cli checkpoint; do
         ( timeout 150 ".gpu/test-$t" --test-threads 4 > "$out/test-$t.log" 2>&1; echo "rc=$?" >> "$out/test-$t.log" ) &
       done
-      echo "--- test-cuda" | tee -a "$out/tests.log"
-      timeout "${CUDA_TIMEOUT:-560}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
       echo "--- test-cuda_quant" | tee -a "$out/tests.log"
       timeout 200 .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
+      echo "--- test-cuda: every float32 pattern" | tee -a "$out/tests.log"
+      timeout "${FLOAT32_TIMEOUT:-300}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
+      echo "--- test-cuda: the rest" | tee -a "$out/tests.log"
+      timeout "${CUDA_TIMEOUT:-560}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
       wait
       for t in device layer cli checkpoint; do
         echo "--- test-$t" | tee -a "$out/tests.log"; tail -n 30 "$out/test-$t.log" | tee -a "$out/tests.log"
       done ;;
+    quant)
+      timeout 200 .gpu/dtcast bench --scheme fp8-tensor,fp8-channel,fp8-block,mxfp8,mxfp4,nvfp4 --device cuda:0 --elements "$elements" 2>&1 | tee "$out/quant.log"
+      timeout 200 .gpu/dtcast bench --scheme fp8-block,mxfp4,nvfp4 --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/quant.json" ;;
     convert)
       timeout 300 scripts/cuda_convert_check.sh .gpu/dtcast 2>&1 | tee "$out/convert.log" ;;
     bench)

@@ -195,7 +195,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DT", value_parser = parse_dtype, requires = "scheme")]
     pub(crate) dequantize_to: Option<DType>,
     /// Where the casts run: cpu, or cuda:N (the cast kernel beside a device-to-device copy of the
-    /// same bytes, and the whole `Tensor::to` on the device).
+    /// same bytes, and the whole `Tensor::to` on the device; with --scheme, the whole quantize and
+    /// dequantize calls on the device beside copies of their bytes, and their bytes compared with
+    /// the CPU's).
     #[arg(long, default_value = "cpu")]
     pub(crate) device: dtcast_device::Device,
     /// With a CUDA device: also time host <-> device transfers (pinned against pageable) and

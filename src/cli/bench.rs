@@ -82,13 +82,22 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             || args.scratch
             || args.transfers
             || args.mode != [CastMode::Torch];
-        if !args.device.is_cpu() || cast_flags {
+        if cast_flags {
             return Err(
-                "--scheme measures the scaled formats on the CPU with their own kernels; leave out \
-                 --pairs, --device, --mode, --alloc, --scratch and --transfers (--threads, \
-                 --elements, --repeat, --json and one --backend apply)"
+                "--scheme measures the scaled formats with their own kernels; leave out \
+                 --pairs, --mode, --alloc, --scratch and --transfers (--threads, --elements, \
+                 --repeat, --json, --device and one --backend apply)"
                     .into(),
             );
+        }
+        if let dtcast_device::Device::Cuda(ordinal) = dtcast_device::resolve_device(args.device) {
+            if !args.backend.is_empty() || args.threads.is_some() {
+                return Err(
+                    "--backend and --threads choose CPU kernels; leave them out with a CUDA --device"
+                        .into(),
+                );
+            }
+            return super::bench_quant::run_cuda(args, ordinal, out);
         }
         if let [set] = args.backend[..] {
             // What a machine whose best kernels are `set` runs, for every step of the schemes.

@@ -1,11 +1,13 @@
 //! `dtcast bench --scheme`: quantizing bfloat16 weights with a scaled scheme, and dequantizing
 //! them back (to bfloat16, or `--dequantize-to`'s dtype), beside a memcpy of the same bytes,
-//! rounds interleaved.
+//! rounds interleaved; with `--device cuda:N`, the same on a GPU, its bytes compared with the CPU's.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use dtcast::quant::{dequantize_into, quantize, quantize_into, DequantPlan, Scheme};
+use dtcast_device::cuda::time_scaled;
+use dtcast_device::Tensor;
 use dtcast_dtype::DType;
 
 use super::args::BenchArgs;
@@ -23,31 +25,10 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     // The work and the memcpy it is compared with run on the pool `--threads` asks for.
     let pool = builder.build()?;
     let threads = pool.current_num_threads();
-    let elements = usize::try_from(args.elements).map_err(|_| "--elements is too large")?;
-    let rows = elements / COLS;
-    if rows == 0 || elements % COLS != 0 {
-        return Err(format!(
-            "--scheme benches a weight of {COLS} columns: --elements must be a multiple of {COLS}"
-        )
-        .into());
-    }
-    let shape = [rows, COLS];
+    let (elements, shape) = weight_shape(args)?;
+    let rows = shape[0];
     let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
-    // Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16.
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let src: Vec<u8> = (0..elements)
-        .flat_map(|_| {
-            let mut sum = 0f32;
-            for _ in 0..4 {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                sum += (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            let bits = (sum * 0.05).to_bits();
-            ((bits >> 16) as u16).to_le_bytes()
-        })
-        .collect();
+    let src = weight(elements);
     if !args.json {
         writeln!(
             out,
@@ -55,15 +36,10 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             dtcast_cast::isa(),
             args.repeat
         )?;
-        writeln!(
-            out,
-            "{:<22} {:<11} {:>9} {:>10} {:>11} {:>7}",
-            "scheme", "direction", "Gelem/s", "GB/s", "memcpy GB/s", "ratio"
-        )?;
+        columns(out, "memcpy GB/s")?;
     }
     for name in &args.scheme {
-        let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
-        let scheme = Scheme::named(reference, DType::BFloat16)?;
+        let (reference, scheme) = scheme_of(name)?;
         let q = pool.install(|| quantize(&src, DType::BFloat16, &shape, &scheme))?;
         // The library's checks of the output dtype (`--dequantize-to`), before any timing.
         DequantPlan::new(&q.view(&shape), &scheme, dense_dtype)?;
@@ -122,15 +98,141 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                     gbps(c)
                 )?;
             } else {
-                writeln!(
-                    out,
-                    "{name:<22} {direction:<11} {gelem:>9.3} {:>10.2} {:>11.2} {:>7.2}",
-                    gbps(w),
-                    gbps(c),
-                    ratio
-                )?;
+                table_row(out, name, direction, gelem, gbps(w), gbps(c), ratio)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// The table's column names; `copy` names the copy the work is compared with.
+fn columns(out: &mut dyn Write, copy: &str) -> Result<(), CmdError> {
+    writeln!(
+        out,
+        "{:<22} {:<11} {:>9} {:>10} {copy:>11} {:>7}",
+        "scheme", "direction", "Gelem/s", "GB/s", "ratio"
+    )?;
+    Ok(())
+}
+
+/// One row of the table.
+fn table_row(
+    out: &mut dyn Write,
+    name: &str,
+    direction: &str,
+    gelem: f64,
+    gbps: f64,
+    copy_gbps: f64,
+    ratio: f64,
+) -> Result<(), CmdError> {
+    writeln!(
+        out,
+        "{name:<22} {direction:<11} {gelem:>9.3} {gbps:>10.2} {copy_gbps:>11.2} {ratio:>7.2}"
+    )?;
+    Ok(())
+}
+
+/// The benchmark weight's element count and shape (`--elements` in rows of [`COLS`]).
+fn weight_shape(args: &BenchArgs) -> Result<(usize, [usize; 2]), CmdError> {
+    let elements = usize::try_from(args.elements).map_err(|_| "--elements is too large")?;
+    let rows = elements / COLS;
+    if rows == 0 || elements % COLS != 0 {
+        return Err(format!(
+            "--scheme benches a weight of {COLS} columns: --elements must be a multiple of {COLS}"
+        )
+        .into());
+    }
+    Ok((elements, [rows, COLS]))
+}
+
+/// Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16 bytes.
+fn weight(elements: usize) -> Vec<u8> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    (0..elements)
+        .flat_map(|_| {
+            let mut sum = 0f32;
+            for _ in 0..4 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                sum += (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            }
+            let bits = (sum * 0.05).to_bits();
+            ((bits >> 16) as u16).to_le_bytes()
+        })
+        .collect()
+}
+
+/// A `--scheme` name (the CLI's, or a reference's) and its scheme for bfloat16 input.
+fn scheme_of(name: &str) -> Result<(&str, Scheme), CmdError> {
+    let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
+    Ok((reference, Scheme::named(reference, DType::BFloat16)?))
+}
+
+/// `--scheme` with `--device cuda:N`: the whole `cuda::quantize` and `cuda::dequantize` calls
+/// beside device-to-device copies of as many bytes (wall clock, rounds interleaved), and their
+/// bytes compared with the CPU's (an error where they differ).
+pub(crate) fn run_cuda(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<(), CmdError> {
+    let device = dtcast_device::Device::Cuda(ordinal);
+    // "CUDA is not available: ..." before any work where there is no GPU.
+    dtcast_device::backend_for(device)?;
+    let (elements, shape) = weight_shape(args)?;
+    let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
+    let src = weight(elements);
+    let x = Tensor::from_bytes(&src, DType::BFloat16, &shape)?;
+    if !args.json {
+        writeln!(
+            out,
+            "{elements} bfloat16 elements ([{}, {COLS}]) on {device}, dequantize to {dense_dtype}; each figure the whole library call until the device is idle (quantize: amax kernels, scale rules on the host, encoding kernel; dequantize: factors, kernel; outputs from the memory pool) beside a device-to-device copy of as many bytes, wall clock, median of {} interleaved rounds; GB/s count bytes read + written; the GPU's bytes equal the CPU's (checked)",
+            shape[0],
+            args.repeat
+        )?;
+        columns(out, "copy GB/s")?;
+    }
+    for name in &args.scheme {
+        let (reference, scheme) = scheme_of(name)?;
+        let t = time_scaled(ordinal, &x, &scheme, dense_dtype, args.repeat)?;
+        // The GPU's bytes are the CPU's: quantized, and dequantized from the GPU's own codes.
+        let cpu = quantize(&src, DType::BFloat16, &shape, &scheme)?;
+        let (codes, scales, global) = &t.quantized;
+        if (codes, scales, *global) != (&cpu.elements, &cpu.scales, cpu.global_scale) {
+            return Err(
+                format!("{name} on {device}: the quantized weight differs from the CPU's").into(),
+            );
+        }
+        let mut dense = vec![0u8; elements * dense_dtype.byte_size().unwrap_or(4)];
+        dequantize_into(&cpu.view(&shape), &scheme, dense_dtype, &mut dense)?;
+        if t.dense != dense {
+            return Err(format!(
+                "{name} on {device}: the dequantized weight differs from the CPU's"
+            )
+            .into());
+        }
+        let rows = [
+            ("quantize", t.quantize, t.quantize_copy, t.quantize_bytes),
+            (
+                "dequantize",
+                t.dequantize,
+                t.dequantize_copy,
+                t.dequantize_bytes,
+            ),
+        ];
+        for (direction, work, copy, bytes) in rows {
+            let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
+            let gelem = elements as f64 / work.as_secs_f64() / 1e9;
+            let ratio = copy.as_secs_f64() / work.as_secs_f64();
+            if args.json {
+                writeln!(
+                    out,
+                    "{{\"scheme\":\"{name}\",\"reference\":\"{reference}\",\"direction\":\"{direction}\",\"elements\":{elements},\"device\":\"{device}\",\"gelem_per_s\":{gelem:.4},\"cast_gbps\":{:.3},\"memcpy_gbps\":{:.3},\"ratio\":{ratio:.3}}}",
+                    gbps(work),
+                    gbps(copy)
+                )?;
+            } else {
+                table_row(out, name, direction, gelem, gbps(work), gbps(copy), ratio)?;
+            }
+        }
+        out.flush()?;
     }
     Ok(())
 }

@@ -506,3 +506,50 @@ fn without_a_gpu_the_scaled_kernels_say_why() {
     let e = x.to("cuda:0").unwrap_err().to_string();
     assert!(e.starts_with("CUDA is not available: "), "{e}");
 }
+
+#[test]
+fn the_scheme_bench_compares_the_gpus_bytes_with_the_cpus_or_says_why_it_cannot() {
+    // `dtcast bench --scheme ... --device cuda:0`: on a GPU, every scheme quantized and
+    // dequantized on the device, the bench failing where a byte differs from the CPU's (a
+    // 128-row weight: whole 128x128 blocks, many groups); without one, a clear error before any
+    // work.
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "bench",
+            "--scheme",
+            "fp8-block,mxfp4,nvfp4",
+            "--elements",
+            "524288",
+            "--device",
+            "cuda:0",
+            "--repeat",
+            "1",
+            "--json",
+        ],
+        "",
+    );
+    if cuda_available() {
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        // One line per scheme and direction.
+        assert_eq!(o.stdout.lines().count(), 6, "{}", o.stdout);
+    } else {
+        eprintln!("SKIPPED: no CUDA device; the scheme bench's error without one is checked");
+        assert_eq!(o.code, 1);
+        assert!(o.stderr.contains("CUDA is not available: "), "{}", o.stderr);
+    }
+    // The CPU's kernel choices do not apply on a GPU: an error whatever the machine.
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "bench",
+            "--scheme",
+            "nvfp4",
+            "--device",
+            "cuda:0",
+            "--threads",
+            "2",
+        ],
+        "",
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("leave them out"), "{}", o.stderr);
+}

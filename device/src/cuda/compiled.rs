@@ -1,21 +1,31 @@
-//! The per-context caches of compiled kernels: looked up under a lock, built (NVRTC, module load)
-//! with the lock released, so that threads needing other kernels compile at the same time and a
-//! build may itself use the cache.
+//! The per-context caches of compiled kernels: each value built once (NVRTC, module load), by
+//! the first thread that needs it, while threads needing other kernels compile theirs at the
+//! same time and a build may itself use the cache for other keys.
 //!
-//! The lock's guard must not live across the build. `match cache.lock()?.get(k) { None => ... }`
-//! keeps it for the whole `match` (a scrutinee's temporaries live to the end of the statement),
-//! and the second lock in the `None` arm then waited for ever: the scaled kernels hung on their
-//! first use on the first GPU they met. One type holds the rule, for every cache.
+//! Two locks: the map's, held only to find a key's slot, and each slot's, held by the one thread
+//! building it (the others wanting that key wait for its result instead of compiling it again:
+//! a GPU test's threads, or a conversion's, all start with the same few pairs). The map's guard
+//! must not live across a build. `match cache.lock()?.get(k) { None => ... }` keeps it for the
+//! whole `match` (a scrutinee's temporaries live to the end of the statement), and the second
+//! lock in the `None` arm then waited for ever: the scaled kernels hung on their first use on the
+//! first GPU they met. One type holds the rule, for every cache.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::TensorError;
 
+/// A key's value, once built.
+type Slot<V> = Arc<Mutex<Option<V>>>;
+
 /// Values built once per key (compiled functions or modules), shared by every thread.
 pub(super) struct Compiled<K, V> {
-    map: Mutex<HashMap<K, V>>,
+    map: Mutex<HashMap<K, Slot<V>>>,
+}
+
+fn poisoned<T>(_: T) -> TensorError {
+    TensorError::Cuda("kernel cache poisoned".to_owned())
 }
 
 impl<K: Eq + Hash, V: Clone> Compiled<K, V> {
@@ -25,26 +35,27 @@ impl<K: Eq + Hash, V: Clone> Compiled<K, V> {
         }
     }
 
-    fn map(&self) -> Result<MutexGuard<'_, HashMap<K, V>>, TensorError> {
-        self.map
-            .lock()
-            .map_err(|_| TensorError::Cuda("kernel cache poisoned".to_owned()))
+    fn map(&self) -> Result<MutexGuard<'_, HashMap<K, Slot<V>>>, TensorError> {
+        self.map.lock().map_err(poisoned)
     }
 
-    /// The value for `key`, built by `build` on first use. Two threads building the same key
-    /// both succeed and the first result stored is kept (and returned to both).
+    /// The value for `key`, built by `build` on first use. A thread asking for a key that another
+    /// is building waits for that build and gets its value; a failed build stores nothing (the
+    /// next request builds again).
     pub(super) fn get_or_build(
         &self,
         key: K,
         build: impl FnOnce() -> Result<V, TensorError>,
     ) -> Result<V, TensorError> {
-        // A statement of its own, so that the guard is gone before `build` runs.
-        let cached = self.map()?.get(&key).cloned();
-        if let Some(v) = cached {
-            return Ok(v);
+        // A statement of its own, so that the map's guard is gone before the slot is locked.
+        let slot = Arc::clone(self.map()?.entry(key).or_default());
+        let mut value = slot.lock().map_err(poisoned)?;
+        if let Some(v) = value.as_ref() {
+            return Ok(v.clone());
         }
         let built = build()?;
-        Ok(self.map()?.entry(key).or_insert(built).clone())
+        *value = Some(built.clone());
+        Ok(built)
     }
 }
 
@@ -89,5 +100,33 @@ mod tests {
             Ok(7)
         });
         assert_eq!(v.unwrap(), 7);
+    }
+
+    #[test]
+    fn a_key_being_built_is_waited_for_not_built_again() {
+        let cache: Compiled<u8, u32> = Compiled::new();
+        let builds = std::sync::atomic::AtomicUsize::new(0);
+        let (started, began) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let first = scope.spawn(|| {
+                cache.get_or_build(1, || {
+                    builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    // Other keys stay available while this one is built.
+                    assert_unlocked(&cache);
+                    started.send(()).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    Ok(5)
+                })
+            });
+            // The second request comes while the first build runs: it waits for its value.
+            began.recv().unwrap();
+            let second = cache.get_or_build(1, || {
+                builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(6)
+            });
+            assert_eq!(second.unwrap(), 5);
+            assert_eq!(first.join().unwrap().unwrap(), 5);
+        });
+        assert_eq!(builds.into_inner(), 1);
     }
 }

@@ -31,7 +31,9 @@ pub use scaled::{
     compile_scaled_kernels, dequant_line, dequantize, quantize, quantize_line, DeviceQuantized,
 };
 pub use source::{formats_cuh, kernel_source, lane, lanes_cuh};
-pub use timing::{time_cast, time_transfers, CastTiming, TransferTiming};
+pub use timing::{
+    time_cast, time_scaled, time_transfers, CastTiming, ScaledTiming, TransferTiming,
+};
 
 /// Whether the driver library can be loaded, and why not.
 fn driver_library() -> Result<(), TensorError> {

@@ -1,5 +1,6 @@
 //! Measurements on a CUDA device, for `dtcast bench --device cuda:N`: a cast kernel beside a
-//! device-to-device copy of as many bytes, and host ↔ device transfers pinned against pageable.
+//! device-to-device copy of as many bytes, host ↔ device transfers pinned against pageable, and
+//! (`--scheme`) the scaled formats' quantize and dequantize beside copies of their bytes.
 //!
 //! Every figure is the median of `repeat` rounds, and each round runs every variant once, one after
 //! the other, so that a slow spell of a shared machine hits all of them alike.
@@ -9,10 +10,12 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUevent_flags;
 use dtcast_cast::CastMode;
 use dtcast_dtype::DType;
+use dtcast_quant::Scheme;
 
-use super::{backend_of, cuda_error};
+use super::{backend_of, cuda_error, dequantize, quantize, DeviceQuantized};
 use crate::backend::Backend;
 use crate::error::TensorError;
+use crate::{Device, Tensor};
 
 /// What one cast costs on a CUDA device, beside a device-to-device copy.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -181,6 +184,105 @@ pub fn time_transfers(
         d2h_pageable: d,
         d2h_pinned: e,
         d2h_staged: f,
+    })
+}
+
+/// What quantizing a weight with a scheme and dequantizing it back cost on a CUDA device, each
+/// beside a device-to-device copy of as many bytes, and what they gave (for a comparison with
+/// the CPU's bytes).
+#[derive(Clone, Debug)]
+pub struct ScaledTiming {
+    /// [`quantize`](super::quantize) whole, wall clock until the device is idle: the amax
+    /// kernels, the amaxes' download, the scale rules on the host, the factors' upload and the
+    /// element kernel.
+    pub quantize: Duration,
+    /// [`dequantize`](super::dequantize) whole, wall clock until the device is idle (wide scales
+    /// downloaded for their factors, the factors uploaded, the kernel).
+    pub dequantize: Duration,
+    /// A device-to-device copy that reads and writes as many bytes as quantizing (the dense
+    /// input, the codes and the scales; half each way), wall clock like the work.
+    pub quantize_copy: Duration,
+    /// The same for dequantizing (codes and scales in, the dense output out).
+    pub dequantize_copy: Duration,
+    /// The bytes read + written by quantizing (dense input, codes, scales).
+    pub quantize_bytes: usize,
+    /// The bytes read + written by dequantizing (codes, scales, dense output).
+    pub dequantize_bytes: usize,
+    /// The quantized weight, downloaded: codes, scales, global scale.
+    pub quantized: (Vec<u8>, Vec<u8>, Option<f32>),
+    /// The dequantized weight, downloaded.
+    pub dense: Vec<u8>,
+}
+
+/// Times quantizing `x` (a float32 or bfloat16 tensor on the host, uploaded first) with `scheme`
+/// on device `ordinal`, and dequantizing the result into `out`: the median of `repeat` rounds,
+/// each running the four steps (quantize, its copy, dequantize, its copy) in turn.
+pub fn time_scaled(
+    ordinal: u8,
+    x: &Tensor,
+    scheme: &Scheme,
+    out: DType,
+    repeat: u32,
+) -> Result<ScaledTiming, TensorError> {
+    let cuda = backend_of(ordinal)?;
+    let device = Device::Cuda(ordinal);
+    let x = x.to(device)?;
+    // Warm-up: compiles the kernels, fills the memory pool.
+    let q = quantize(&x, scheme)?;
+    let dense_of = |q: &DeviceQuantized| {
+        dequantize(
+            &q.elements,
+            &q.scales,
+            x.shape(),
+            q.global_scale,
+            scheme,
+            out,
+        )
+    };
+    let dense = dense_of(&q)?;
+    let packed = q.elements.storage().len() + q.scales.storage().len();
+    let quantize_bytes = x.storage().len() + packed;
+    let dequantize_bytes = packed + dense.storage().len();
+    let half = quantize_bytes.max(dequantize_bytes) / 2;
+    let copy_from = cuda.alloc_zeroed(half)?;
+    let mut copy_to = cuda.alloc_for_writing(half)?;
+    let mut copy = |bytes: usize| {
+        let t = Instant::now();
+        cuda.stream
+            .memcpy_dtod(
+                &copy_from.slice(0..bytes / 2),
+                &mut copy_to.slice_mut(0..bytes / 2),
+            )
+            .map_err(cuda_error)?;
+        cuda.synchronize()?;
+        Ok::<_, TensorError>(t.elapsed())
+    };
+    copy(quantize_bytes)?;
+    let mut times = [const { Vec::new() }; 4];
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        let again = quantize(&x, scheme)?;
+        cuda.synchronize()?;
+        times[0].push(t.elapsed());
+        drop(again);
+        times[1].push(copy(quantize_bytes)?);
+        let t = Instant::now();
+        let again = dense_of(&q)?;
+        cuda.synchronize()?;
+        times[2].push(t.elapsed());
+        drop(again);
+        times[3].push(copy(dequantize_bytes)?);
+    }
+    let [quantize, quantize_copy, dequantize, dequantize_copy] = times.map(median);
+    Ok(ScaledTiming {
+        quantize,
+        dequantize,
+        quantize_copy,
+        dequantize_copy,
+        quantize_bytes,
+        dequantize_bytes,
+        quantized: (q.elements.to_bytes()?, q.scales.to_bytes()?, q.global_scale),
+        dense: dense.to_bytes()?,
     })
 }
 
