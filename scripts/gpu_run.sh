@@ -40,16 +40,18 @@ for step in $steps; do
       # (NVRTC compiling every pair and mode); every float32 pattern did not finish in 6 minutes
       # sharing the machine with them, in 1 GiB slices (now 16 MiB ones: its CPU side takes
       # about 40 s on 2 cores; it prints its progress). So the scaled kernels' tests run first,
-      # then every float32 pattern alone, then the rest of test-cuda (CUDA_TIMEOUT bounds it).
+      # then every float32 pattern alone, then the rest of test-cuda. Their timeouts
+      # (QUANT_TIMEOUT, FLOAT32_TIMEOUT, CUDA_TIMEOUT: 120 + 200 + 260 s) keep the step within
+      # one 10-minute device call.
       for t in device layer cli checkpoint; do
         ( timeout 150 ".gpu/test-$t" --test-threads 4 > "$out/test-$t.log" 2>&1; echo "rc=$?" >> "$out/test-$t.log" ) &
       done
       echo "--- test-cuda_quant" | tee -a "$out/tests.log"
-      timeout 200 .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
+      timeout "${QUANT_TIMEOUT:-120}" .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
       echo "--- test-cuda: every float32 pattern" | tee -a "$out/tests.log"
-      timeout "${FLOAT32_TIMEOUT:-300}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
+      timeout "${FLOAT32_TIMEOUT:-200}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
       echo "--- test-cuda: the rest" | tee -a "$out/tests.log"
-      timeout "${CUDA_TIMEOUT:-560}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
+      timeout "${CUDA_TIMEOUT:-260}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
       wait
       for t in device layer cli checkpoint; do
         echo "--- test-$t" | tee -a "$out/tests.log"; tail -n 30 "$out/test-$t.log" | tee -a "$out/tests.log"
