@@ -318,19 +318,6 @@ impl Vector for Lanes {
         self.zip(o, |x, y| (x as i32).max(y as i32) as u32)
     }
     #[inline(always)]
-    unsafe fn max_i16(self, o: Self) -> Self {
-        // As 16-bit elements (which half is which does not matter: both sides are cast alike).
-        let (x, y) = (
-            bytemuck::cast::<_, [i16; 2 * N]>(self.0),
-            bytemuck::cast::<_, [i16; 2 * N]>(o.0),
-        );
-        let mut out = [0i16; 2 * N];
-        for ((o, x), y) in out.iter_mut().zip(x).zip(y) {
-            *o = x.max(y);
-        }
-        Lanes(bytemuck::cast(out))
-    }
-    #[inline(always)]
     unsafe fn gt_i32(self, o: Self) -> Self::Mask {
         self.zip(o, |x, y| if (x as i32) > (y as i32) { !0 } else { 0 })
     }
@@ -351,6 +338,17 @@ impl Vector for Lanes {
     #[inline(always)]
     unsafe fn f32_add(self, o: Self) -> Self {
         self.zip(o, |x, y| (f32::from_bits(x) + f32::from_bits(y)).to_bits())
+    }
+    #[inline(always)]
+    unsafe fn f32_max(self, o: Self) -> Self {
+        // `maxps`'s operand order (the comparison false for NaN gives `o`).
+        self.zip(o, |x, y| {
+            if f32::from_bits(x) > f32::from_bits(y) {
+                x
+            } else {
+                y
+            }
+        })
     }
     #[inline(always)]
     unsafe fn f32_mul(self, o: Self) -> Self {

@@ -104,9 +104,6 @@ pub(crate) trait Vector: Copy {
     unsafe fn min_i32(self, o: Self) -> Self;
     /// Signed maximum.
     unsafe fn max_i32(self, o: Self) -> Self;
-    /// Signed maximum of each 16-bit half on its own (one instruction even on SSE2, which has no
-    /// 32-bit one): the 32-bit maximum where both operands' low halves are zero.
-    unsafe fn max_i16(self, o: Self) -> Self;
     /// Lanes where `self > o` as signed integers.
     unsafe fn gt_i32(self, o: Self) -> Self::Mask;
     /// Lanes where `self == o`.
@@ -122,6 +119,9 @@ pub(crate) trait Vector: Copy {
     unsafe fn f32_add(self, o: Self) -> Self;
     /// f32 multiplication (round to nearest-even, subnormals kept).
     unsafe fn f32_mul(self, o: Self) -> Self;
+    /// f32 maximum as x86's `maxps` takes it: `self` where `self > o`, else `o` (so `o` where
+    /// either is NaN, and for equal zeros).
+    unsafe fn f32_max(self, o: Self) -> Self;
     /// f32 → i32 by truncation; NaN and values outside the i32 range give `i32::MIN` (x86's
     /// `cvttps2dq`, torch's scalar path).
     unsafe fn cvtt_f32_i32(self) -> Self;
@@ -223,11 +223,15 @@ pub(crate) trait Vector: Copy {
             let scaled = a
                 .f32_mul(Self::splat(0x7780_0000))
                 .f32_mul(Self::splat(0x0880_0000)); // 2^112, 2^-110
-                                                    // The exponent field's low half is zero, so the 16-bit maximum is the 32-bit one.
-            let exponent = a
+                                                    // The power of two: |x|'s exponent field plus 15, at least float16's smallest normal
+                                                    // exponent's (113 + 15), compared as floats (one instruction on SSE2, which has no
+                                                    // 32-bit integer maximum). From |x| = 2^113 up the field overflows into the sign, or
+                                                    // reads as inf; either way `scaled` is inf there, and so is the sum.
+            let sum = a
                 .and(Self::splat(0x7F80_0000))
-                .max_i16(Self::splat(113 << 23));
-            let sum = exponent.add(Self::splat(15 << 23)).f32_add(scaled);
+                .add(Self::splat(15 << 23))
+                .f32_max(Self::splat((113 + 15) << 23))
+                .f32_add(scaled);
             let nan = a.gt_i32(Self::splat(0x7F80_0000));
             let (high, low) = if Self::none(nan) {
                 (Self::splat(0x7C00), Self::splat(0x0FFF))

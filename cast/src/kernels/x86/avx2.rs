@@ -406,10 +406,6 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract.
             unsafe { _mm256_max_epi32(self, o) }
         }
-        unsafe fn max_i16(self, o: Self) -> Self {
-            // SAFETY: the caller's contract.
-            unsafe { _mm256_max_epi16(self, o) }
-        }
         unsafe fn gt_i32(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
             unsafe { _mm256_cmpgt_epi32(self, o) }
@@ -431,6 +427,12 @@ impl Vector for __m256i {
             // SAFETY: the caller's contract.
             unsafe {
                 _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(self), _mm256_castsi256_ps(o)))
+            }
+        }
+        unsafe fn f32_max(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm256_castps_si256(_mm256_max_ps(_mm256_castsi256_ps(self), _mm256_castsi256_ps(o)))
             }
         }
         unsafe fn f32_mul(self, o: Self) -> Self {

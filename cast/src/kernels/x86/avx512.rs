@@ -328,10 +328,6 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract.
             unsafe { _mm512_max_epi32(self, o) }
         }
-        unsafe fn max_i16(self, o: Self) -> Self {
-            // SAFETY: the caller's contract.
-            unsafe { _mm512_max_epi16(self, o) }
-        }
         unsafe fn gt_i32(self, o: Self) -> Self::Mask {
             // SAFETY: the caller's contract.
             unsafe { _mm512_cmpgt_epi32_mask(self, o) }
@@ -352,6 +348,12 @@ impl Vector for __m512i {
             // SAFETY: the caller's contract.
             unsafe {
                 _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(self), _mm512_castsi512_ps(o)))
+            }
+        }
+        unsafe fn f32_max(self, o: Self) -> Self {
+            // SAFETY: the caller's contract.
+            unsafe {
+                _mm512_castps_si512(_mm512_max_ps(_mm512_castsi512_ps(self), _mm512_castsi512_ps(o)))
             }
         }
         unsafe fn f32_mul(self, o: Self) -> Self {
