@@ -196,6 +196,31 @@ fn assert_none(failures: Vec<String>, what: &str) {
     );
 }
 
+/// Every pair's kernels in every mode, compiled once for the tests that cast them all: many to
+/// an NVRTC program, on every core (`cuda::precompile`), rather than one at a time as each is
+/// first used — which took these tests minutes on a 16-core GPU machine. The casts then run the
+/// precompiled functions (the other GPU tests compile theirs on first use).
+fn precompiled() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let dtypes = cuda_dtypes();
+        let casts: Vec<_> = dtypes
+            .iter()
+            .flat_map(|&from| {
+                dtypes
+                    .iter()
+                    .flat_map(move |&to| CastMode::ALL.map(|mode| (from, to, mode)))
+            })
+            .collect();
+        let began = std::time::Instant::now();
+        let n = dtcast::device::cuda::precompile(0, &casts).unwrap();
+        eprintln!(
+            "precompiled {n} kernels in {:.1} s",
+            began.elapsed().as_secs_f64()
+        );
+    });
+}
+
 /// A cast's bytes, or its error's text.
 fn outcome(t: &Tensor, to: DType, mode: CastMode) -> Result<Vec<u8>, String> {
     t.to_with(
@@ -217,6 +242,7 @@ fn cuda_casts_give_the_cpu_bytes_and_errors_on_a_gpu() {
     if !gpu() {
         return;
     }
+    precompiled();
     let failures = per_source(|from| {
         let mut failures = Vec::new();
         // A multiple of 8 elements, so that every destination's storage ends on a byte; the short
@@ -294,6 +320,7 @@ fn cuda_every_8_and_16_bit_pattern_casts_as_on_the_cpu_on_a_gpu() {
     if !gpu() {
         return;
     }
+    precompiled();
     let failures = per_source(|from| {
         let bits = from.bits();
         if bits > 16 || from.is_complex() {
@@ -592,6 +619,11 @@ fn without_cuda_every_cuda_call_is_a_clear_error() {
         t.to(Device::Cuda(0)).map(|_| ()),
         t.to("cuda:1").map(|_| ()),
         Tensor::zeros(&[2], DType::Float32, Device::Cuda(0)).map(|_| ()),
+        dtcast::device::cuda::precompile(
+            0,
+            &[(DType::Float32, DType::BFloat16, CastMode::Checked)],
+        )
+        .map(|_| ()),
     ] {
         let e = r.unwrap_err().to_string();
         assert!(e.starts_with("CUDA is not available: "), "{e}");

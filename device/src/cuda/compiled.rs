@@ -39,6 +39,12 @@ impl<K: Eq + Hash, V: Clone> Compiled<K, V> {
         self.map.lock().map_err(poisoned)
     }
 
+    /// Whether `key`'s value is built (one being built is not: this does not wait for it).
+    pub(super) fn contains(&self, key: &K) -> bool {
+        let slot = self.map().ok().and_then(|m| m.get(key).cloned());
+        slot.is_some_and(|s| s.try_lock().is_ok_and(|v| v.is_some()))
+    }
+
     /// The value for `key`, built by `build` on first use. A thread asking for a key that another
     /// is building waits for that build and gets its value; a failed build stores nothing (the
     /// next request builds again).
@@ -86,6 +92,7 @@ mod tests {
             .unwrap();
         assert_eq!(v, 42);
         assert_eq!(cache.get_or_build("a", || Ok(0)).unwrap(), 42);
+        assert!(cache.contains(&"a") && cache.contains(&"b") && !cache.contains(&"c"));
         assert_eq!(cache.get_or_build("b", || Ok(0)).unwrap(), 2);
         assert_eq!(builds, 1);
     }
@@ -95,6 +102,7 @@ mod tests {
         let cache: Compiled<u8, u8> = Compiled::new();
         let e = cache.get_or_build(1, || Err(TensorError::Cuda("nvrtc said no".to_owned())));
         assert!(e.unwrap_err().to_string().contains("nvrtc said no"));
+        assert!(!cache.contains(&1));
         let v = cache.get_or_build(1, || {
             assert_unlocked(&cache);
             Ok(7)
@@ -111,8 +119,10 @@ mod tests {
             let first = scope.spawn(|| {
                 cache.get_or_build(1, || {
                     builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    // Other keys stay available while this one is built.
+                    // Other keys stay available while this one is built, and it is not built
+                    // yet (asking does not wait for it).
                     assert_unlocked(&cache);
+                    assert!(!cache.contains(&1));
                     started.send(()).unwrap();
                     std::thread::sleep(std::time::Duration::from_millis(50));
                     Ok(5)

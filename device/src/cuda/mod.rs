@@ -23,10 +23,12 @@ use crate::Device;
 use compiled::Compiled;
 
 mod compiled;
+mod prepare;
 mod scaled;
 mod source;
 mod staging;
 mod timing;
+pub use prepare::precompile;
 pub use scaled::{
     compile_scaled_kernels, dequant_line, dequantize, quantize, quantize_line, DeviceQuantized,
 };
@@ -429,6 +431,15 @@ fn program(kernels: &[(DType, DType, CastMode)]) -> String {
     src
 }
 
+/// The function a mode's kernel defines: the check kernel's (Checked, Exact) or the cast kernel's
+/// (Torch, Saturate), as [`source_line`] writes them.
+fn function_name(mode: CastMode) -> &'static str {
+    match mode {
+        CastMode::Checked | CastMode::Exact => "dtcast_check",
+        CastMode::Torch | CastMode::Saturate => "dtcast_cast",
+    }
+}
+
 /// The kernel source line for a pair and mode: the cast kernel for Torch and Saturate, the check
 /// kernel for Checked and Exact.
 fn source_line(from: DType, to: DType, mode: CastMode) -> String {
@@ -445,13 +456,22 @@ fn ptx(
     mode: CastMode,
     arch: Option<&str>,
 ) -> Result<cudarc::nvrtc::Ptx, TensorError> {
-    let src = format!("{}\n{}", kernel_source(), source_line(from, to, mode));
     compile(
-        src,
+        single_program(from, to, mode),
         arch,
-        &format!("the {from} -> {to} ({mode}) kernel"),
+        &kernel_named(from, to, mode),
         &[],
     )
+}
+
+/// The NVRTC program of one pair and mode's kernel.
+fn single_program(from: DType, to: DType, mode: CastMode) -> String {
+    format!("{}\n{}", kernel_source(), source_line(from, to, mode))
+}
+
+/// A kernel's name in messages.
+fn kernel_named(from: DType, to: DType, mode: CastMode) -> String {
+    format!("the {from} -> {to} ({mode}) kernel")
 }
 
 /// NVRTC's PTX for `src`, with `extra` options; `what` names it in an error.
@@ -494,23 +514,27 @@ impl Cuda {
     /// The compiled kernel for a pair and mode: `dtcast_cast` (Torch, Saturate) or `dtcast_check`
     /// (Checked, Exact), cached for this context.
     fn kernel(&self, from: DType, to: DType, mode: CastMode) -> Result<CudaFunction, TensorError> {
-        // Two threads compiling the same pair both succeed and one result is kept.
+        // Two threads needing the same pair: one compiles, the other waits for it.
         self.kernels.get_or_build((from, to, mode), || {
-            // For this device's architecture (its conversion instructions), else — an NVRTC
-            // older than the device — NVRTC's default, which the driver compiles on for the
-            // device.
-            let code = match ptx(from, to, mode, self.arch.as_deref()) {
-                Err(_) if self.arch.is_some() => ptx(from, to, mode, None)?,
-                other => other?,
-            };
+            let code = self.code_for(
+                single_program(from, to, mode),
+                &kernel_named(from, to, mode),
+            )?;
             let module = self.ctx.load_module(code).map_err(cuda_error)?;
-            let name = if matches!(mode, CastMode::Checked | CastMode::Exact) {
-                "dtcast_check"
-            } else {
-                "dtcast_cast"
-            };
-            module.load_function(name).map_err(cuda_error)
+            module
+                .load_function(function_name(mode))
+                .map_err(cuda_error)
         })
+    }
+
+    /// NVRTC's code for `src` (`what` names it in an error): for this device's architecture
+    /// (its conversion instructions), else — an NVRTC older than the device — NVRTC's default,
+    /// which the driver compiles on for the device.
+    fn code_for(&self, src: String, what: &str) -> Result<cudarc::nvrtc::Ptx, TensorError> {
+        match compile(src.clone(), self.arch.as_deref(), what, &[]) {
+            Err(_) if self.arch.is_some() => compile(src, None, what, &[]),
+            other => other,
+        }
     }
 
     /// Checked / Exact on the device: the check kernel finds the first element `to` cannot take;

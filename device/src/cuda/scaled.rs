@@ -109,10 +109,7 @@ impl Cuda {
         let module = self.scaled.get_or_build(line.to_owned(), || {
             let src = format!("{}\n{SCALED_CU}\n{line}", kernel_source());
             let what = format!("the scaled kernels `{}`", line.trim());
-            let ptx = match compile(src.clone(), self.arch.as_deref(), &what, &[]) {
-                Err(_) if self.arch.is_some() => compile(src, None, &what, &[])?,
-                other => other?,
-            };
+            let ptx = self.code_for(src, &what)?;
             self.ctx.load_module(ptx).map_err(cuda_error)
         })?;
         names
