@@ -2,7 +2,7 @@
 # Builds what a GPU machine without Rust needs into .gpu/ (ignored by git): the dtcast binary and
 # the release test executables of dtcast-tests (as one xz archive), plus the path they were built
 # at (the fixtures' paths are compiled in). Then, on the GPU machine, from a copy of this repository with .gpu/ in it:
-#     scripts/gpu_run.sh [step...]      (steps: env tests quant convert bench; all by default)
+#     scripts/gpu_run.sh [step...]      (steps: env quant tests convert bench; all by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked

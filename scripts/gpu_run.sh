@@ -4,12 +4,14 @@
 # gpu-logs/). Steps: env, tests (the CUDA test suites and the other suites that touch devices),
 # quant (the scaled formats on the GPU: dtcast bench --scheme --device cuda:0, which also compares
 # their bytes with the CPU's), convert (scripts/cuda_convert_check.sh), bench (dtcast bench
-# --device cuda:0 and torch's .to()). The default order puts first what has run least on a GPU.
+# --device cuda:0 and torch's .to()). The default order puts first what has run least on a GPU:
+# `scripts/gpu_run.sh env quant tests` fits one 10-minute device call (its timeouts add up to
+# 570 s; logs are written as they come, so a call cut short still returns what ran).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
-steps=${*:-env tests quant convert bench}
+steps=${*:-env quant tests convert bench}
 elements=${ELEMENTS:-134217728}
 # The test executables read fixtures (and run dtcast-child) at the paths they were built at.
 root=$(cat .gpu/ROOT)
@@ -41,24 +43,25 @@ for step in $steps; do
       # sharing the machine with them, in 1 GiB slices (now 16 MiB ones: its CPU side takes
       # about 40 s on 2 cores; it prints its progress). So the scaled kernels' tests run first,
       # then every float32 pattern alone, then the rest of test-cuda. Their timeouts
-      # (QUANT_TIMEOUT, FLOAT32_TIMEOUT, CUDA_TIMEOUT: 120 + 200 + 260 s) keep the step within
-      # one 10-minute device call.
+      # (QUANT_TIMEOUT, FLOAT32_TIMEOUT, CUDA_TIMEOUT: 90 + 160 + 200 s) and the quant step's
+      # (QUANT_BENCH_TIMEOUT, 120 s) keep `env quant tests` within one 10-minute device call.
       for t in device layer cli checkpoint; do
         ( timeout 150 ".gpu/test-$t" --test-threads 4 > "$out/test-$t.log" 2>&1; echo "rc=$?" >> "$out/test-$t.log" ) &
       done
       echo "--- test-cuda_quant" | tee -a "$out/tests.log"
-      timeout "${QUANT_TIMEOUT:-120}" .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
+      timeout "${QUANT_TIMEOUT:-90}" .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
       echo "--- test-cuda: every float32 pattern" | tee -a "$out/tests.log"
-      timeout "${FLOAT32_TIMEOUT:-200}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
+      timeout "${FLOAT32_TIMEOUT:-160}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
       echo "--- test-cuda: the rest" | tee -a "$out/tests.log"
-      timeout "${CUDA_TIMEOUT:-260}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
+      timeout "${CUDA_TIMEOUT:-200}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
       wait
       for t in device layer cli checkpoint; do
         echo "--- test-$t" | tee -a "$out/tests.log"; tail -n 30 "$out/test-$t.log" | tee -a "$out/tests.log"
       done ;;
     quant)
-      timeout 200 .gpu/dtcast bench --scheme fp8-tensor,fp8-channel,fp8-block,mxfp8,mxfp4,nvfp4 --device cuda:0 --elements "$elements" 2>&1 | tee "$out/quant.log"
-      timeout 200 .gpu/dtcast bench --scheme fp8-block,mxfp4,nvfp4 --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/quant.json" ;;
+      # Every scheme quantized and dequantized on the GPU, each result compared with the CPU's
+      # bytes (the bench fails on a difference), beside device copies of as many bytes.
+      timeout "${QUANT_BENCH_TIMEOUT:-120}" .gpu/dtcast bench --scheme fp8-tensor,fp8-channel,fp8-block,mxfp8,mxfp4,nvfp4 --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/quant.json" ;;
     convert)
       timeout 300 scripts/cuda_convert_check.sh .gpu/dtcast 2>&1 | tee "$out/convert.log" ;;
     bench)
