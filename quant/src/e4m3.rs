@@ -514,6 +514,9 @@ mod x86 {
         let mut lines = unsafe { Lines::new(dst.as_mut_ptr()) };
         // Group by group, each a whole number of steps of 32 codes.
         let per_group = group / 32;
+        // The NaN codes' outputs under any factor that is not NaN (their own bits: a NaN times a
+        // number is that NaN), worked out once rather than per group.
+        let nan_codes_out = [codes.output(0x7F, 1.0), codes.output(0xFF, 1.0)];
         for (g, &f) in factors.iter().enumerate() {
             // Finite and below 2^119 (times 2^8 still finite): by way of float16. Otherwise a
             // NaN factor gives the whole group `mul(0, f)` (a NaN: 0xFFFF in bfloat16), and the
@@ -521,7 +524,11 @@ mod x86 {
             let fast = super::by_float16(f);
             let instruction = CPU_BF16 && super::products_normal(f);
             // float16 and float32: the NaN codes' outputs, and a NaN factor's one output.
-            let nan = [codes.output(0x7F, f), codes.output(0xFF, f)];
+            let nan = if f.is_nan() {
+                [codes.output(0x7F, f), codes.output(0xFF, f)]
+            } else {
+                nan_codes_out
+            };
             // SAFETY: AVX-512 F by this function's contract.
             let factor = unsafe { _mm512_set1_ps(if f.is_nan() { mul(0.0, f) } else { f }) };
             for k in g * per_group..(g + 1) * per_group {
@@ -704,6 +711,18 @@ mod x86 {
                 }
             }
         };
+        // The NaN codes' outputs: the NaN's own bits, whatever finite factor multiplies it (the
+        // factors taken below are finite), worked out once rather than per group: MXFP8's groups
+        // of 32, one thread in cache, 3.6-3.8 -> 4.5-5.1 Gelem/s (fp8-block's of 128: 5.0-5.1
+        // -> 5.3-5.6).
+        let nan = [0x7F, 0xFF].map(|c| {
+            let bits = codes.output(c, 1.0);
+            if size == 4 {
+                _mm256_set1_epi32(bits as i32)
+            } else {
+                _mm256_set1_epi16(bits as i16)
+            }
+        });
         for (g, &f) in factors.iter().enumerate() {
             let (s, d) = (
                 &src[g * group..][..group],
@@ -714,14 +733,6 @@ mod x86 {
                 continue;
             }
             let factor = _mm256_set1_ps(f * 256.0);
-            let nan = [0x7F, 0xFF].map(|c| {
-                let bits = codes.output(c, f);
-                if size == 4 {
-                    _mm256_set1_epi32(bits as i32)
-                } else {
-                    _mm256_set1_epi16(bits as i16)
-                }
-            });
             for k in 0..group / 16 {
                 // SAFETY: step `k` reads bytes 16k..16k+16 of the group's codes and writes its
                 // 16 outputs at 16k * size of the group's output, inside both; AVX2 and F16C by
