@@ -4,8 +4,8 @@
 //! for; without it, or without a GPU, every call returns `TensorError::CudaUnavailable` naming the
 //! reason — cudarc would otherwise panic on a missing library. Cast kernels are compiled by NVRTC
 //! from `kernels.cu` (with its per-dtype parts written from the dtype table: `source.rs`) the
-//! first time a (source, destination, mode) is used on a device, and cached for that device's
-//! context.
+//! first time a (source, destination, mode) is used on a device (or ahead of use, many at once, by
+//! [`precompile`]), and cached for that device's context.
 
 use std::any::Any;
 use std::collections::HashMap;
