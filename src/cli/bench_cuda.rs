@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use dtcast_cast::hot_pairs;
-use dtcast_device::cuda::{time_cast, time_transfers};
+use dtcast_device::cuda::{precompile, time_cast, time_transfers};
 use dtcast_device::{backend_for, Device, Tensor, ToOptions};
 use dtcast_dtype::DType;
 
@@ -27,6 +27,9 @@ pub(crate) fn run(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Result<
     } else {
         args.pairs.clone()
     };
+    // Every pair's kernels at once, on every core, rather than one by one in each warm-up.
+    let casts: Vec<_> = pairs.iter().map(|&(f, t)| (f, t, args.mode[0])).collect();
+    precompile(ordinal, &casts)?;
     let n = args.elements as usize;
     if !args.json {
         writeln!(
