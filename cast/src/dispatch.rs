@@ -66,13 +66,19 @@ pub(crate) fn convert<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &
         return;
     }
     for (s, d) in src.chunks_exact(S::SIZE).zip(dst.chunks_exact_mut(D::SIZE)) {
-        let v = value(S::read(s), q);
-        let out = if SATURATE {
-            D::saturate(v)
-        } else {
-            D::torch(v, q)
-        };
-        out.write(d);
+        element::<S, D, SATURATE>(S::read(s), q).write(d);
+    }
+}
+
+/// One element converted by the rules (`q`: the pair's quirks), outside [`Quirks::part_bits`]'
+/// byte copies: the body of [`convert`], and of the typed loops (`plain.rs`) that give its bytes.
+#[inline(always)]
+pub(crate) fn element<S: Lane, D: Lane, const SATURATE: bool>(s: S, q: Quirks) -> D {
+    let v = value(s, q);
+    if SATURATE {
+        D::saturate(v)
+    } else {
+        D::torch(v, q)
     }
 }
 

@@ -85,10 +85,16 @@ pub(crate) fn to_bool(v: Val) -> bool {
 // ---- float → integer, as x86 `cvtt` instructions do it (torch's scalar path).
 
 /// `cvttsd2si` to 32 bits: truncation; NaN and out-of-range give `i32::MIN`.
+///
+/// The range starts at -2^31, not at -2^31 - 1 where truncation stops fitting: the values
+/// between truncate to `i32::MIN`, the out-of-range answer. Both bounds are then float32 values,
+/// so that where `x` is a widened float32, LLVM compares and converts the float32 itself (and
+/// vectorises the typed loops of `plain.rs`); the conversion is unchecked because the range is.
 #[inline(always)]
 pub(crate) fn cvtt32(x: f64) -> i32 {
-    if x > -2_147_483_649.0 && x < 2_147_483_648.0 {
-        x as i32
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&x) {
+        // SAFETY: `x` is finite and its truncation fits in an i32.
+        unsafe { x.to_int_unchecked() }
     } else {
         i32::MIN
     }
@@ -98,7 +104,8 @@ pub(crate) fn cvtt32(x: f64) -> i32 {
 #[inline(always)]
 pub(crate) fn cvtt64(x: f64) -> i64 {
     if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&x) {
-        x as i64
+        // SAFETY: `x` is finite and its truncation fits in an i64.
+        unsafe { x.to_int_unchecked() }
     } else {
         i64::MIN
     }

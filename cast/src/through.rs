@@ -1,20 +1,21 @@
-//! Torch-rounding kernels for the pairs from an integer, bool or float64 source into float16,
-//! bfloat16, float8_e4m3fn or float8_e5m2 that have no SIMD kernel of their own. Torch converts
-//! these through float32 (`c10::Half(float)` and its siblings take a float: float64 and int64
-//! round twice), and so do the rules (`lanes.rs`): the source's own kernel into a float32 buffer
-//! on the stack, then float32's SIMD kernel, give the rules' bytes by construction. On the rules
-//! these pairs ran at 0.3–0.5 Gelem/s (2 threads, 16M elements), against torch's 1–5.
+//! Torch-rounding kernels for the pairs from an integer, bool, float64, complex64 or complex128
+//! source into float16, bfloat16, float8_e4m3fn or float8_e5m2 that have no SIMD kernel of their
+//! own. Torch converts these through float32 (`c10::Half(float)` and its siblings take a float:
+//! float64 and int64 round twice; a complex source gives its real part), and so do the rules
+//! (`lanes.rs`): the source's own kernel into a float32 buffer on the stack, then float32's SIMD
+//! kernel, give the rules' bytes by construction. On the rules these pairs ran at 0.3–0.6
+//! Gelem/s (2 threads, 16M elements), against torch's 1–6.
 //!
-//! float64 → bfloat16 is not among them (it has a SIMD kernel; and float32's kernel writes torch's
-//! 0xFFFF for every NaN, a quirk of the float32 source alone). Every instruction set but
-//! [`Isa::Scalar`] uses these kernels (`plan.rs`).
+//! The floating and complex sources into bfloat16 are not among them (float64 → bfloat16 has a
+//! SIMD kernel; and float32's kernel writes torch's 0xFFFF for every NaN, a quirk of the float32
+//! source alone). Every instruction set but [`Isa::Scalar`] uses these kernels (`plan.rs`).
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{Category, DType};
 
 use crate::dispatch::{convert, pair_fns, Kernel};
 use crate::isa::Isa;
 use crate::kernels::{select, STREAM_BYTES};
-use crate::lanes::{Bool, E4M3Fn, Lane, BF16, E5M2, F16};
+use crate::lanes::{Bool, E4M3Fn, Lane, BF16, C128, C64, E5M2, F16};
 use crate::mode::Rounding;
 
 /// Elements per step: the float32 buffer (16 KiB) stays in the first-level cache.
@@ -94,8 +95,11 @@ macro_rules! by_destination {
 /// destinations, and the one that always streams — where the pair goes through float32 here.
 pub(crate) fn kernels(from: DType, to: DType, isa: Isa) -> Option<(Kernel, Kernel)> {
     select(isa, DType::Float32, to, Rounding::Torch)?;
-    let f64_bf16 = from == DType::Float64 && to == DType::BFloat16;
-    if f64_bf16 || !isa.is_available() {
+    // float32's bfloat16 kernel writes its own NaN (`Quirks::f32_to_bf16_nan`), which a float64
+    // or complex source's NaN would wrongly take on.
+    let nan_bf16 =
+        to == DType::BFloat16 && matches!(from.category(), Category::Floating | Category::Complex);
+    if nan_bf16 || !isa.is_available() {
         return None;
     }
     match from {
@@ -109,6 +113,8 @@ pub(crate) fn kernels(from: DType, to: DType, isa: Isa) -> Option<(Kernel, Kerne
         DType::UInt32 => by_destination!(to, isa, u32),
         DType::UInt64 => by_destination!(to, isa, u64),
         DType::Float64 => by_destination!(to, isa, f64),
+        DType::Complex64 => by_destination!(to, isa, C64),
+        DType::Complex128 => by_destination!(to, isa, C128),
         _ => None,
     }
 }

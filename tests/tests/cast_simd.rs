@@ -510,12 +510,10 @@ fn integer_sources_give_the_rules_bytes_aligned_or_not() {
         .flat_map(|&e| [e, e.wrapping_neg()])
         .chain((0..1000).map(|_| random()))
         .collect();
-    let whole = || {
-        DType::ALL
-            .into_iter()
-            .filter(|d| !d.is_packed() && *d != DType::Float4E2M1FnX2)
-    };
-    let integers = whole().filter(|d| d.category().is_integer() || *d == DType::Bool);
+    // (Not the packed ones: they have their own tests in lowp_casts.rs.)
+    let integers = DType::ALL
+        .into_iter()
+        .filter(|d| (d.category().is_integer() || *d == DType::Bool) && !d.is_packed());
     for from in integers {
         let size = from.byte_size().unwrap();
         let elements: Vec<u8> = values
@@ -525,30 +523,130 @@ fn integer_sources_give_the_rules_bytes_aligned_or_not() {
                 v.to_le_bytes()[..size].to_vec()
             })
             .collect();
-        let n = values.len();
-        for to in whole().filter(|to| *to != from) {
-            let out = to.byte_size().unwrap();
-            for mode in [CastMode::Torch, CastMode::Saturate] {
-                let mut want = vec![0u8; n * out];
-                cast_reference(&elements, from, &mut want, to, mode).unwrap();
-                for b in isas() {
-                    // At offsets 0 and 1 into 8-aligned buffers: aligned, and not.
-                    for shift in [0, 1] {
-                        let mut src = vec![0u64; (n * size).div_ceil(8) + 1];
-                        let src = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut src)[shift..];
-                        src[..n * size].copy_from_slice(&elements);
-                        let mut dst = vec![0u64; (n * out).div_ceil(8) + 1];
-                        let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut dst)[shift..];
-                        cast_with_isa(&src[..n * size], from, &mut dst[..n * out], to, mode, b)
-                            .unwrap();
-                        assert!(
-                            dst[..n * out] == want[..],
-                            "{from} -> {to} ({mode}, {b:?}, offset {shift}) differs from the rules"
-                        );
-                    }
+        // At offsets 0 and 1: aligned, and not.
+        every_isa_gives_the_rules_bytes(from, &elements, [0, 1]);
+    }
+}
+
+/// Casts `elements` of `from` into every other whole-byte dtype in Torch and Saturate rounding,
+/// on every instruction set, from and into buffers `offset` bytes past a 16-byte boundary, and
+/// compares the bytes with the rules'.
+fn every_isa_gives_the_rules_bytes(from: DType, elements: &[u8], offsets: [usize; 2]) {
+    let size = from.byte_size().unwrap();
+    let n = elements.len() / size;
+    let whole = DType::ALL
+        .into_iter()
+        .filter(|d| !d.is_packed() && *d != DType::Float4E2M1FnX2);
+    for to in whole.filter(|to| *to != from) {
+        let out = to.byte_size().unwrap();
+        for mode in [CastMode::Torch, CastMode::Saturate] {
+            let mut want = vec![0u8; n * out];
+            cast_reference(elements, from, &mut want, to, mode).unwrap();
+            for b in isas() {
+                for shift in offsets {
+                    let mut src = vec![0u128; (n * size).div_ceil(16) + 1];
+                    let src = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut src)[shift..];
+                    src[..n * size].copy_from_slice(elements);
+                    let mut dst = vec![0u128; (n * out).div_ceil(16) + 1];
+                    let dst = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut dst)[shift..];
+                    cast_with_isa(&src[..n * size], from, &mut dst[..n * out], to, mode, b)
+                        .unwrap();
+                    assert!(
+                        dst[..n * out] == want[..],
+                        "{from} -> {to} ({mode}, {b:?}, offset {shift}) differs from the rules"
+                    );
                 }
             }
         }
+    }
+}
+
+#[test]
+fn float_and_complex_sources_give_the_rules_bytes_aligned_or_not() {
+    // float32, float64, complex64 and complex128 sources run typed loops (`plain.rs`), and into
+    // float16/float8 two kernels through float32 (`through.rs`), where the buffers are aligned,
+    // and the rules where not: both must give the rules' bytes into every whole-byte dtype. The
+    // values: the edges of every integer width (where x86's truncation stops fitting, and the
+    // halves around them), infinities, NaNs with payloads and signs (signalling ones too),
+    // subnormals, and random bits; a complex value's imaginary part is another of them.
+    let mut edges: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MIN_POSITIVE / 4.0,
+        1e300,
+        65504.0,
+        65520.0,
+        448.0,
+        464.0,
+        57344.0,
+        61440.0,
+    ];
+    for bits in [7u32, 8, 15, 16, 31, 32, 63, 64] {
+        let p = 2f64.powi(bits as i32);
+        for d in [0.0, 0.5, 1.0, -0.5, -1.0, 256.0, -256.0, 2048.0] {
+            edges.extend([p + d, -p + d, -p - d]);
+        }
+    }
+    let nans64 = [
+        0x7FF8_0000_0000_0000u64,
+        0xFFF8_0000_0000_0000,
+        0x7FF0_0000_0000_0001,
+        0xFFF4_0000_0000_0001,
+        0x7FFF_FFFF_FFFF_FFFF,
+    ];
+    let nans32 = [
+        0x7FC0_0000u32,
+        0xFFC0_0000,
+        0x7F80_0001,
+        0xFFA0_0001,
+        0x7FFF_FFFF,
+    ];
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut random = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let f64s: Vec<u64> = (edges.iter().map(|x| x.to_bits()))
+        .chain(nans64)
+        .chain((0..1000).map(|_| random()))
+        .collect();
+    let f32s: Vec<u32> = (edges.iter().map(|x| (*x as f32).to_bits()))
+        .chain(nans32)
+        .chain((0..1000).map(|_| random() as u32))
+        .collect();
+    let sources: [(DType, Vec<u8>); 4] = [
+        (
+            DType::Float32,
+            f32s.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        ),
+        (
+            DType::Float64,
+            f64s.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        ),
+        (
+            DType::Complex64,
+            (f32s.iter().zip(f32s.iter().rev()))
+                .flat_map(|(re, im)| [re.to_le_bytes(), im.to_le_bytes()].concat())
+                .collect(),
+        ),
+        (
+            DType::Complex128,
+            (f64s.iter().zip(f64s.iter().rev()))
+                .flat_map(|(re, im)| [re.to_le_bytes(), im.to_le_bytes()].concat())
+                .collect(),
+        ),
+    ];
+    for (from, elements) in sources {
+        // At offsets 0 and 4: aligned for every type, and for the 8- and 16-byte ones not.
+        every_isa_gives_the_rules_bytes(from, &elements, [0, 4]);
     }
 }
 
