@@ -30,8 +30,8 @@ pub(crate) struct PairFns {
     pub(crate) check: Checker,
     pub(crate) accept_table: AcceptTable,
     /// Kernels in Torch and Saturate rounding that give the rules' bytes faster than they do, for
-    /// pairs without SIMD kernels: tables (`tables.rs`) from a float16 or bfloat16 source, typed
-    /// loops (`plain.rs`) from an integer or bool one.
+    /// pairs without SIMD kernels: typed loops (`plain.rs`) where the pair has them, else tables
+    /// (`tables.rs`) from a float16, bfloat16 or one-byte source.
     pub(crate) faster: Option<(Kernel, Kernel)>,
 }
 
@@ -243,7 +243,7 @@ fn pair<S: Lane, D: Lane>() -> PairFns {
         check: check_pair::<S, D>,
         accept_table: accept_table::<S, D>,
         // `or`, not `or_else`: a closure per pair would be a function per pair.
-        faster: crate::tables::kernels::<S, D>().or(crate::plain::kernels(S::DTYPE, D::DTYPE)),
+        faster: crate::plain::kernels(S::DTYPE, D::DTYPE).or(crate::tables::kernels::<S, D>()),
     }
 }
 

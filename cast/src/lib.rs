@@ -234,8 +234,8 @@ fn begin(
     };
     let plan = plan::plan(from, to, mode, n, isa, &fns);
     if by_blocks(from, to, &plan) {
-        let verification = packed_verification(&plan, &fns, read_first);
-        packed::cast(src, from, dst, to, n, plan.kernel, verification)?;
+        let verification = packed_verification(from, &plan, &fns, read_first);
+        packed::cast(src, from, dst, to, n, plan.kernel, verification, isa)?;
         return Ok(None);
     }
     Ok(Some((n, fns, plan)))
@@ -262,12 +262,11 @@ fn storage_error(e: packing::StorageError) -> CastError {
 }
 
 /// Whether a cast goes block by block through `packed.rs`: packed buffers without a SIMD kernel
-/// (which would read and write them packed), and one-byte sources with neither a SIMD kernel nor
-/// a typed loop when nothing is verified (their per-byte table is faster than the scalar rules;
-/// verified casts keep their vectorised screens).
+/// (which would read and write them packed), and one-byte sources that the plan looks up byte by
+/// byte ([`Plan::bytes`](plan::Plan)).
 fn by_blocks(from: DType, to: DType, plan: &plan::Plan) -> bool {
     let packed = from.is_packed() || to.is_packed();
-    !plan.simd && (packed || (from.bits() == 8 && !plan.faster && plan.check.is_none()))
+    (!plan.simd && packed) || plan.bytes
 }
 
 /// The bytes of `elements` elements of `dtype`, for counts that end on a byte (the pieces and
@@ -278,16 +277,23 @@ fn span(dtype: DType, elements: usize) -> usize {
 
 /// What a packed cast verifies, from the plan.
 fn packed_verification(
+    from: DType,
     plan: &plan::Plan,
     fns: &dispatch::PairFns,
     read_first: bool,
 ) -> Option<packed::Verification> {
     match plan.check {
         None | Some((_, screen::Check::Nothing)) => None,
-        Some((verify, _)) => Some(packed::Verification {
+        Some((verify, check)) => Some(packed::Verification {
             check: fns.check,
             verify,
             read_first,
+            // Screens read elements as stored: a packed source's unpacked codes are checked
+            // element by element.
+            screen: match check {
+                screen::Check::Screen(screen) if !from.is_packed() => Some(screen),
+                _ => None,
+            },
         }),
     }
 }

@@ -1,14 +1,19 @@
 //! Casts where either side is packed (float6, float4, int4/2/1, uint4/2/1): each block of
 //! elements is unpacked to one byte per element, checked and converted by the ordinary kernels,
-//! and packed again — so the value rules are written once, for one-byte codes.
+//! and packed again — so the value rules are written once, for one-byte codes. A source of 1, 2,
+//! 4 or 8 bits into a whole-byte destination is looked up instead, byte by byte, in a table of
+//! what each source byte becomes (by vectors where the instruction set has them:
+//! `kernels::look_up_bytes`); the plan sends one-byte sources here too (`plan::by_bytes`).
 
 use dtcast_dtype::{packing, DType};
 use rayon::prelude::*;
 
 use crate::dispatch::{Checker, Kernel};
 use crate::error::CastError;
+use crate::isa::Isa;
 use crate::lanes::unit;
 use crate::mode::Verify;
+use crate::screen::Screen;
 use crate::split::{first_index, pieces, PARALLEL_THRESHOLD};
 
 /// Elements per block: a multiple of 8, so that a block of any packed dtype starts and ends on a
@@ -22,9 +27,31 @@ pub(crate) struct Verification {
     /// Check every element before writing any (a caller's buffer), or each block before
     /// converting it (an output dropped on error).
     pub(crate) read_first: bool,
+    /// The plan's screen of a whole-byte source: a block it passes needs no element checks.
+    pub(crate) screen: Option<Screen>,
 }
 
-/// Converts `n` elements `from` → `to` (either packed) with the unit-form `kernel`.
+impl Verification {
+    /// Checks the block `codes` (one byte per element, or the source as stored where it is
+    /// whole bytes) whose first element is `base`: by the screen first, where there is one.
+    fn check(
+        &self,
+        codes: &[u8],
+        from: DType,
+        base: usize,
+        scratch: &mut Vec<u8>,
+        isa: Isa,
+    ) -> Result<(), CastError> {
+        match &self.screen {
+            Some(screen) if screen.passes(codes, from, scratch, isa) => Ok(()),
+            _ => (self.check)(codes, self.verify, base),
+        }
+    }
+}
+
+/// Converts `n` elements `from` → `to` (either packed) with the unit-form `kernel`; byte tables
+/// are looked up with `isa`'s vectors where it has a form for them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn cast(
     src: &[u8],
     from: DType,
@@ -33,22 +60,22 @@ pub(crate) fn cast(
     n: usize,
     kernel: Kernel,
     verification: Option<Verification>,
+    isa: Isa,
 ) -> Result<(), CastError> {
-    let check = verification.as_ref().map(|v| (v.check, v.verify));
     // Sources of 1, 2, 4 or 8 bits into a whole-byte destination: the outputs of every source
     // byte, computed once by the kernel itself, then looked up (the same bytes by construction).
     let table = byte_table(from, to, kernel);
     let convert = |s: &[u8], d: &mut [u8], scratch: &mut Scratch| match &table {
         // float6's codes straddle bytes: unpacked first, then looked up code by code.
-        Some(t) if t.per_code => t.apply(unpacked(s, from, &mut scratch.src), d),
-        Some(t) => t.apply(s, d),
+        Some(t) if t.per_code => t.apply(unpacked(s, from, &mut scratch.src), d, isa),
+        Some(t) => t.apply(s, d, isa),
         None => convert_block(s, from, d, to, kernel, scratch),
     };
-    match verification {
+    match &verification {
         Some(v) if v.read_first => {
             over_pieces(src, from, None, to, n, &|s, _, base, scratch| {
                 let s = unpacked(s, from, &mut scratch.src);
-                (v.check)(s, v.verify, base)
+                v.check(s, from, base, &mut scratch.screen, isa)
             })?;
             over_pieces(src, from, Some(dst), to, n, &|s, d, _, scratch| {
                 convert(s, d, scratch);
@@ -56,9 +83,9 @@ pub(crate) fn cast(
             })
         }
         _ => over_pieces(src, from, Some(dst), to, n, &|s, d, base, scratch| {
-            if let Some((check, verify)) = check {
+            if let Some(v) = &verification {
                 let codes = unpacked(s, from, &mut scratch.src);
-                check(codes, verify, base)?;
+                v.check(codes, from, base, &mut scratch.screen, isa)?;
             }
             convert(s, d, scratch);
             Ok(())
@@ -71,6 +98,7 @@ pub(crate) fn cast(
 struct Scratch {
     src: Vec<u8>,
     dst: Vec<u8>,
+    screen: Vec<u8>,
 }
 
 /// What one block does: source bytes, destination bytes (`None` when only checking), the index of
@@ -144,6 +172,9 @@ struct ByteTable {
     bytes: Vec<u8>,
     width: usize,
     per_code: bool,
+    /// Entries of 1, 2 or 4 bytes as planes (plane `k`: byte `k` of every entry), for the SIMD
+    /// lookups (`kernels::look_up_bytes`); empty otherwise.
+    planes: Vec<[u8; 256]>,
 }
 
 fn byte_table(from: DType, to: DType, kernel: Kernel) -> Option<ByteTable> {
@@ -163,15 +194,34 @@ fn byte_table(from: DType, to: DType, kernel: Kernel) -> Option<ByteTable> {
     let width = if per_code { 1 } else { 8 / from.bits() } * unit(to);
     let mut bytes = vec![0u8; codes.len() * unit(to)];
     kernel(&codes, &mut bytes);
+    let planes = if !per_code && matches!(width, 1 | 2 | 4) {
+        (0..width)
+            .map(|k| core::array::from_fn(|b| bytes[b * width + k]))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Some(ByteTable {
         bytes,
         width,
         per_code,
+        planes,
     })
 }
 
 impl ByteTable {
-    fn apply(&self, s: &[u8], d: &mut [u8]) {
+    /// Looks every byte (or float6 code) of `s` up into `d`: by `isa`'s vectors as far as they
+    /// reach, the rest one entry at a time.
+    fn apply(&self, s: &[u8], d: &mut [u8], isa: Isa) {
+        let done = if self.planes.is_empty() {
+            0
+        } else {
+            crate::kernels::look_up_bytes(isa, &self.planes, s, d)
+        };
+        self.apply_scalar(&s[done..], &mut d[done * self.width..]);
+    }
+
+    fn apply_scalar(&self, s: &[u8], d: &mut [u8]) {
         match self.width {
             1 => self.apply_n::<1>(s, d),
             2 => self.apply_n::<2>(s, d),

