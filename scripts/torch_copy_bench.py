@@ -5,7 +5,7 @@ pair of torch's 14 real dtypes below), median of R runs, with torch's default th
 OMP_NUM_THREADS / --threads to pin it). Prints one JSON object per line: {"from", "to",
 "elements", "threads", "gelem_per_s"}.
 
-    python scripts/torch_copy_bench.py --elements 67108864 --threads 2 [--all]
+    python scripts/torch_copy_bench.py --elements 67108864 --threads 2 [--all | --pairs a:b,c:d]
 """
 import argparse
 import json
@@ -39,12 +39,18 @@ def main():
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--all", action="store_true", help="every ordered pair of DTYPES")
+    p.add_argument("--pairs", help="comma-separated pairs FROM:TO (torch's dtype names)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     n = args.elements
     base = (torch.rand(n, dtype=torch.float64) * 200 - 100)
-    pairs = [(a, b) for a in DTYPES for b in DTYPES if a != b] if args.all else PAIRS
+    if args.pairs:
+        pairs = [tuple(pair.split(":")) for pair in args.pairs.split(",")]
+    elif args.all:
+        pairs = [(a, b) for a in DTYPES for b in DTYPES if a != b]
+    else:
+        pairs = PAIRS
     for a, b in pairs:
         src = base.to(getattr(torch, a))
         dst = torch.empty(n, dtype=getattr(torch, b))

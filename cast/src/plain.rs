@@ -20,7 +20,7 @@ use crate::lanes::{Bool, Lane, Quirks, BF16, C128, C64};
 
 /// A lane whose storage is a Rust number, or a pair of them, so that a buffer of it can be viewed
 /// as a slice.
-trait Typed: Lane {
+pub(crate) trait Typed: Lane {
     /// The storage (bool: its byte; complex: real and imaginary parts).
     type Prim: bytemuck::Pod;
     fn from_prim(p: Self::Prim) -> Self;
@@ -82,6 +82,19 @@ complex!(C64 of f32, C128 of f64);
 /// Converts `src` into `dst` (whole elements, as many as `dst` holds) by a typed loop where both
 /// buffers are aligned for their types on a little-endian machine; else by the rules.
 fn kernel<S: Typed, D: Typed, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
+    typed_loop::<S, D, SATURATE>(src, dst);
+}
+
+/// [`kernel`] of float32 → `D`, inlined into its caller (`through.rs`, which compiles it for an
+/// instruction set's features).
+#[inline(always)]
+pub(crate) fn from_f32<D: Typed, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
+    typed_loop::<f32, D, SATURATE>(src, dst);
+}
+
+/// The body of [`kernel`].
+#[inline(always)]
+fn typed_loop<S: Typed, D: Typed, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) {
     let q = Quirks::of(S::DTYPE, D::DTYPE);
     let typed = (
         bytemuck::try_cast_slice::<u8, S::Prim>(src),
@@ -92,11 +105,80 @@ fn kernel<S: Typed, D: Typed, const SATURATE: bool>(src: &[u8], dst: &mut [u8]) 
         // Torch rounding: for float32 and float64 parts the rules give those bits too, since
         // they carry the value as it is.
         (Ok(s), Ok(d)) if cfg!(target_endian = "little") => {
+            let one = |s: S::Prim| element::<S, D, SATURATE>(S::from_prim(s), q).into_prim();
+            if const { !SATURATE && truncates_to_low_bits(S::DTYPE, D::DTYPE) } {
+                return through_i32::<S, D>(s, d, one);
+            }
             for (d, &s) in d.iter_mut().zip(s) {
-                *d = element::<S, D, SATURATE>(S::from_prim(s), q).into_prim();
+                *d = one(s);
             }
         }
         _ => convert::<S, D, SATURATE>(src, dst),
+    }
+}
+
+/// Whether `from` → `to` is float32 or bfloat16 into an integer that torch truncates to 32 bits
+/// (`rules::cvtt32`: int8, int16, uint16) or 64 (`rules::cvtt64`: int64, uint32, uint64) and
+/// keeps the low bits of: LLVM vectorises neither rule's range test as written (float32 into the
+/// 64-bit ones at 1.2–1.6 Gelem/s, into the narrow ones at 3.4–4.8, on one thread in cache,
+/// AVX-512 or not). float32 → int32 and → uint8 have SIMD kernels.
+const fn truncates_to_low_bits(from: DType, to: DType) -> bool {
+    use DType::*;
+    matches!(from, Float32 | BFloat16)
+        && matches!(to, Int8 | Int16 | UInt16 | Int64 | UInt32 | UInt64)
+}
+
+/// A float32 or bfloat16 element's value as float32 (exact).
+#[inline(always)]
+fn widened<S: Typed>(p: S::Prim) -> f32 {
+    match S::DTYPE {
+        DType::BFloat16 => f32::from_bits(u32::from(bytemuck::cast::<S::Prim, u16>(p)) << 16),
+        _ => bytemuck::cast::<S::Prim, f32>(p),
+    }
+}
+
+/// Elements per block of [`through_i32`].
+const BLOCK: usize = 16;
+
+/// [`typed_loop`] of a pair that [`truncates_to_low_bits`] in Torch rounding (`one`: an element by
+/// the rules): a block where every |x| is below 2^31 (nearly every block of real data) truncates
+/// to 32 bits, which vectorises, and keeps the low bits of the result's two's complement (sign
+/// extended into int64 and uint64): a value in that range truncates to the same integer in 32
+/// bits as in 64. Other blocks (NaN, inf, |x| ≥ 2^31) take the rules.
+#[inline(always)]
+fn through_i32<S: Typed, D: Typed>(
+    s: &[S::Prim],
+    d: &mut [D::Prim],
+    one: impl Fn(S::Prim) -> D::Prim,
+) {
+    let n = s.len().min(d.len());
+    let (s, d) = (&s[..n], &mut d[..n]);
+    let (blocks, _) = s.as_chunks::<BLOCK>();
+    for (b, block) in blocks.iter().enumerate() {
+        let block = block.map(widened::<S>);
+        // (A fold, not `all`, so that the test vectorises; NaN fails it.)
+        let inside = block
+            .iter()
+            .fold(true, |ok, x| ok & (x.abs() < 2_147_483_648.0));
+        let out = &mut d[b * BLOCK..][..BLOCK];
+        if !inside {
+            for (o, &x) in out.iter_mut().zip(&s[b * BLOCK..][..BLOCK]) {
+                *o = one(x);
+            }
+            continue;
+        }
+        // SAFETY: |x| < 2^31, so `x` is finite and its truncation fits in an i32.
+        let t: [i32; BLOCK] = block.map(|x| unsafe { x.to_int_unchecked::<i32>() });
+        match D::SIZE {
+            1 => out.copy_from_slice(bytemuck::cast_slice(&t.map(|t| t as u8))),
+            2 => out.copy_from_slice(bytemuck::cast_slice(&t.map(|t| t as u16))),
+            4 => out.copy_from_slice(bytemuck::cast_slice(&t)),
+            _ => out.copy_from_slice(bytemuck::cast_slice(&t.map(i64::from))),
+        }
+    }
+    let done = blocks.len() * BLOCK;
+    for (o, &x) in d[done..].iter_mut().zip(&s[done..]) {
+        *o = one(x);
     }
 }
 
@@ -140,17 +222,18 @@ fn pair<S: Typed, D: Typed>() -> Option<(Kernel, Kernel)> {
 /// (`dtcast bench --backend scalar,portable --threads 1 --elements 262144`, Zen 4, two runs):
 /// 1.0–1.9× on nearly every pair, but complex64 into a narrower integer or bool 0.30–0.93× (LLVM
 /// gathers the real parts for a loop the rules run faster unvectorised), uint64 → complex128
-/// 0.78×, uint64 → uint16 0.86× and int8 → complex64 0.6–0.8×. bfloat16 is looked up (`tables.rs`) but where the rule is a
-/// shift and a truncation: into int8, int16 and uint16 the loop runs at 11–13 Gelem/s where the
-/// table gives 7.5–7.9 (2 threads, 16M elements), into float64 1.25× the rules. float16's
-/// conversion to float32 does not vectorise for the baseline target: 1.5 Gelem/s against the
-/// table's 7.6.
-const fn typed(from: DType, to: DType) -> bool {
+/// 0.78×, uint64 → uint16 0.86× and int8 → complex64 0.6–0.8×. bfloat16 is looked up
+/// (`tables.rs`) or goes up through float32 (`through.rs`) but where the rule is a shift and a
+/// truncation: into int8, int16 and uint16 the loop runs at 11–13 Gelem/s where the table gives
+/// 7.5–7.9 (2 threads, 16M elements), and into int64, uint32 and uint64 block by block
+/// ([`through_i32`]: 1.03–1.47× float32's loops after the trip up on one thread in cache). float16's conversion to float32 does not vectorise
+/// for the baseline target: 1.5 Gelem/s against the table's 7.6.
+pub(crate) const fn typed(from: DType, to: DType) -> bool {
     use DType::*;
     match (from, to) {
         (Complex64, Bool | UInt8 | Int8 | Int16 | Int32 | UInt16 | UInt32) => false,
         (UInt64, Complex128 | UInt16) | (Int8, Complex64) => false,
-        (BFloat16, Int8 | Int16 | UInt16 | Float64) => true,
+        (BFloat16, Int8 | Int16 | UInt16 | Int64 | UInt32 | UInt64) => true,
         (BFloat16 | Float16, _) => false,
         _ => true,
     }

@@ -56,13 +56,16 @@ pub(crate) fn plan(
     let fast = select(isa, from, to, rounding).filter(|_| !(from.is_packed() && check.is_some()));
     // Without a SIMD kernel, on every set but the scalar one (which is the rules themselves): a
     // pair into float16/bfloat16/float8 that torch rounds through float32 takes two kernels
-    // (`through.rs`, Torch rounding); a float16/bfloat16 source is looked up (`tables.rs`); a
-    // one-byte integer or bool one converted by typed loops (`plain.rs`). A one-byte source may
-    // be looked up byte by byte instead (`by_bytes`), by a table these kernels build.
+    // (`through.rs`, Torch rounding), and so does a float16/bfloat16 source into bool, the
+    // integers, float64 and complex types, up through float32 (both roundings); the other
+    // float16/bfloat16 pairs are looked up (`tables.rs`); a one-byte integer or bool source is
+    // converted by typed loops (`plain.rs`). A one-byte source may be looked up byte by byte
+    // instead (`by_bytes`), by a table these kernels build.
     let through = match rounding {
         Rounding::Torch if isa != Isa::Scalar => through::kernels(from, to, isa),
         Rounding::Torch | Rounding::Saturate => None,
-    };
+    }
+    .or_else(|| through::up_kernels(from, to, rounding, isa));
     let faster = fns.faster(rounding).filter(|_| isa != Isa::Scalar);
     let scalar = faster.unwrap_or(fns.scalar(rounding));
     let simd = fast.is_some();

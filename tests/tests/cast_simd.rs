@@ -702,6 +702,82 @@ fn float_and_complex_sources_give_the_rules_bytes_aligned_or_not() {
 }
 
 #[test]
+fn float32_truncation_into_integers_gives_the_rules_bytes_block_by_block() {
+    // float32 into int8/int16/uint16 (torch truncates to 32 bits) and int64/uint32/uint64 (to 64
+    // bits) truncates a block of 16 at a time to 32 bits where every |x| in it is below 2^31
+    // (`plain.rs`), else by the rules. Blocks of values inside that range — the largest float32
+    // below 2^31, the wrap points of 8 and 16 bits and the halves around them, zeros, subnormals,
+    // random magnitudes — and the same blocks with one value outside it (NaN, ±inf, exactly
+    // -2^31, 2^31, 1e20) at each position, so that a block's verdict and each lane's fallback
+    // are both tried; float16 and bfloat16 sources go up through these loops (`through.rs`).
+    let edges: [f32; 16] = [
+        2_147_483_520.0,
+        -2_147_483_520.0,
+        127.5,
+        128.0,
+        -128.5,
+        -129.0,
+        255.75,
+        256.0,
+        32_767.9,
+        32_768.0,
+        -32_769.0,
+        65_535.5,
+        65_536.0,
+        -0.999,
+        -0.0,
+        f32::from_bits(1),
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut random = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    // |x| < 2^31: a biased exponent below 158.
+    let mut inside = || {
+        let r = random();
+        let exponent = (r >> 32) as u32 % 158;
+        f32::from_bits((r as u32 & 0x807F_FFFF) | exponent << 23)
+    };
+    let outside = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -2_147_483_648.0,
+        2_147_483_648.0,
+        1e20,
+    ];
+    let mut values: Vec<f32> = edges.to_vec();
+    for _ in 0..8 {
+        values.extend((0..16).map(|_| inside()));
+    }
+    for at in 0..16 {
+        let mut block = edges;
+        block[at] = outside[at % outside.len()];
+        values.extend(block);
+        values.extend((0..16).map(|i| {
+            if i == 15 - at {
+                outside[at % 6]
+            } else {
+                inside()
+            }
+        }));
+    }
+    // A tail shorter than a block.
+    values.extend((0..7).map(|_| inside()));
+    let elements: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    every_isa_gives_the_rules_bytes(DType::Float32, &elements, [0, 4]);
+    // The same values as float16 and bfloat16 where they have them (rounded there).
+    for from in [DType::Float16, DType::BFloat16] {
+        let narrow =
+            dtcast::cast::cast_to_vec(&elements, DType::Float32, from, CastMode::Torch).unwrap();
+        every_isa_gives_the_rules_bytes(from, &narrow, [0, 2]);
+    }
+}
+
+#[test]
 fn float64_sources_through_float32_give_the_rules_bytes() {
     // float64 -> float16/float8 have no SIMD kernel of their own: in Torch rounding they run
     // float64's kernel into float32, then float32's (`through.rs`), which must be torch's double

@@ -25,8 +25,8 @@ mod x86;
 use dtcast_dtype::DType;
 
 pub(crate) use x86::{
-    avx2_available, avx512_available, look_up_bytes, looks_up_bytes, prefetch_ahead, with_avx512,
-    Task,
+    avx2_available, avx512_available, look_up_bytes, looks_up_bytes, prefetch_ahead, with_avx2,
+    with_avx512, Task,
 };
 
 use crate::dispatch::Kernel;
@@ -295,6 +295,16 @@ pub(crate) fn select(isa: Isa, from: DType, to: DType, rounding: Rounding) -> Op
     }
     let (_, _, pick) = FAST.iter().find(|(f, t, _)| (*f, *t) == (from, to))?;
     pick(isa, rounding)
+}
+
+/// Runs `task` compiled for `isa`'s features where the CPU has them (the loops LLVM vectorises in
+/// it then run as wide as that set's kernels), else as it is.
+pub(crate) fn with_isa<T: Task>(isa: Isa, task: T) -> T::Output {
+    match isa {
+        Isa::Avx512 => with_avx512(task),
+        Isa::Avx2 => with_avx2(task),
+        Isa::Scalar | Isa::Portable => task.run(),
+    }
 }
 
 /// Destinations from this size on are written with streaming (non-temporal) stores where the

@@ -60,6 +60,11 @@ pub(crate) fn with_avx512<T: Task>(task: T) -> T::Output {
     task.run()
 }
 
+/// Runs `task`.
+pub(crate) fn with_avx2<T: Task>(task: T) -> T::Output {
+    task.run()
+}
+
 /// Nothing: no portable prefetch hint.
 #[inline(always)]
 pub(crate) fn prefetch_ahead(_p: *const u8, _lines: usize) {}

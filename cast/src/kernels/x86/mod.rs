@@ -195,19 +195,38 @@ pub(crate) trait Task {
     fn run(self) -> Self::Output;
 }
 
-/// Runs `task` compiled for AVX-512 when the CPU has it, else as it is.
-pub(crate) fn with_avx512<T: Task>(task: T) -> T::Output {
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    fn run<T: Task>(task: T) -> T::Output {
-        task.run()
-    }
-    if avx512_available() {
-        // SAFETY: the CPU has the features (detected above).
-        unsafe { run(task) }
-    } else {
-        task.run()
-    }
+/// `$name(task)`: runs `task` compiled for `$features` when `$available()` says the CPU has
+/// them, else as it is.
+macro_rules! with_features {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $available:ident) => {
+        $(#[$doc])*
+        pub(crate) fn $name<T: Task>(task: T) -> T::Output {
+            #[target_feature(enable = $features)]
+            fn run<T: Task>(task: T) -> T::Output {
+                task.run()
+            }
+            if $available() {
+                // SAFETY: the CPU has the features (detected above).
+                unsafe { run(task) }
+            } else {
+                task.run()
+            }
+        }
+    };
 }
+
+with_features!(
+    /// Runs `task` compiled for AVX-512 when the CPU has it, else as it is.
+    with_avx512,
+    "avx512f,avx512bw,avx512vl,avx512dq",
+    avx512_available
+);
+with_features!(
+    /// Runs `task` compiled for AVX2 when the CPU has it, else as it is.
+    with_avx2,
+    "avx2",
+    avx2_available
+);
 
 /// How far ahead of the loads the kernels prefetch the source. The hardware prefetchers alone
 /// left the compute-heavier kernels (float8) with memory time and compute time adding up rather
