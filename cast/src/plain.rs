@@ -13,9 +13,13 @@
 //! run instead. Every instruction set but [`Isa::Scalar`](crate::isa::Isa) uses these loops
 //! (`plan.rs`), as the tables of `tables.rs`.
 
+use std::marker::PhantomData;
+
 use dtcast_dtype::{Category, DType};
 
 use crate::dispatch::{convert, element, Kernel};
+use crate::isa::Isa;
+use crate::kernels::{with_isa, Task};
 use crate::lanes::{Bool, Lane, Quirks, BF16, C128, C64};
 
 /// A lane whose storage is a Rust number, or a pair of them, so that a buffer of it can be viewed
@@ -179,6 +183,73 @@ fn through_i32<S: Typed, D: Typed>(
     let done = blocks.len() * BLOCK;
     for (o, &x) in d[done..].iter_mut().zip(&s[done..]) {
         *o = one(x);
+    }
+}
+
+/// [`typed_loop`] as a task that [`with_isa`] compiles for an instruction set's features.
+struct Loop<'a, S, D, const SATURATE: bool> {
+    src: &'a [u8],
+    dst: &'a mut [u8],
+    types: PhantomData<(S, D)>,
+}
+
+impl<S: Typed, D: Typed, const SATURATE: bool> Task for Loop<'_, S, D, SATURATE> {
+    type Output = ();
+    #[inline(always)]
+    fn run(self) {
+        typed_loop::<S, D, SATURATE>(self.src, self.dst);
+    }
+}
+
+/// [`kernel`] compiled for `Isa::ALL[ISA]`'s features.
+fn kernel_on<S: Typed, D: Typed, const ISA: usize, const SATURATE: bool>(
+    src: &[u8],
+    dst: &mut [u8],
+) {
+    let task = Loop::<S, D, SATURATE> {
+        src,
+        dst,
+        types: PhantomData,
+    };
+    with_isa(Isa::ALL[ISA], task);
+}
+
+/// The Torch-rounding loop of a pair that [`truncates_to_low_bits`] compiled for `isa` (AVX2,
+/// AVX-512), where the pair is one: wider vectors for its 32-bit truncations. On one thread in
+/// cache, bfloat16 → int8 ran at 6.4 Gelem/s compiled for SSE2, where float32 → int32's AVX-512
+/// kernel runs at 12.8.
+pub(crate) fn torch_on(from: DType, to: DType, isa: Isa) -> Option<Kernel> {
+    /// The loop of `$src` → `$to` on `isa`.
+    macro_rules! on {
+        ($src:ty, $dst:ty) => {
+            match isa {
+                Isa::Avx2 => Some(kernel_on::<$src, $dst, 2, false> as Kernel),
+                Isa::Avx512 => Some(kernel_on::<$src, $dst, 3, false> as Kernel),
+                Isa::Scalar | Isa::Portable => None,
+            }
+        };
+    }
+    /// `on!` by destination.
+    macro_rules! to {
+        ($src:ty) => {
+            match to {
+                DType::Int8 => on!($src, i8),
+                DType::Int16 => on!($src, i16),
+                DType::UInt16 => on!($src, u16),
+                DType::Int64 => on!($src, i64),
+                DType::UInt32 => on!($src, u32),
+                DType::UInt64 => on!($src, u64),
+                _ => None,
+            }
+        };
+    }
+    if !truncates_to_low_bits(from, to) || !isa.is_available() {
+        return None;
+    }
+    match from {
+        DType::Float32 => to!(f32),
+        DType::BFloat16 => to!(BF16),
+        _ => None,
     }
 }
 

@@ -66,7 +66,12 @@ pub(crate) fn plan(
         Rounding::Torch | Rounding::Saturate => None,
     }
     .or_else(|| through::up_kernels(from, to, rounding, isa));
-    let faster = fns.faster(rounding).filter(|_| isa != Isa::Scalar);
+    let faster = match rounding {
+        Rounding::Torch => crate::plain::torch_on(from, to, isa),
+        Rounding::Saturate => None,
+    }
+    .or(fns.faster(rounding))
+    .filter(|_| isa != Isa::Scalar);
     let scalar = faster.unwrap_or(fns.scalar(rounding));
     let simd = fast.is_some();
     let (kernel, streaming) = match (fast, through) {
