@@ -132,12 +132,14 @@ const fn truncates_to_low_bits(from: DType, to: DType) -> bool {
         && matches!(to, Int8 | Int16 | UInt16 | Int64 | UInt32 | UInt64)
 }
 
-/// A float32 or bfloat16 element's value as float32 (exact).
+/// A float32 or bfloat16 element's value as float32 (exact): the sources that
+/// [`truncates_to_low_bits`] admits, the only ones that reach here.
 #[inline(always)]
 fn widened<S: Typed>(p: S::Prim) -> f32 {
     match S::DTYPE {
         DType::BFloat16 => f32::from_bits(u32::from(bytemuck::cast::<S::Prim, u16>(p)) << 16),
-        _ => bytemuck::cast::<S::Prim, f32>(p),
+        DType::Float32 => bytemuck::cast::<S::Prim, f32>(p),
+        other => unreachable!("{other} does not truncate by blocks (`truncates_to_low_bits`)"),
     }
 }
 
@@ -297,8 +299,9 @@ fn pair<S: Typed, D: Typed>() -> Option<(Kernel, Kernel)> {
 /// (`tables.rs`) or goes up through float32 (`through.rs`) but where the rule is a shift and a
 /// truncation: into int8, int16 and uint16 the loop runs at 11–13 Gelem/s where the table gives
 /// 7.5–7.9 (2 threads, 16M elements), and into int64, uint32 and uint64 block by block
-/// ([`through_i32`]: 1.03–1.47× float32's loops after the trip up on one thread in cache). float16's conversion to float32 does not vectorise
-/// for the baseline target: 1.5 Gelem/s against the table's 7.6.
+/// ([`through_i32`]: 1.03–1.47× float32's loops after the trip up, one thread in cache).
+/// float16's conversion to float32 does not vectorise for the baseline target: 1.5 Gelem/s
+/// against the table's 7.6.
 pub(crate) const fn typed(from: DType, to: DType) -> bool {
     use DType::*;
     match (from, to) {
