@@ -26,7 +26,7 @@ use dtcast_dtype::{Category, DType};
 
 use crate::dispatch::{convert, pair_fns, Kernel};
 use crate::isa::Isa;
-use crate::kernels::{select, with_isa, Task, STREAM_BYTES};
+use crate::kernels::{select, with_isa, Fast, Task, STREAM_BYTES};
 use crate::lanes::{Bool, E4M3Fn, Lane, BF16, C128, C64, E5M2, F16};
 use crate::mode::Rounding;
 use crate::plain::{self, Typed};
@@ -52,12 +52,19 @@ fn run<S: Lane, D: Lane, const ISA: usize, const STREAM: bool>(src: &[u8], dst: 
         .map(|f| f.kernel)
         .or(fns.faster(Rounding::Torch))
         .unwrap_or(fns.torch);
-    let second = if STREAM || dst.len() >= STREAM_BYTES {
-        second.streaming
-    } else {
-        second.kernel
-    };
+    let second = streaming_if(second, STREAM, dst.len());
     in_steps((src, S::SIZE), (dst, D::SIZE), first, second);
+}
+
+/// Float32's SIMD kernel `f` for the second step into a destination of `dst_len` bytes: the
+/// one that always streams when `stream` or when the destination is large (each step writes a
+/// chunk too small for the kernel to stream by itself), else the plain one.
+fn streaming_if(f: Fast, stream: bool, dst_len: usize) -> Kernel {
+    if stream || dst_len >= STREAM_BYTES {
+        f.streaming
+    } else {
+        f.kernel
+    }
 }
 
 /// `first` (a source of `S` bytes an element → float32) into a float32 buffer in the first-level
@@ -166,11 +173,7 @@ fn up<S: Lane, D: Typed, const ISA: usize, const STREAM: bool, const SATURATE: b
     };
     match select(isa, DType::Float32, D::DTYPE, rounding) {
         Some(second) => {
-            let second = if STREAM || dst.len() >= STREAM_BYTES {
-                second.streaming
-            } else {
-                second.kernel
-            };
+            let second = streaming_if(second, STREAM, dst.len());
             in_steps((src, S::SIZE), (dst, D::SIZE), first.kernel, second);
         }
         None => with_isa(
