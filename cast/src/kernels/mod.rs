@@ -540,7 +540,9 @@ pub(crate) mod tests {
         // `Vector`'s provided float16 bodies, which only the portable set runs (x86 overrides
         // both with F16C): held here to `formats` on every float16 and, the other way, on every
         // float32 sign, exponent and top 7 mantissa bits with low bits around each rounding
-        // point — vectors with and without the rare lanes (inf, NaN) that take the longer way.
+        // point, in order — vectors wholly inside float16's normal range (the integer rounding),
+        // vectors across its ends, and vectors with and without the rare lanes (inf, NaN) that
+        // take the longest way.
         use vector::Vector;
         type Plain = portable::Lanes;
         let n = Plain::LANES;

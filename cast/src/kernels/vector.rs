@@ -199,10 +199,54 @@ pub(crate) trait Vector: Copy {
     /// Writes two vectors of f32 bits as `2 * LANES` float16 at `p`: nearest-even, overflow to
     /// ±inf, a NaN quieted with its top payload bits (x86's `vcvtps2ph`, the scalar
     /// `formats::f32_to_f16`).
+    ///
+    /// Where every lane of both has |x| in [2^-14, 2^16) (float16's smallest normal up to where
+    /// every value rounds to infinity: most weights and activations), the rounding is integer
+    /// arithmetic on the bits ([`f32_to_normal_f16`](Vector::f32_to_normal_f16)), which takes
+    /// fewer instructions than [`f32_to_f16`](Vector::f32_to_f16)'s (on SSE2, one thread in
+    /// cache: 3.0 → 3.9 Gelem/s).
     #[inline(always)]
     unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
         // SAFETY: the caller's contract.
-        unsafe { Self::store_i16::<STREAM>(a.f32_to_f16(), b.f32_to_f16(), p) }
+        unsafe {
+            let (abs_a, abs_b) = (
+                a.and(Self::splat(0x7FFF_FFFF)),
+                b.and(Self::splat(0x7FFF_FFFF)),
+            );
+            // |x| in [2^-14, 2^16): |x| - 2^-14 below 0x0F00_0000 unsigned, which is a signed
+            // compare once i32::MIN is added (SSE2 has no unsigned one).
+            let outside = |abs: Self| {
+                abs.add(Self::splat(0x8000_0000u32.wrapping_sub(0x3880_0000)))
+                    .gt_i32(Self::splat(0x8000_0000 + 0x0F00_0000 - 1))
+            };
+            if Self::none(outside(abs_a)) && Self::none(outside(abs_b)) {
+                return Self::store_i16::<STREAM>(
+                    Self::f32_to_normal_f16(a, abs_a),
+                    Self::f32_to_normal_f16(b, abs_b),
+                    p,
+                );
+            }
+            Self::store_i16::<STREAM>(a.f32_to_f16(), b.f32_to_f16(), p)
+        }
+    }
+
+    /// f32 bits `x` (with `abs`, its magnitude's bits, in [2^-14, 2^16)) → float16 bits as
+    /// [`f32_to_f16`](Vector::f32_to_f16) gives them: float16's exponent is f32's less 112, so
+    /// taking 112 off the exponent field and adding `0xFFF`, plus one where the last mantissa
+    /// bit float16 keeps is odd, carries into that bit exactly when the 13 bits dropped are more
+    /// than half of it, or half with that bit odd — nearest-even; a carry out of the mantissa
+    /// steps the exponent, and from float16's largest finite value on into infinity's code.
+    #[inline(always)]
+    unsafe fn f32_to_normal_f16(x: Self, abs: Self) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let odd = abs.shr::<13>().and(Self::splat(1));
+            let rounded = abs
+                .add(Self::splat(0x0FFFu32.wrapping_sub(112 << 23)))
+                .add(odd)
+                .shr::<13>();
+            rounded.or(x.sra::<16>().and(Self::splat(0xFFFF_8000)))
+        }
     }
 
     /// f32 bits → float16 bits in the low 16 bits of each lane, sign-extended (bit 15 copied into
