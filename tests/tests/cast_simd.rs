@@ -128,15 +128,8 @@ fn byte_tables_match_on_large_multithreaded_buffers() {
     // random bytes through the parallel split and its blocks, one byte past an aligned start, on
     // every instruction set, both modes.
     let n = 70_040; // past the parallel threshold (65,536), a multiple of 8 (whole int1 bytes)
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let random: Vec<u8> = (0..n + 1)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect();
+    let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+    let random: Vec<u8> = (0..n + 1).map(|_| (next() >> 24) as u8).collect();
     let whole = || {
         DType::ALL
             .into_iter()
@@ -658,13 +651,7 @@ fn float_and_complex_sources_give_the_rules_bytes_aligned_or_not() {
         0xFFA0_0001,
         0x7FFF_FFFF,
     ];
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut random = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut random = xorshift(0x2545_F491_4F6C_DD1D);
     let f64s: Vec<u64> = (edges.iter().map(|x| x.to_bits()))
         .chain(nans64)
         .chain((0..1000).map(|_| random()))
@@ -728,13 +715,7 @@ fn float32_truncation_into_integers_gives_the_rules_bytes_block_by_block() {
         -0.0,
         f32::from_bits(1),
     ];
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut random = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut random = xorshift(0x9E37_79B9_7F4A_7C15);
     // |x| < 2^31: a biased exponent below 158.
     let mut inside = || {
         let r = random();
@@ -935,13 +916,7 @@ fn verified_one_byte_sources_give_the_rules_answer() {
             .into_iter()
             .filter(|d| !d.is_packed() && *d != DType::Float4E2M1FnX2)
     };
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut random = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut random = xorshift(0x9E37_79B9_7F4A_7C15);
     for from in whole().filter(|d| d.byte_size() == Some(1)) {
         let codes: Vec<u8> = if from == DType::Bool {
             vec![0, 1]
@@ -1091,5 +1066,15 @@ fn the_kernels_that_screen_as_they_convert_give_the_read_first_answer() {
         })
         .unwrap();
         assert!(one_pass == first_pass, "{from} -> {to}: bytes differ");
+    }
+}
+
+/// A xorshift64 sequence from `state` (nonzero): the tests' reproducible random bits.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
     }
 }
