@@ -2,7 +2,7 @@
 //! 16 bits of its source element, the portable kernels look it up instead of computing it — except
 //! where computing measured faster (float32 destinations from 16-bit sources and
 //! float8_e5m2: [`index_of`];
-//! chunks of float16/bfloat16 → float8 inside the range where 16-bit lane arithmetic was checked
+//! chunks of float16/bfloat16 → float8 and float4 inside the range where 16-bit lane arithmetic was checked
 //! against the table: `rounded16.rs`).
 //!
 //! A target without wide SIMD (the x86-64 baseline's SSE2 has no lane-wise min, max or blend, and
@@ -393,8 +393,35 @@ fn run<E: Entry, const STREAM: bool>(
             // is looked up, without a pass through a chunk of indices: one thread in cache,
             // bfloat16/float16 → float6_e2m3fn 4.0-4.2 → 4.9-5.2 Gelem/s. (Folding float32 the
             // same way, inside the packing loop, ran 2.8 against 3.35 through the chunk.)
+            //
+            // float4 codes go straight into the destination, with ordinary stores even where
+            // the caller asked for streaming ones: staged and streamed (or copied), the outputs
+            // cost more than their read for ownership saves, a quarter of the source's bytes.
+            // Portable ÷ AVX2, 64M elements, 2 threads, three interleaved runs of each:
+            // bfloat16 → float4_e2m1fn 0.49–0.51 → 0.55–0.60, float16 → float4_e2m1fn
+            // 0.46–0.47 → 0.53–0.59; one thread in cache 3.35 → 3.61 Gelem/s. And they are
+            // computed where the pair's arithmetic covers the chunk (`Rounded16::chunk4`).
+            // (float6 codes, stored so, were slower: eight-byte stores every six bytes, some
+            // straddling two cache lines; bfloat16 → float6_e3m2fn 0.62–0.73 → 0.56–0.60.)
             let at = s.as_chunks::<2>().0;
-            packed(|i| u16::from_le_bytes(at[i]), table, db, &mut staged[k % 2]);
+            if db == 4 {
+                let computed = pair.rounded.is_some_and(|rounded| {
+                    let (Ok(at), Ok(out)) = (at.try_into(), d.try_into()) else {
+                        return false;
+                    };
+                    rounded.chunk4(at, out)
+                });
+                if !computed {
+                    packed(|i| u16::from_le_bytes(at[i]), table, db, d);
+                }
+                continue;
+            }
+            packed(
+                |i| u16::from_le_bytes(at[i]),
+                table,
+                db,
+                bytemuck::cast_slice_mut(&mut staged[k % 2]),
+            );
         } else if cfg!(target_endian = "little")
             && matches!(index, Index::Code | Index::Pairs | Index::Quads)
         {
@@ -519,7 +546,12 @@ fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &m
         }
     }
     if pair.to.is_packed() {
-        packed(|i| at[i], table, pair.to.bits(), slot);
+        packed(
+            |i| at[i],
+            table,
+            pair.to.bits(),
+            bytemuck::cast_slice_mut(slot),
+        );
     } else {
         // The entries hold the destination's bytes (`build`).
         let indices = CHUNK / pair.index.per_entry();
@@ -547,7 +579,8 @@ fn look_up<E: Entry>(at: &[u16], table: &[E; ENTRIES], out: &mut [u64]) {
 }
 
 /// The codes of a chunk's indices `at`, looked up in `table` and packed as the destination stores
-/// them (6 or 4 bits each) into the front of `slot`. The layout is `dtcast_dtype::packing`'s,
+/// them (6 or 4 bits each) into the front of `bytes`: a chunk's output (float4), or a slot
+/// (float6: see [`pack_words`]). The layout is `dtcast_dtype::packing`'s,
 /// written here for a fixed-size chunk (calling `packing::pack` per chunk made float32 → float4
 /// 2.5× slower), each word assembled straight from its elements' entries (through an array of
 /// codes, float32/float16 → float6 ran about 1.15× slower).
@@ -556,19 +589,19 @@ fn packed<E: Entry>(
     index: impl Fn(usize) -> u16,
     table: &[E; ENTRIES],
     bits: usize,
-    slot: &mut [u64; CHUNK],
+    bytes: &mut [u8],
 ) {
     if bits == 6 {
-        pack_words::<E, 6>(index, table, bytemuck::cast_slice_mut(slot));
+        pack_words::<E, 6>(index, table, bytes);
     } else {
-        pack_words::<E, 4>(index, table, bytemuck::cast_slice_mut(slot));
+        pack_words::<E, 4>(index, table, bytes);
     }
 }
 
 /// [`packed`] for codes of `BITS` bits: as many codes as fill whole bytes of a word (float4
 /// 16, float6 8), one store of eight bytes each. A float6 word has two spare bytes, which the
-/// next word's store overwrites; `bytes` reaches past the chunk's output (a slot holds eight
-/// bytes per element).
+/// next word's store overwrites; `bytes` reaches past the chunk's output there (a slot holds
+/// eight bytes per element).
 #[inline(always)]
 fn pack_words<E: Entry, const BITS: usize>(
     index: impl Fn(usize) -> u16,
@@ -582,7 +615,8 @@ fn pack_words<E: Entry, const BITS: usize>(
         for j in 0..per_word {
             word |= table[usize::from(index(k * per_word + j))].into() << (BITS * j);
         }
-        bytes[k * used..k * used + 8].copy_from_slice(&word.to_le_bytes());
+        let word = word.to_le_bytes();
+        bytes[k * used..k * used + 8].copy_from_slice(&word);
     }
 }
 
