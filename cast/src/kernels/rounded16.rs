@@ -132,10 +132,7 @@ impl Rounded16 {
         // Overflow that saturates (every magnitude from the first with the largest code up to
         // infinity has that code: float4, float6; float8 in `Saturate`) is computed too, as the
         // magnitudes clamped there; kept where it covers more.
-        let largest = (0..0x8000u16)
-            .rev()
-            .map(|m| magnitude(usize::from(m)))
-            .max()?;
+        let largest = (0..0x8000u16).map(|m| magnitude(usize::from(m))).max()?;
         if let Some(first) = (0..0x8000u16).find(|&m| magnitude(usize::from(m)) == largest) {
             let clamped = Rounded16 {
                 top: first as i16,
@@ -257,9 +254,9 @@ impl Rounded16 {
 
     /// A chunk's 4-bit codes (source `at`: little-endian elements), packed two a byte (the
     /// first in the low nibble), into `out`; `false`, with `out` left as it may be, where an
-    /// element lies outside what the arithmetic covers, and for a destination without a
-    /// negative zero (none of 4 bits has one) or with more than 2 codes below its smallest
-    /// normal (float4 has 2).
+    /// element lies outside what the arithmetic covers, and for a pair other than float16 or
+    /// bfloat16 → float4_e2m1fn (the form below assumes a negative zero and at most 2 codes
+    /// below the smallest normal, as float4 has).
     ///
     /// The elements are computed as they come, and the largest magnitude is checked at the end
     /// of the chunk, in place of a pass over it first (`chunk`'s). Against the table (each code
