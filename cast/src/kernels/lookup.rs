@@ -615,8 +615,7 @@ fn pack_words<E: Entry, const BITS: usize>(
         for j in 0..per_word {
             word |= table[usize::from(index(k * per_word + j))].into() << (BITS * j);
         }
-        let word = word.to_le_bytes();
-        bytes[k * used..k * used + 8].copy_from_slice(&word);
+        bytes[k * used..k * used + 8].copy_from_slice(&word.to_le_bytes());
     }
 }
 

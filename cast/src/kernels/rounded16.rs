@@ -24,7 +24,7 @@ use super::lookup::CHUNK;
 /// thresholds (float8 formats have at most 16 codes below their smallest normal).
 const STEPS: usize = 16;
 
-/// The arithmetic of one 16-bit float → signed float of at most a byte (float8, float6, float4).
+/// The arithmetic of one 16-bit float → signed float8 or float4 pair.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Rounded16 {
     /// Subtracted from a source magnitude: the destination's exponent bias in place.
@@ -47,7 +47,7 @@ pub(super) struct Rounded16 {
     normal_from: u16,
     /// Magnitudes below this are computed; a chunk holding a larger one is looked up.
     cover: u16,
-    /// The destination's bits (4, 6 or 8): its sign is the top one.
+    /// The destination's bits (4 or 8): its sign is the top one.
     bits: u32,
     /// Whether a zero code keeps the source's sign: formats without a negative zero (fnuz:
     /// their sign bit alone is NaN) write zero unsigned.
@@ -59,12 +59,13 @@ pub(super) struct Rounded16 {
 
 impl Rounded16 {
     /// The arithmetic of `from` → `to`, checked against `table` (the pair's code per source bit
-    /// pattern); `None` where the pair is not a 16-bit float into a signed float of at most a
-    /// byte, or where the arithmetic would cover too little to be worth a chunk's check.
+    /// pattern); `None` where the pair is not a 16-bit float into a signed float8 or float4, or
+    /// where the arithmetic would cover too little to be worth a chunk's check.
     pub(super) fn derive(from: DType, to: DType, table: &[u8]) -> Option<Rounded16> {
         let (src, dst) = (from.float_format()?, to.float_format()?);
         let bits = to.bits() as u32;
-        if from.bits() != 16 || !matches!(bits, 4 | 6 | 8) || !dst.signed {
+        // (float6 keeps its table: its eight codes below 1.0 would cost eight compares a lane.)
+        if from.bits() != 16 || !matches!(bits, 4 | 8) || !dst.signed {
             return None;
         }
         if table.len() != 1 << 16 {
@@ -130,7 +131,7 @@ impl Rounded16 {
         };
         arithmetic.cover = cover(&arithmetic);
         // Overflow that saturates (every magnitude from the first with the largest code up to
-        // infinity has that code: float4, float6; float8 in `Saturate`) is computed too, as the
+        // infinity has that code: float4; float8 in `Saturate`) is computed too, as the
         // magnitudes clamped there; kept where it covers more.
         let largest = (0..0x8000u16).map(|m| magnitude(usize::from(m))).max()?;
         if let Some(first) = (0..0x8000u16).find(|&m| magnitude(usize::from(m)) == largest) {
@@ -202,10 +203,10 @@ impl Rounded16 {
     /// How many of `below` a chunk's elements need (0: none lies below the smallest normal);
     /// `None` where one lies outside what the arithmetic covers.
     #[inline(always)]
-    fn steps_for<T: Copy>(&self, at: &[T; CHUNK], bits: impl Fn(T) -> u16) -> Option<usize> {
+    fn steps_for(&self, at: &[u16; CHUNK]) -> Option<usize> {
         let (mut top, mut low) = (0i16, i16::MAX);
         for &x in at {
-            let m = (bits(x) & 0x7FFF) as i16;
+            let m = (x & 0x7FFF) as i16;
             top = top.max(m);
             low = low.min(m);
         }
@@ -223,7 +224,7 @@ impl Rounded16 {
     /// may be, where an element lies outside what the arithmetic covers.
     #[inline(always)]
     pub(super) fn chunk(&self, at: &[u16; CHUNK], out: &mut [u8]) -> bool {
-        let Some(steps) = self.steps_for(at, |x| x).filter(|_| !self.larger) else {
+        let Some(steps) = self.steps_for(at).filter(|_| !self.larger) else {
             return false;
         };
         let out = &mut out[..CHUNK];
@@ -308,9 +309,10 @@ pub(crate) mod tests {
         // rules' table must not stop below it (above it, overflow is the table's).
         for from in [DType::Float16, DType::BFloat16] {
             let src: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
-            for to in DType::ALL.into_iter().filter(|d| {
-                matches!(d.bits(), 4 | 6 | 8) && d.float_format().is_some_and(|f| f.signed)
-            }) {
+            for to in DType::ALL
+                .into_iter()
+                .filter(|d| matches!(d.bits(), 4 | 8) && d.float_format().is_some_and(|f| f.signed))
+            {
                 let max = to.float_format().unwrap().max_finite;
                 // Exact in float32, float16 and bfloat16 (at most 4 mantissa bits, exponent
                 // under 16): the fields moved.
