@@ -73,15 +73,8 @@ pub fn quantize(
     check_len("input", job.input_bytes(job.rows)?, src.len())?;
     let mut elements = zeroed(job.element_bytes(job.rows), "elements")?;
     let mut scales = scheme.scale_buffer(job.rows, job.cols)?;
-    let (amax, maxima) = job.tensor_amax(src);
-    let global_scale = job.rows_into(
-        src,
-        0..job.rows,
-        amax,
-        maxima.as_deref(),
-        &mut elements,
-        &mut scales,
-    )?;
+    let amax = job.tensor_amax(src);
+    let global_scale = job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)?;
     Ok(QuantizedTensor {
         elements,
         scales,
@@ -113,8 +106,8 @@ pub fn quantize_into(
 ) -> Result<Option<f32>, QuantError> {
     let job = Job::new(dtype, shape, scheme)?;
     check_len("input", job.input_bytes(job.rows)?, src.len())?;
-    let (amax, maxima) = job.tensor_amax(src);
-    job.rows_into(src, 0..job.rows, amax, maxima.as_deref(), elements, scales)
+    let amax = job.tensor_amax(src);
+    job.rows_into(src, 0..job.rows, amax, elements, scales)
 }
 
 /// The largest magnitude of a tensor's elements, by the rule the references' `amax` follows (a
@@ -200,7 +193,7 @@ pub fn quantize_rows(
         });
     }
     check_len("input", job.input_bytes(end - first)?, src.len())?;
-    job.rows_into(src, rows, amax.0, None, elements, scales)
+    job.rows_into(src, rows, amax.0, elements, scales)
 }
 
 /// One tensor's quantization: its checked shape and scheme, and what its elements are clamped to.
@@ -315,37 +308,17 @@ impl<'a> Job<'a> {
     }
 
     /// The whole tensor's amax where a scale depends on it (a per-tensor scale, a global
-    /// scale): a first pass over the input. 0 where nothing needs it. For bfloat16 groups of 16
-    /// or 32 the pass keeps every group's maximum magnitude bits too (`amax16`, an eighth or a
-    /// sixteenth of the input's bytes), so that the bands need not find them again.
-    fn tensor_amax(&self, src: &[u8]) -> (f32, Option<Vec<u16>>) {
+    /// scale): a first pass over the input, a reduction that reads at memory speed. 0 where
+    /// nothing needs it. (It once kept every group's maximum for the bands too: writing those
+    /// and reading them back cost more than finding them again from the core's cache.)
+    fn tensor_amax(&self, src: &[u8]) -> f32 {
         if !self.scheme.uses_tensor_amax() {
-            return (0.0, None);
+            return 0.0;
         }
-        let input = Input::new(src, self.dtype, self.scheme);
-        let n = self.rows * self.cols;
-        if let Granularity::Group(k @ (16 | 32)) = self.scheme.granularity {
-            if self.fused && self.dtype == DType::BFloat16 {
-                let mut maxima = vec![0u16; n / k];
-                // Each piece's largest maximum while its maxima are in the core's cache.
-                let top = (maxima.par_chunks_mut(PIECE_ELEMENTS / k).enumerate())
-                    .map(|(p, m)| {
-                        let first = p * PIECE_ELEMENTS;
-                        amax16::group_maxima(input.bytes(first, m.len() * k), k, m);
-                        m.iter().copied().max().unwrap_or(0)
-                    })
-                    .max()
-                    .unwrap_or(0);
-                // A NaN somewhere: the sequential rule says which.
-                let amax = if top > 0x7F80 {
-                    tensor_amax_pass(&input, n)
-                } else {
-                    f32::from_bits(u32::from(top) << 16)
-                };
-                return (amax, Some(maxima));
-            }
-        }
-        (tensor_amax_pass(&input, n), None)
+        tensor_amax_pass(
+            &Input::new(src, self.dtype, self.scheme),
+            self.rows * self.cols,
+        )
     }
 
     /// compressed-tensors' NVFP4 scales of bfloat16 groups as a table by maximum (see
@@ -364,6 +337,7 @@ impl<'a> Job<'a> {
             && scheme.convention == Convention::CompressedTensors
             && scheme.rule == ScaleRule::AbsMax
             && scheme.global_scale
+            && scheme.granularity == Granularity::Group(16)
             && tensor_amax.to_bits() < ScaleCodes::LIMIT << 16;
         let top = u16::try_from(tensor_amax.to_bits() >> 16).ok()?;
         let entries = usize::from(top) + 1;
@@ -451,7 +425,6 @@ impl<'a> Job<'a> {
         src: &[u8],
         rows: std::ops::Range<usize>,
         tensor_amax: f32,
-        maxima: Option<&[u16]>,
         elements: &mut [u8],
         scales: &mut [u8],
     ) -> Result<Option<f32>, QuantError> {
@@ -508,9 +481,9 @@ impl<'a> Job<'a> {
         let scale_size = scheme.scale.byte_size().unwrap_or(1);
         let first_scale = scheme.scale_range(first_row, end, cols).start;
         let band_scales = scheme.scale_range(0, band.min(self.rows), cols).len();
-        // compressed-tensors' NVFP4 scales by the tensor pass's group maxima, looked up.
+        // compressed-tensors' NVFP4 scales by each band's group maxima, looked up.
         let scale_count = scheme.scale_range(first_row, end, cols).len();
-        let codes = maxima.and_then(|_| self.scale_codes(tensor_amax, global_scale, scale_count));
+        let codes = self.scale_codes(tensor_amax, global_scale, scale_count);
         // Last band first: each thread then starts where the tensor pass (first band first)
         // ended, on input still in the shared cache.
         elements
@@ -518,36 +491,40 @@ impl<'a> Job<'a> {
             .zip(scales.par_chunks_mut(band_scales * scale_size))
             .enumerate()
             .rev()
-            .try_for_each_init(Vec::new, |buf, (b, (out, stored))| {
+            .try_for_each_init(Default::default, |(buf, maxima), (b, (out, stored))| {
                 let local = b * band;
                 let band_first_scale = first_scale + b * band_scales;
                 let band_groups = stored.len() / scale_size;
                 let band_rows = local..(local + band).min(count);
-                let known = maxima.map(|m| &m[b * band_scales..][..band_groups]);
                 let at = Rows {
                     local,
                     first_row,
                     first_scale: band_first_scale,
                     // The bands run last first: a thread's next band is the one before. It is
                     // read ahead while this one is encoded from the cache, where finding this
-                    // band's amax brought it there (not where the tensor pass's maxima serve):
-                    // mxfp4 from bfloat16 on AVX2, 64M elements, two threads, 8.8-9.3 -> 11.5-11.9
-                    // Gelem/s in interleaved runs.
-                    next: local.checked_sub(band).filter(|_| known.is_none()),
+                    // band's amax brought it there: mxfp4 from bfloat16 on AVX2, 64M elements,
+                    // two threads, 8.8-9.3 -> 11.5-11.9 Gelem/s in interleaved runs.
+                    next: local.checked_sub(band),
                 };
+                let src = input.bytes(local * cols, band_rows.len() * cols);
                 if self.fused && self.one_pass_mxfp4() {
                     // Scales and elements straight from the band (else the steps below).
-                    let src = input.bytes(local * cols, band_rows.len() * cols);
                     if encode4::ct_mxfp4_bf16(src, stored, out) {
                         return Ok(());
                     }
                 }
-                if let Some((codes, known)) = codes.as_ref().zip(known) {
-                    // Scale bytes looked up as the groups are encoded (else the steps below).
-                    let src = input.bytes(local * cols, band_rows.len() * cols);
-                    if codes.encode(src, known, stored, out) {
+                let mut known = None;
+                if let Some(codes) = &codes {
+                    // The band's group maxima, then its scale bytes looked up as the groups are
+                    // encoded from the cache (else the steps below, from those maxima).
+                    let maxima: &mut Vec<u16> = maxima;
+                    maxima.resize(band_groups, 0);
+                    amax16::group_maxima(src, 16, maxima);
+                    let next = (at.next).map_or(&[][..], |n| input.bytes(n * cols, src.len() / 2));
+                    if codes.encode(src, maxima, stored, out, next) {
                         return Ok(());
                     }
+                    known = Some(&maxima[..]);
                 }
                 let mut amax = vec![0f32; band_groups];
                 self.band_amax(&input, band_rows, &at, known, &mut amax);
@@ -594,7 +571,7 @@ impl<'a> Job<'a> {
     }
 
     /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 groups of 16 or
-    /// 32 from their maxima (`known`: the tensor pass's, else by `amax16`'s permute tree; a
+    /// 32 from their maxima (`known`: found already, else by `amax16`'s permute tree; a
     /// group holding a NaN by the sequential rule), the rest by [`Input::band_amax`].
     fn band_amax(
         &self,
@@ -1324,10 +1301,9 @@ mod tests {
         job.fused = fused;
         let mut elements = vec![0u8; job.element_bytes(job.rows)];
         let mut scales = vec![0u8; job.scale_bytes(0, job.rows)];
-        let (amax, maxima) = job.tensor_amax(src);
-        let maxima = maxima.as_deref();
+        let amax = job.tensor_amax(src);
         let global_scale =
-            (job.rows_into(src, 0..job.rows, amax, maxima, &mut elements, &mut scales)).unwrap();
+            (job.rows_into(src, 0..job.rows, amax, &mut elements, &mut scales)).unwrap();
         QuantizedTensor {
             elements,
             scales,

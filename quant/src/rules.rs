@@ -204,8 +204,8 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
     }
 }
 
-/// compressed-tensors' NVFP4 block scales of bfloat16 groups by their largest magnitude (the
-/// tensor pass's maxima): [`ct_nvfp4_finite`] run once on every bfloat16 magnitude up to the
+/// compressed-tensors' NVFP4 block scales of bfloat16 groups by their largest magnitude (a
+/// band's maxima): [`ct_nvfp4_finite`] run once on every bfloat16 magnitude up to the
 /// tensor's amax, so that a band needs no plan — no float32 amax, no arithmetic per group (two
 /// divisions and float8 rounding): the float4 comparisons look each group's scale byte up as
 /// they encode it (`thresholds::ScaleBytes::ByMaxima`).
@@ -247,13 +247,16 @@ impl ScaleCodes {
 
     /// Groups of 16 bfloat16 elements `src` with these maxima (magnitude bits) quantized by
     /// the float4 comparisons, their scale bytes into `stored`, if every maximum is in the
-    /// table (false, with nothing meaningful written, where one is not).
+    /// table (false, with nothing meaningful written, where one is not). `src` is in the core's
+    /// cache (its maxima were just found); `next`, what the caller quantizes after it, is
+    /// prefetched as `src` is read.
     pub(crate) fn encode(
         &self,
         src: &[u8],
         maxima: &[u16],
         stored: &mut [u8],
         out: &mut [u8],
+        next: &[u8],
     ) -> bool {
         // (A fold rather than `all`, so that the check is vectorised.)
         if maxima.iter().fold(0, |top, &m| top.max(m)) > self.top {
@@ -269,9 +272,8 @@ impl ScaleCodes {
             round_bf16: false,
             unsigned_zero: true,
         };
-        // Every magnitude up to `top` was bounded when the table was built. The input is read
-        // from memory here (the tensor pass found the maxima): prefetched ahead as it is read.
-        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out, &[])
+        // Every magnitude up to `top` was bounded when the table was built.
+        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out, next)
     }
 }
 
