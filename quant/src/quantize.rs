@@ -520,7 +520,8 @@ impl<'a> Job<'a> {
                     let maxima: &mut Vec<u16> = maxima;
                     maxima.resize(band_groups, 0);
                     amax16::group_maxima(src, 16, maxima);
-                    let next = (at.next).map_or(&[][..], |n| input.bytes(n * cols, src.len() / 2));
+                    let elements = band_rows.len() * cols;
+                    let next = (at.next).map_or(&[][..], |n| input.bytes(n * cols, elements));
                     if codes.encode(src, maxima, stored, out, next) {
                         return Ok(());
                     }
