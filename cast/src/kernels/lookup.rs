@@ -461,8 +461,8 @@ fn run<E: Entry, const STREAM: bool>(
             } else {
                 // A byte: one float8 code, or two float4 codes; entries joined into eight-byte
                 // words as [`look_up`] does (an entry a store before: float8_e4m3fn,
-                // float8_e4m3 and float8_e3m4 → float32, one thread in cache, 2.67–2.69 →
-                // 2.95–3.02 Gelem/s; the narrower entries' pairs level).
+                // float8_e4m3 and float8_e3m4 → float32, one thread in cache, 2.67–2.72 →
+                // 2.95–3.07 Gelem/s; the narrower entries' pairs level).
                 look_up(s, table, bytemuck::cast_slice_mut(out));
             }
         } else {
