@@ -344,7 +344,7 @@ pub(crate) fn encode(
 /// Against the loop before, which broadcast each scalar threshold per group and compared
 /// unsigned, reducing `bad` per group (x86-64's baseline, `dtcast bench --scheme nvfp4,mxfp4
 /// --backend portable --elements 1048576 --threads 1 --repeat 15`, interleaved): NVFP4 1.01–1.04
-/// → 1.69–1.73 Gelem/s, MXFP4 1.38–1.40 → 2.18–2.29.
+/// → 1.69–1.70 Gelem/s, MXFP4 1.34–1.40 → 2.18–2.29.
 #[inline(always)]
 fn by_groups<const G: usize>(
     src: &[u8],
