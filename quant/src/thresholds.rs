@@ -437,16 +437,18 @@ mod x86 {
             );
             let c =
                 _mm512_mask_add_epi16(c, reached(_mm512_add_epi16(c, set(word(1)))), c, set(step));
-            // `code * 0x0202` to `code`.
-            let c = _mm512_srli_epi16::<9>(c);
-            // The sign; compressed-tensors drops it from a scaled value of zero.
+            // The sign; compressed-tensors drops it from a scaled value of zero. Still in steps
+            // (at most 15 * 0x0202, positive as `pack`'s signed multiply needs): `pack` shifts
+            // after pairing, where a shift here had LLVM rebuild the last step's masked add as
+            // a mask-to-vector, two shifts and an or (the comparisons alone, one thread on
+            // input in L2: 0.146 -> 0.137 ns per element).
             let negative = _mm512_movepi16_mask(x);
             let signed = if unsigned_zero {
                 negative & reached(fixed.nonzero)
             } else {
                 negative
             };
-            _mm512_mask_add_epi16(c, signed, c, set(8))
+            _mm512_mask_add_epi16(c, signed, c, set(8 * step))
         }
     }
 
@@ -471,12 +473,17 @@ mod x86 {
         }
     }
 
-    /// 32 codes (16-bit lanes) packed into 16 bytes, the first of each pair in the low nibble:
-    /// each pair's `first + 16 * second` by one multiply-add, then each 32-bit lane's low byte.
+    /// 32 codes (16-bit lanes, each `code * 0x0202`) packed into 16 bytes, the first of each
+    /// pair in the low nibble: each pair's `first + 16 * second` (times 0x0202, at most
+    /// `255 * 0x0202`) by one multiply-add, shifted down by 9 (`v * 0x0202 >> 9` is `v` for `v`
+    /// below 256), then each 32-bit lane's low byte.
     #[inline(always)]
     unsafe fn pack(c: __m512i) -> __m128i {
         // SAFETY: AVX-512 F and BW by the caller's contract.
-        unsafe { _mm512_cvtepi32_epi8(_mm512_madd_epi16(c, _mm512_set1_epi32(0x0010_0001))) }
+        unsafe {
+            let pairs = _mm512_madd_epi16(c, _mm512_set1_epi32(0x0010_0001));
+            _mm512_cvtepi32_epi8(_mm512_srli_epi32::<9>(pairs))
+        }
     }
 
     /// [`super::encode`] on AVX-512 for any group size and bound, each group's scale byte
