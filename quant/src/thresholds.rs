@@ -31,6 +31,18 @@ const BAD: usize = 8;
 /// element (inf and NaN elements are reported by `BAD`, at most this).
 const NEVER: u16 = 0x7F80;
 
+/// Where an element's sign bit is kept (the AVX-512 comparisons' choice of test).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ZeroSign {
+    /// Always.
+    Keep,
+    /// Unless the scaled value is zero (compressed-tensors), which for every row of the table
+    /// is where the magnitude is zero: one test of the magnitude.
+    DropAtZero,
+    /// Unless the scaled value is zero, found by the row's `NONZERO` threshold.
+    DropBelowNonzero,
+}
+
 /// The rows of 256 scale bytes for one set of factors and arithmetic.
 pub(crate) struct Table {
     /// The factor of each scale byte, as bits, and the arithmetic the rows were found for.
@@ -40,6 +52,9 @@ pub(crate) struct Table {
     rows: Box<[[u16; ROW]; 256]>,
     /// The portable loop's form of the rows ([`by_groups`]).
     splats: Box<Splats>,
+    /// Whether every row of a finite, positive factor scales each nonzero magnitude to a
+    /// nonzero value (its `NONZERO` threshold is 1): true unless a factor is enormous.
+    nonzero_at_one: bool,
 }
 
 /// Lanes of 16 bits a [`Splats`] entry repeats each threshold over: a 128-bit vector, the
@@ -70,12 +85,15 @@ impl Table {
                 *lanes = [(t as i16).wrapping_sub(1); LANES];
             }
         }
+        let nonzero_at_one = (rows.iter().zip(factors))
+            .all(|(row, &f)| !(f.is_finite() && f > 0.0) || row[NONZERO] == 1);
         Table {
             factors: factors.map(f32::to_bits),
             divide: rules.divide,
             round_bf16: rules.round_bf16,
             rows,
             splats,
+            nonzero_at_one,
         }
     }
 
@@ -285,11 +303,16 @@ pub(crate) fn encode(
         let _ = next;
         #[cfg(target_arch = "x86_64")]
         if crate::lookup4::avx512() {
+            let zero = match (unsigned_zero, table.nonzero_at_one) {
+                (false, _) => ZeroSign::Keep,
+                (true, true) => ZeroSign::DropAtZero,
+                (true, false) => ZeroSign::DropBelowNonzero,
+            };
             // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; every pick is of
             // a group below `groups`, which each source holds (checked above).
             return unsafe {
                 with_pick!(scales, |pick| {
-                    x86::encode_any(src, group, bounded, pick, rows, unsigned_zero, out, ahead)
+                    x86::encode_any(src, group, bounded, pick, rows, zero, out, ahead)
                 })
             };
         }
@@ -391,7 +414,7 @@ fn by_groups<const G: usize>(
 mod x86 {
     use core::arch::x86_64::*;
 
-    use super::{BAD, NONZERO, ROW};
+    use super::{ZeroSign, BAD, NONZERO, ROW};
 
     /// The 16-bit `vpshufb` index of word `i` (0..8) of a 128-bit lane: its bytes `2i`, `2i + 1`.
     const fn word(i: usize) -> i16 {
@@ -404,13 +427,32 @@ mod x86 {
     /// `CHECK`, lanes whose element or scaled value is inf or NaN are added to `bad`, by the
     /// `BAD` word of the rows in `full` (lanes 0..16 under words 0..16, lanes 16..32 under
     /// words 16..32).
+    /// `c + v` in the lanes of `k`, `c` elsewhere: one masked `vpaddw`, written as assembly
+    /// because LLVM otherwise rebuilds it as an or and a blend.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn mask_add(c: __m512i, k: __mmask32, v: __m512i) -> __m512i {
+        let mut out = c;
+        // SAFETY: AVX-512 BW by the caller's contract; registers only.
+        unsafe {
+            core::arch::asm!(
+                "vpaddw {o}{{{k}}}, {o}, {v}",
+                o = inout(zmm_reg) out,
+                k = in(kreg) k,
+                v = in(zmm_reg) v,
+                options(pure, nomem, nostack, preserves_flags),
+            );
+        }
+        out
+    }
+
     #[inline(always)]
     unsafe fn codes<const CHECK: bool>(
         x: __m512i,
         near: __m512i,
         full: __m512i,
         fixed: &Fixed,
-        unsigned_zero: bool,
+        zero: ZeroSign,
         bad: &mut __mmask32,
     ) -> __m512i {
         // SAFETY: AVX-512 F and BW by the caller's contract.
@@ -429,26 +471,20 @@ mod x86 {
             // steps of `word(1) - word(0)` so that `c + word(k)` picks word `code + k`.
             let step = word(1) - word(0);
             let c = _mm512_maskz_mov_epi16(reached(fixed.four), set(4 * step));
-            let c = _mm512_mask_add_epi16(
-                c,
-                reached(_mm512_add_epi16(c, set(word(2)))),
-                c,
-                set(2 * step),
-            );
-            let c =
-                _mm512_mask_add_epi16(c, reached(_mm512_add_epi16(c, set(word(1)))), c, set(step));
+            let c = mask_add(c, reached(_mm512_add_epi16(c, set(word(2)))), set(2 * step));
+            let c = mask_add(c, reached(_mm512_add_epi16(c, set(word(1)))), set(step));
             // The sign; compressed-tensors drops it from a scaled value of zero. Still in steps
             // (at most 15 * 0x0202, positive as `pack`'s signed multiply needs): `pack` shifts
             // after pairing, where a shift here had LLVM rebuild the last step's masked add as
             // a mask-to-vector, two shifts and an or (the comparisons alone, one thread on
             // input in L2: 0.146 -> 0.137 ns per element).
             let negative = _mm512_movepi16_mask(x);
-            let signed = if unsigned_zero {
-                negative & reached(fixed.nonzero)
-            } else {
-                negative
+            let signed = match zero {
+                ZeroSign::Keep => negative,
+                ZeroSign::DropAtZero => _mm512_mask_test_epi16_mask(negative, m, m),
+                ZeroSign::DropBelowNonzero => negative & reached(fixed.nonzero),
             };
-            _mm512_mask_add_epi16(c, signed, c, set(8 * step))
+            mask_add(c, signed, set(8 * step))
         }
     }
 
@@ -499,17 +535,17 @@ mod x86 {
         bounded: bool,
         pick: impl FnMut(usize) -> u8,
         rows: &[[u16; ROW]; 256],
-        unsigned_zero: bool,
+        zero: ZeroSign,
         out: &mut [u8],
         ahead: *const u8,
     ) -> bool {
         // SAFETY: the caller's contract.
         unsafe {
             match (group, bounded) {
-                (16, true) => encode::<16, false>(src, pick, rows, unsigned_zero, out, ahead),
-                (16, false) => encode::<16, true>(src, pick, rows, unsigned_zero, out, ahead),
-                (_, true) => encode::<32, false>(src, pick, rows, unsigned_zero, out, ahead),
-                (_, false) => encode::<32, true>(src, pick, rows, unsigned_zero, out, ahead),
+                (16, true) => encode::<16, false>(src, pick, rows, zero, out, ahead),
+                (16, false) => encode::<16, true>(src, pick, rows, zero, out, ahead),
+                (_, true) => encode::<32, false>(src, pick, rows, zero, out, ahead),
+                (_, false) => encode::<32, true>(src, pick, rows, zero, out, ahead),
             }
         }
     }
@@ -525,7 +561,7 @@ mod x86 {
         src: &[u8],
         mut pick: impl FnMut(usize) -> u8,
         rows: &[[u16; ROW]; 256],
-        unsigned_zero: bool,
+        zero: ZeroSign,
         out: &mut [u8],
         ahead: *const u8,
     ) -> bool {
@@ -560,7 +596,7 @@ mod x86 {
             };
             crate::simd::prefetch_line(ahead.wrapping_add(64 * k));
             let x = _mm512_loadu_si512(src.as_ptr().add(64 * k).cast());
-            pack(codes::<CHECK>(x, near, full, &fixed, unsigned_zero, bad))
+            pack(codes::<CHECK>(x, near, full, &fixed, zero, bad))
         };
         // SAFETY: as `write_steps` asks: `steps` 16-byte results for `out`.
         unsafe { crate::encode4::x86::write_steps(out, steps, |k| step(k, &mut bad)) };
@@ -574,14 +610,7 @@ mod x86 {
                 let x =
                     _mm512_zextsi256_si512(_mm256_loadu_si256(src.as_ptr().add(64 * steps).cast()));
                 let mut reported: __mmask32 = 0;
-                let packed = pack(codes::<CHECK>(
-                    x,
-                    near,
-                    full,
-                    &fixed,
-                    unsigned_zero,
-                    &mut reported,
-                ));
+                let packed = pack(codes::<CHECK>(x, near, full, &fixed, zero, &mut reported));
                 // Lanes 16..32 hold no element (and no row: nothing of theirs is reported).
                 bad |= reported & 0xFFFF;
                 _mm_storel_epi64(out.as_mut_ptr().add(16 * steps).cast(), packed);
@@ -888,115 +917,160 @@ mod tests {
                         .chain(std::iter::repeat(0))
                         .take(n)
                         .collect();
+                    // The input, and the same with every element that the checks report
+                    // (inf, NaN, a scaled overflow) made a zero of its sign: a clean input,
+                    // whose bytes every form is held to, wherever the scale bytes are valid.
                     let table = Table::new(&factors, rules);
-                    let mut want = vec![0u8; n / 2];
-                    let mut clean = true;
-                    for (i, &x) in src.iter().enumerate() {
-                        let f = factors[usize::from(bytes[i / group])];
-                        let m = x & 0x7FFF;
-                        let y = if f.is_finite() && f > 0.0 {
-                            scaled(m, f, rules)
-                        } else {
-                            f32::NAN
+                    let cleaned: Vec<u16> = (src.iter().enumerate())
+                        .map(|(i, &x)| {
+                            let f = factors[usize::from(bytes[i / group])];
+                            let m = x & 0x7FFF;
+                            let fine = f.is_finite()
+                                && f > 0.0
+                                && m < 0x7F80
+                                && scaled(m, f, rules).is_finite();
+                            if fine {
+                                x
+                            } else {
+                                x & 0x8000
+                            }
+                        })
+                        .collect();
+                    for (variant, src) in [src.clone(), cleaned].iter().enumerate() {
+                        let mut want = vec![0u8; n / 2];
+                        let mut clean = true;
+                        for (i, &x) in src.iter().enumerate() {
+                            let f = factors[usize::from(bytes[i / group])];
+                            let m = x & 0x7FFF;
+                            let y = if f.is_finite() && f > 0.0 {
+                                scaled(m, f, rules)
+                            } else {
+                                f32::NAN
+                            };
+                            clean &= m < 0x7F80 && y.is_finite();
+                            let signed = x >= 0x8000 && (!unsigned_zero || y != 0.0);
+                            let code = magnitude(y.min(7.0)) | u8::from(signed) << 3;
+                            want[i / 2] |= code << (4 * (i % 2));
+                        }
+                        let raw: &[u8] = bytemuck::cast_slice(src);
+                        let mut lanes = vec![0u8; n / 2];
+                        let ok = match group {
+                            16 => by_groups::<16>(
+                                raw,
+                                &bytes,
+                                &table.splats,
+                                unsigned_zero,
+                                &mut lanes,
+                            ),
+                            _ => by_groups::<32>(
+                                raw,
+                                &bytes,
+                                &table.splats,
+                                unsigned_zero,
+                                &mut lanes,
+                            ),
                         };
-                        clean &= m < 0x7F80 && y.is_finite();
-                        let signed = x >= 0x8000 && (!unsigned_zero || y != 0.0);
-                        let code = magnitude(y.min(7.0)) | u8::from(signed) << 3;
-                        want[i / 2] |= code << (4 * (i % 2));
-                    }
-                    let raw: &[u8] = bytemuck::cast_slice(&src);
-                    let mut lanes = vec![0u8; n / 2];
-                    let ok = match group {
-                        16 => {
-                            by_groups::<16>(raw, &bytes, &table.splats, unsigned_zero, &mut lanes)
+                        let at = format!(
+                            "group {group}, round {round}, {unsigned_zero}, variant {variant}"
+                        );
+                        assert_eq!(ok, clean, "{at}");
+                        if clean {
+                            assert_eq!(lanes, want, "{at}");
                         }
-                        _ => by_groups::<32>(raw, &bytes, &table.splats, unsigned_zero, &mut lanes),
-                    };
-                    let at = format!("group {group}, round {round}, {unsigned_zero}");
-                    assert_eq!(ok, clean, "{at}");
-                    if clean {
-                        assert_eq!(lanes, want, "{at}");
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    if crate::lookup4::avx512() {
-                        // Checked, and (where the input allows it) bounded: nothing looked for.
-                        for bounded in [false, clean] {
-                            let mut wide = vec![0u8; n / 2];
-                            // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ;
-                            // `bytes` has a byte for every group.
-                            let ok = unsafe {
-                                let pick = |g: usize| bytes[g];
-                                let rows = &table.rows;
-                                x86::encode_any(
-                                    raw,
-                                    group,
-                                    bounded,
-                                    pick,
-                                    rows,
-                                    unsigned_zero,
-                                    &mut wide,
-                                    raw.as_ptr(),
-                                )
-                            };
-                            assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
-                            if clean {
-                                assert_eq!(wide, want, "{at} (AVX-512, bounded {bounded})");
+                        // The sign's tests that serve the rules and the table: the zero test
+                        // only where every row's `NONZERO` threshold is 1.
+                        let zeros = match (unsigned_zero, table.nonzero_at_one) {
+                            (false, _) => &[ZeroSign::Keep][..],
+                            (true, true) => &[ZeroSign::DropAtZero, ZeroSign::DropBelowNonzero][..],
+                            (true, false) => &[ZeroSign::DropBelowNonzero][..],
+                        };
+                        #[cfg(target_arch = "x86_64")]
+                        if crate::lookup4::avx512() {
+                            // Checked, and (where the input allows it) bounded: nothing looked for.
+                            for (bounded, &zero) in
+                                [false, clean].into_iter().zip(zeros.iter().cycle())
+                            {
+                                let mut wide = vec![0u8; n / 2];
+                                // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ;
+                                // `bytes` has a byte for every group.
+                                let ok = unsafe {
+                                    let pick = |g: usize| bytes[g];
+                                    let rows = &table.rows;
+                                    x86::encode_any(
+                                        raw,
+                                        group,
+                                        bounded,
+                                        pick,
+                                        rows,
+                                        zero,
+                                        &mut wide,
+                                        raw.as_ptr(),
+                                    )
+                                };
+                                assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
+                                if clean {
+                                    assert_eq!(wide, want, "{at} (AVX-512, bounded {bounded})");
+                                }
                             }
                         }
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    if std::is_x86_feature_detected!("avx2") {
-                        for bounded in [false, clean] {
-                            let mut wide = vec![0u8; n / 2];
-                            // SAFETY: this CPU runs AVX2; `bytes` has a byte for every group.
-                            let ok = unsafe {
-                                let pick = |g: usize| bytes[g];
-                                let rows = &table.rows;
-                                let zero = unsigned_zero;
-                                x86::avx2::encode_any(
-                                    raw,
-                                    group,
-                                    bounded,
-                                    pick,
-                                    rows,
-                                    zero,
-                                    &mut wide,
-                                    raw.as_ptr(),
-                                )
-                            };
-                            assert_eq!(ok, clean, "{at} (AVX2, bounded {bounded})");
-                            if clean {
-                                assert_eq!(wide, want, "{at} (AVX2, bounded {bounded})");
+                        #[cfg(target_arch = "x86_64")]
+                        if std::is_x86_feature_detected!("avx2") {
+                            for bounded in [false, clean] {
+                                let mut wide = vec![0u8; n / 2];
+                                // SAFETY: this CPU runs AVX2; `bytes` has a byte for every group.
+                                let ok = unsafe {
+                                    let pick = |g: usize| bytes[g];
+                                    let rows = &table.rows;
+                                    let zero = unsigned_zero;
+                                    x86::avx2::encode_any(
+                                        raw,
+                                        group,
+                                        bounded,
+                                        pick,
+                                        rows,
+                                        zero,
+                                        &mut wide,
+                                        raw.as_ptr(),
+                                    )
+                                };
+                                assert_eq!(ok, clean, "{at} (AVX2, bounded {bounded})");
+                                if clean {
+                                    assert_eq!(wide, want, "{at} (AVX2, bounded {bounded})");
+                                }
                             }
                         }
-                    }
-                    // The scale bytes looked up by maxima (each group its own, `g`), written out
-                    // as they are used.
-                    let maxima: Vec<u16> = (0..groups as u16).collect();
-                    let mut codes = Box::new([0u8; 0x8000]);
-                    codes[..groups].copy_from_slice(&bytes);
-                    let mut stored = vec![0u8; groups];
-                    let mut looked_up = vec![0u8; n / 2];
-                    let scales = ScaleBytes::ByMaxima {
-                        maxima: &maxima,
-                        codes: &codes,
-                        stored: &mut stored,
-                    };
-                    // (With a next input to prefetch: where the loops look ahead changes no byte.)
-                    let next = raw;
-                    let ok = encode(
-                        raw,
-                        group,
-                        scales,
-                        &factors,
-                        rules,
-                        false,
-                        &mut looked_up,
-                        next,
-                    );
-                    assert_eq!(ok, clean, "{at} (by maxima)");
-                    if clean {
-                        assert_eq!((looked_up, stored), (want, bytes), "{at} (by maxima)");
+                        // The scale bytes looked up by maxima (each group its own, `g`), written out
+                        // as they are used.
+                        let maxima: Vec<u16> = (0..groups as u16).collect();
+                        let mut codes = Box::new([0u8; 0x8000]);
+                        codes[..groups].copy_from_slice(&bytes);
+                        let mut stored = vec![0u8; groups];
+                        let mut looked_up = vec![0u8; n / 2];
+                        let scales = ScaleBytes::ByMaxima {
+                            maxima: &maxima,
+                            codes: &codes,
+                            stored: &mut stored,
+                        };
+                        // (With a next input to prefetch: where the loops look ahead changes no byte.)
+                        let next = raw;
+                        let ok = encode(
+                            raw,
+                            group,
+                            scales,
+                            &factors,
+                            rules,
+                            false,
+                            &mut looked_up,
+                            next,
+                        );
+                        assert_eq!(ok, clean, "{at} (by maxima)");
+                        if clean {
+                            assert_eq!(
+                                (looked_up, stored),
+                                (want, bytes.clone()),
+                                "{at} (by maxima)"
+                            );
+                        }
                     }
                 }
             }
