@@ -302,12 +302,13 @@ pub(crate) fn encode(
         #[cfg(not(target_arch = "x86_64"))]
         let _ = next;
         #[cfg(target_arch = "x86_64")]
+        let zero = match (unsigned_zero, table.nonzero_at_one) {
+            (false, _) => ZeroSign::Keep,
+            (true, true) => ZeroSign::DropAtZero,
+            (true, false) => ZeroSign::DropBelowNonzero,
+        };
+        #[cfg(target_arch = "x86_64")]
         if crate::lookup4::avx512() {
-            let zero = match (unsigned_zero, table.nonzero_at_one) {
-                (false, _) => ZeroSign::Keep,
-                (true, true) => ZeroSign::DropAtZero,
-                (true, false) => ZeroSign::DropBelowNonzero,
-            };
             // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; every pick is of
             // a group below `groups`, which each source holds (checked above).
             return unsafe {
@@ -322,16 +323,7 @@ pub(crate) fn encode(
             // `groups`, which each source holds (checked above).
             return unsafe {
                 with_pick!(scales, |pick| {
-                    x86::avx2::encode_any(
-                        src,
-                        group,
-                        bounded,
-                        pick,
-                        rows,
-                        unsigned_zero,
-                        out,
-                        ahead,
-                    )
+                    x86::avx2::encode_any(src, group, bounded, pick, rows, zero, out, ahead)
                 })
             };
         }
@@ -627,7 +619,7 @@ mod x86 {
     pub(crate) mod avx2 {
         use core::arch::x86_64::*;
 
-        use super::super::{BAD, NONZERO, ROW};
+        use super::super::{ZeroSign, BAD, NONZERO, ROW};
         use super::word;
 
         /// The codes (16-bit lanes) of 16 elements `x` under the thresholds of `near` (a row's
@@ -641,7 +633,7 @@ mod x86 {
             near: __m256i,
             four: __m256i,
             bad_at: i16,
-            unsigned_zero: bool,
+            zero: ZeroSign,
             bad: &mut __m256i,
         ) -> __m256i {
             // SAFETY: AVX2 by the caller's contract.
@@ -665,10 +657,14 @@ mod x86 {
                 let c = _mm256_srli_epi16::<9>(c);
                 // The sign (8) where negative; compressed-tensors drops it from a scaled zero.
                 let negative = _mm256_srai_epi16::<15>(x);
-                let signed = if unsigned_zero {
-                    _mm256_andnot_si256(below(set(word(NONZERO))), negative)
-                } else {
-                    negative
+                let signed = match zero {
+                    ZeroSign::Keep => negative,
+                    ZeroSign::DropAtZero => {
+                        _mm256_andnot_si256(_mm256_cmpeq_epi16(m, _mm256_setzero_si256()), negative)
+                    }
+                    ZeroSign::DropBelowNonzero => {
+                        _mm256_andnot_si256(below(set(word(NONZERO))), negative)
+                    }
                 };
                 _mm256_or_si256(c, _mm256_and_si256(signed, set(8)))
             }
@@ -706,17 +702,17 @@ mod x86 {
             bounded: bool,
             pick: impl FnMut(usize) -> u8,
             rows: &[[u16; ROW]; 256],
-            unsigned_zero: bool,
+            zero: ZeroSign,
             out: &mut [u8],
             ahead: *const u8,
         ) -> bool {
             // SAFETY: the caller's contract.
             unsafe {
                 match (bounded, group) {
-                    (true, 16) => encode::<false, 1>(src, pick, rows, unsigned_zero, out, ahead),
-                    (false, 16) => encode::<true, 1>(src, pick, rows, unsigned_zero, out, ahead),
-                    (true, _) => encode::<false, 2>(src, pick, rows, unsigned_zero, out, ahead),
-                    (false, _) => encode::<true, 2>(src, pick, rows, unsigned_zero, out, ahead),
+                    (true, 16) => encode::<false, 1>(src, pick, rows, zero, out, ahead),
+                    (false, 16) => encode::<true, 1>(src, pick, rows, zero, out, ahead),
+                    (true, _) => encode::<false, 2>(src, pick, rows, zero, out, ahead),
+                    (false, _) => encode::<true, 2>(src, pick, rows, zero, out, ahead),
                 }
             }
         }
@@ -732,7 +728,7 @@ mod x86 {
             src: &[u8],
             mut pick: impl FnMut(usize) -> u8,
             rows: &[[u16; ROW]; 256],
-            unsigned_zero: bool,
+            zero: ZeroSign,
             out: &mut [u8],
             ahead: *const u8,
         ) -> bool {
@@ -745,7 +741,7 @@ mod x86 {
             let half = |h: usize, row: &[u16; ROW], bad: &mut __m256i| unsafe {
                 let near = _mm256_broadcastsi128_si256(_mm_loadu_si128(row.as_ptr().cast()));
                 let x = _mm256_loadu_si256(src.as_ptr().add(32 * h).cast());
-                codes::<CHECK>(x, near, four, row[BAD] as i16, unsigned_zero, bad)
+                codes::<CHECK>(x, near, four, row[BAD] as i16, zero, bad)
             };
             let mut h = 0;
             while h + 2 <= halves {
@@ -1015,13 +1011,13 @@ mod tests {
                         }
                         #[cfg(target_arch = "x86_64")]
                         if std::is_x86_feature_detected!("avx2") {
-                            for bounded in [false, clean] {
+                            let zeros = zeros.iter().cycle();
+                            for (bounded, &zero) in [false, clean].into_iter().zip(zeros) {
                                 let mut wide = vec![0u8; n / 2];
                                 // SAFETY: this CPU runs AVX2; `bytes` has a byte for every group.
                                 let ok = unsafe {
                                     let pick = |g: usize| bytes[g];
                                     let rows = &table.rows;
-                                    let zero = unsigned_zero;
                                     x86::avx2::encode_any(
                                         raw,
                                         group,
