@@ -980,59 +980,42 @@ mod tests {
                             (true, true) => &[ZeroSign::DropAtZero, ZeroSign::DropBelowNonzero][..],
                             (true, false) => &[ZeroSign::DropBelowNonzero][..],
                         };
+                        // Each x86 form, checked, and (where the input allows it) bounded:
+                        // nothing looked for.
                         #[cfg(target_arch = "x86_64")]
-                        if crate::lookup4::avx512() {
-                            // Checked, and (where the input allows it) bounded: nothing looked for.
-                            for (bounded, &zero) in
-                                [false, clean].into_iter().zip(zeros.iter().cycle())
-                            {
-                                let mut wide = vec![0u8; n / 2];
-                                // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ;
-                                // `bytes` has a byte for every group.
-                                let ok = unsafe {
-                                    let pick = |g: usize| bytes[g];
-                                    let rows = &table.rows;
+                        {
+                            let check =
+                                |form: &str, run: &dyn Fn(bool, ZeroSign, &mut [u8]) -> bool| {
+                                    let zeros = zeros.iter().cycle();
+                                    for (bounded, &zero) in [false, clean].into_iter().zip(zeros) {
+                                        let mut wide = vec![0u8; n / 2];
+                                        let ok = run(bounded, zero, &mut wide);
+                                        assert_eq!(ok, clean, "{at} ({form}, bounded {bounded})");
+                                        if clean {
+                                            assert_eq!(
+                                                wide, want,
+                                                "{at} ({form}, bounded {bounded})"
+                                            );
+                                        }
+                                    }
+                                };
+                            let (pick, rows) = (|g: usize| bytes[g], &table.rows);
+                            let ahead = raw.as_ptr();
+                            if crate::lookup4::avx512() {
+                                // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and
+                                // DQ; `bytes` has a byte for every group.
+                                check("AVX-512", &|bounded, zero, out| unsafe {
                                     x86::encode_any(
-                                        raw,
-                                        group,
-                                        bounded,
-                                        pick,
-                                        rows,
-                                        zero,
-                                        &mut wide,
-                                        raw.as_ptr(),
+                                        raw, group, bounded, pick, rows, zero, out, ahead,
                                     )
-                                };
-                                assert_eq!(ok, clean, "{at} (AVX-512, bounded {bounded})");
-                                if clean {
-                                    assert_eq!(wide, want, "{at} (AVX-512, bounded {bounded})");
-                                }
+                                });
                             }
-                        }
-                        #[cfg(target_arch = "x86_64")]
-                        if std::is_x86_feature_detected!("avx2") {
-                            let zeros = zeros.iter().cycle();
-                            for (bounded, &zero) in [false, clean].into_iter().zip(zeros) {
-                                let mut wide = vec![0u8; n / 2];
+                            if std::is_x86_feature_detected!("avx2") {
                                 // SAFETY: this CPU runs AVX2; `bytes` has a byte for every group.
-                                let ok = unsafe {
-                                    let pick = |g: usize| bytes[g];
-                                    let rows = &table.rows;
-                                    x86::avx2::encode_any(
-                                        raw,
-                                        group,
-                                        bounded,
-                                        pick,
-                                        rows,
-                                        zero,
-                                        &mut wide,
-                                        raw.as_ptr(),
-                                    )
-                                };
-                                assert_eq!(ok, clean, "{at} (AVX2, bounded {bounded})");
-                                if clean {
-                                    assert_eq!(wide, want, "{at} (AVX2, bounded {bounded})");
-                                }
+                                check("AVX2", &|bounded, zero, out| unsafe {
+                                    let run = x86::avx2::encode_any;
+                                    run(raw, group, bounded, pick, rows, zero, out, ahead)
+                                });
                             }
                         }
                         // The scale bytes looked up by maxima (each group its own, `g`), written out
