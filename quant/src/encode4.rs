@@ -66,7 +66,10 @@ pub(crate) fn encode_pow2(
         x86::encode_pow2(src, group, shifts, unsigned_zero, out)
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    {
+        let _ = (unsigned_zero, out);
+        false
+    }
 }
 
 /// MXFP4 by compressed-tensors' rule from bfloat16, a band in one pass: for each block of 32
@@ -154,7 +157,10 @@ pub(crate) fn encode(
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    {
+        let _ = (rules, out);
+        false
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

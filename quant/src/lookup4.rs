@@ -49,6 +49,7 @@ pub(crate) fn avx512() -> bool {
 /// `vcvtne2ps2bf16` (nearest-even, two vectors into one): [`avx512`] and a CPU that has it. The
 /// instruction reads a float32 subnormal as a zero of its sign; each user says why that gives
 /// its bytes.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn avx512_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]
     return avx512() && std::arch::is_x86_feature_detected!("avx512bf16");
@@ -210,6 +211,7 @@ pub(crate) struct ByteTables {
     u32s: Vec<[u32; 16]>,
     /// The same entries as 16-bit values (bfloat16 or float16 output), 32 bytes a table: one
     /// load.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     u16s: Vec<[u16; 16]>,
     /// The same entries' low bytes, then their high bytes ([`Groups::split16`]).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -627,15 +629,16 @@ mod tests {
         }
     }
 
-    /// [`Groups`] behind a `dyn`, for running one check over both kinds.
+    /// [`Groups`] behind a `dyn`, for running one check over both kinds (of AVX2's form).
+    #[cfg(target_arch = "x86_64")]
     trait Check {
         fn avx2(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]);
         fn portable(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]);
     }
 
+    #[cfg(target_arch = "x86_64")]
     impl<G: Groups> Check for G {
         fn avx2(&self, src: &[u8], group: usize, out: DType, dst: &mut [u8]) {
-            #[cfg(target_arch = "x86_64")]
             // SAFETY: the caller checked that this CPU runs AVX2.
             unsafe {
                 if out.byte_size() == Some(2) {

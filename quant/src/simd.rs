@@ -46,12 +46,15 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 /// nvfp4 8.3-8.9 -> 10.3 (its tensor pass and element pass); no better at 16 KiB. With AVX2 the
 /// same loops are bound by their arithmetic and did not change, nor did dequantizing (which
 /// reads a quarter or half of what it writes) when its loops prefetched.
+// (The prefetching loops are x86-64's.)
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const AHEAD: usize = 8 << 10;
 
 /// Asks for the cache line [`AHEAD`] bytes past `p`, without waiting for it (x86-64; elsewhere
 /// nothing). A loop reading one 64-byte line per step calls it once a step. A prefetch never
 /// faults, so near the end of a buffer it only asks for a line nobody reads.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn prefetch_ahead(p: *const u8) {
     prefetch_line(p.wrapping_add(AHEAD));
 }
@@ -59,6 +62,7 @@ pub(crate) fn prefetch_ahead(p: *const u8) {
 /// Asks for the cache line at `p`, without waiting for it (x86-64; elsewhere nothing). The
 /// address is only computed, never dereferenced, and a prefetch never faults.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -76,6 +80,7 @@ pub(crate) fn prefetch_line(p: *const u8) {
 /// so that the next band's reads from memory overlap this band's arithmetic; else [`AHEAD`]
 /// bytes past each line of `src`.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn prefetch_base(src: &[u8], next: &[u8]) -> *const u8 {
     if next.is_empty() {
         src.as_ptr().wrapping_add(AHEAD)

@@ -33,6 +33,7 @@ const NEVER: u16 = 0x7F80;
 
 /// Where an element's sign bit is kept (the x86 comparisons' choice of test).
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum ZeroSign {
     /// Always.
     Keep,
@@ -54,6 +55,7 @@ pub(crate) struct Table {
     splats: Box<Splats>,
     /// Whether every row of a finite, positive factor scales each nonzero magnitude to a
     /// nonzero value (its `NONZERO` threshold is 1): true unless a factor is enormous.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     nonzero_at_one: bool,
 }
 
@@ -299,8 +301,9 @@ pub(crate) fn encode(
         let (rows, unsigned_zero) = (&*table.rows, rules.unsigned_zero);
         #[cfg(target_arch = "x86_64")]
         let ahead = crate::simd::prefetch_base(src, next);
+        // (The rows, the bound and the next input serve the x86 forms.)
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = next;
+        let _ = (next, rows, bounded);
         #[cfg(target_arch = "x86_64")]
         let zero = match (unsigned_zero, table.nonzero_at_one) {
             (false, _) => ZeroSign::Keep,
@@ -977,17 +980,19 @@ mod tests {
                         if clean {
                             assert_eq!(lanes, want, "{at}");
                         }
-                        // The sign's tests that serve the rules and the table: the zero test
-                        // only where every row's `NONZERO` threshold is 1.
-                        let zeros = match (unsigned_zero, table.nonzero_at_one) {
-                            (false, _) => &[ZeroSign::Keep][..],
-                            (true, true) => &[ZeroSign::DropAtZero, ZeroSign::DropBelowNonzero][..],
-                            (true, false) => &[ZeroSign::DropBelowNonzero][..],
-                        };
                         // Each x86 form, checked, and (where the input allows it) bounded:
                         // nothing looked for.
                         #[cfg(target_arch = "x86_64")]
                         {
+                            // The sign's tests that serve the rules and the table: the zero
+                            // test only where every row's `NONZERO` threshold is 1.
+                            let zeros = match (unsigned_zero, table.nonzero_at_one) {
+                                (false, _) => &[ZeroSign::Keep][..],
+                                (true, true) => {
+                                    &[ZeroSign::DropAtZero, ZeroSign::DropBelowNonzero][..]
+                                }
+                                (true, false) => &[ZeroSign::DropBelowNonzero][..],
+                            };
                             let check =
                                 |form: &str, run: &dyn Fn(bool, ZeroSign, &mut [u8]) -> bool| {
                                     let zeros = zeros.iter().cycle();

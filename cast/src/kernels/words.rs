@@ -162,7 +162,11 @@ pub(crate) struct Quanta {
     pub(crate) float_bits: u32,
     /// The count as a lookup ([`Buckets`]: the counts below the smallest normal by the
     /// thresholds between them, `0x7FFF` from the smallest normal up), where the thresholds
-    /// allow one.
+    /// allow one. (Only AVX-512's instantiation looks up.)
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
     pub(crate) buckets: Option<Buckets>,
 }
 
@@ -228,6 +232,10 @@ pub(crate) struct Rule {
     thresholds: [u16; MAX_STEPS],
     steps: u16,
     /// The same counts as a lookup ([`Buckets`]), where the thresholds allow one.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
     buckets: Option<Buckets>,
     /// Whether the two formats share their exponent bias (float16 → float8_e5m2): then a source
     /// subnormal's bits, rounded like a normal's (no rebias), are the target subnormal's code
@@ -248,6 +256,11 @@ const MAX_STEPS: usize = 8;
 /// entries up in one instruction (AVX-512's `vpermi2w`): about half the instructions of seven
 /// compares and counts, or of a rounding by variable shifts.
 #[derive(Clone, Copy)]
+// Only AVX-512's instantiation looks buckets up.
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+    allow(dead_code)
+)]
 pub(crate) struct Buckets {
     /// Subtracted from a magnitude (saturating at 0): one below the first step.
     pub(crate) base: u16,
@@ -350,6 +363,10 @@ const fn threshold(k: u16, man: u16, man_t: u16, src_bias: i32, dst_bias: i32, r
 impl Rule {
     /// [`Rule::buckets`].
     #[inline(always)]
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", not(dtcast_isa = "portable"))),
+        allow(dead_code)
+    )]
     pub(crate) fn buckets(&self) -> Option<&Buckets> {
         self.buckets.as_ref()
     }
