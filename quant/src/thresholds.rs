@@ -37,8 +37,8 @@ const NEVER: u16 = 0x7F80;
 enum ZeroSign {
     /// Always.
     Keep,
-    /// Unless the scaled value is zero (compressed-tensors), which for every row of the table
-    /// is where the magnitude is zero: one test of the magnitude.
+    /// Unless the scaled value is zero (compressed-tensors), where every row of the table
+    /// makes that the zero magnitude alone (`Table::nonzero_at_one`): one test of the magnitude.
     DropAtZero,
     /// Unless the scaled value is zero, found by the row's `NONZERO` threshold.
     DropBelowNonzero,
@@ -54,7 +54,9 @@ pub(crate) struct Table {
     /// The portable loop's form of the rows ([`by_groups`]).
     splats: Box<Splats>,
     /// Whether every row of a finite, positive factor scales each nonzero magnitude to a
-    /// nonzero value (its `NONZERO` threshold is 1): true unless a factor is enormous.
+    /// nonzero value (its `NONZERO` threshold is 1): true unless some factor is extreme (a
+    /// division by an enormous one, or a product with a tiny one, takes the smallest
+    /// magnitudes to zero).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     nonzero_at_one: bool,
 }
