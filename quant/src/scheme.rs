@@ -48,7 +48,11 @@ pub enum ScaleRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Convention {
     /// compressed-tensors 0.20 (what vLLM loads): dequantization multiplies in the scale's dtype
-    /// (bfloat16 for MX scales); NVFP4's global scale divides.
+    /// (bfloat16 for MX scales); NVFP4's global scale divides. Quantizing is its `quantize`
+    /// called without a zero point, as in its reference cases, so a scaled -0.0 stays float8's
+    /// -0 (0x80); a model quantized through compressed-tensors' own pipeline has a zero point of
+    /// 0.0 registered, which its float8 compressors add after the division, storing +0 (0x00)
+    /// there instead. (Its float4 zero is unsigned either way.)
     CompressedTensors,
     /// torchao 0.18: MX products in the output dtype, E8M0 255 is NaN; NVFP4's per-tensor scale
     /// multiplies.
