@@ -13,9 +13,10 @@ dequantizes each; the references are compressed-tensors' `Compressor.decompress`
 `weight_dequant` rule in torch (`x.float() * s`, per 128x128 block, then bfloat16) and
 transformers' `convert_moe_packed_tensors` (gpt-oss, transposed as its experts hold it). Every
 weight must be equal bit for bit, except in one NaN rule, counted apart: torch's bfloat16 product
-writes a NaN as 0xFFFF in its vectorised loop, as dtcast does everywhere, but as 0x7FC0 in the
-scalar remainder of each inner row (the last `cols % 32` elements on an AVX-512 build, `% 16` on
-AVX2) and of each thread's share, which depend on the machine.
+writes a NaN as 0xFFFF in its vectorised loop, as dtcast does for every such NaN, but as 0x7FC0
+in the scalar remainder of each inner row (the last `cols % 32` elements, with its AVX-512 and its
+AVX2 kernels alike) and of each thread's share, and everywhere without its SIMD kernels: bits
+that depend on the machine.
 
 Needs torch, safetensors, compressed-tensors and transformers (not the test suite).
 Usage: dequantize_random.py DTCAST_BINARY FIXTURES_DIR [ROUNDS] [SEED]
