@@ -37,7 +37,9 @@ pub enum QuantError {
         /// What the scheme needs.
         needed: bool,
     },
-    /// The input dtype is not one the references quantize.
+    /// The input dtype is not one dtcast quantizes (float32 and bfloat16: the dtypes of the
+    /// reference cases; compressed-tensors also quantizes float16 weights, in float16
+    /// arithmetic, which dtcast does not reproduce).
     InputDType {
         /// The dtype given.
         dtype: DType,
@@ -87,7 +89,8 @@ impl fmt::Display for QuantError {
             }
             QuantError::InputDType { dtype } => write!(
                 f,
-                "quantization reads float32 or bfloat16 weights (as the references do), not {dtype}"
+                "quantization reads float32 or bfloat16 weights, not {dtype} (compressed-tensors' \
+                 float16 arithmetic is not reproduced)"
             ),
             QuantError::OutputDType { dtype } => write!(
                 f,

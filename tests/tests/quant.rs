@@ -333,6 +333,73 @@ fn quantizing_refuses_scales_it_would_store_wrongly_and_bands_that_split_a_block
 }
 
 #[test]
+fn a_float16_weight_is_refused_for_quantizing_and_float32_first_is_exact() {
+    // compressed-tensors quantizes float16 weights in float16 arithmetic, which dtcast does not
+    // reproduce: the library and the CLI refuse them, naming the weight and the ways out.
+    let name = "model.layers.0.mlp.down_proj.weight";
+    let (rows, cols) = (2usize, 32usize);
+    // Normal float16 numbers of both signs, and the same values in float32, exactly: the
+    // exponent rebiased (15 -> 127), the 10-bit mantissa moved to the top of the 23-bit one.
+    let halves: Vec<u16> = (0..rows * cols)
+        .map(|k| (0x3C00 + 37 * k as u16) | ((k as u16 & 1) << 15))
+        .collect();
+    let floats: Vec<f32> = (halves.iter())
+        .map(|&h| {
+            let (sign, exp, mant) = (h >> 15, (h >> 10) & 0x1F, h & 0x3FF);
+            let bits = u32::from(sign) << 31 | (u32::from(exp) + 112) << 23 | u32::from(mant) << 13;
+            f32::from_bits(bits)
+        })
+        .collect();
+    let f16_bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
+    let scheme = Scheme::named("ct_nvfp4", DType::Float32).unwrap();
+    let e = quantize(&f16_bytes, DType::Float16, &[rows, cols], &scheme).unwrap_err();
+    assert!(e.to_string().contains("not float16"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let header = format!(
+        r#"{{"{name}":{{"dtype":"F16","shape":[{rows},{cols}],"data_offsets":[0,{}]}}}}"#,
+        f16_bytes.len()
+    );
+    let input = dtcast_tests::file_with(d, "f16.safetensors", &header, &f16_bytes);
+    let refused = d.join("refused.safetensors");
+    let r = convert_cli(&input, &refused, &["--quantize", "nvfp4"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    for part in [name, "it is float16", "--dtype float32", "--ignore"] {
+        assert!(r.stderr.contains(part), "{part}: {}", r.stderr);
+    }
+    assert!(!refused.exists());
+
+    // The way out the message names: float32 first (exact for float16), then compressed-tensors'
+    // float32 arithmetic, whose bytes are the library's on the float32 values.
+    let widened = d.join("f32.safetensors");
+    let r = convert_cli(&input, &widened, &["--dtype", "float32"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let quantized = d.join("nvfp4.safetensors");
+    let r = convert_cli(&widened, &quantized, &["--quantize", "nvfp4"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let want = quantize(
+        bytemuck::cast_slice(&floats),
+        DType::Float32,
+        &[rows, cols],
+        &scheme,
+    )
+    .unwrap();
+    let global = want.global_scale.unwrap().to_le_bytes().to_vec();
+    let got: Vec<(String, Vec<u8>)> = (read_sorted(&quantized).into_iter())
+        .map(|(n, _, _, bytes)| (n, bytes))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (format!("{name}_global_scale"), global),
+            (format!("{name}_packed"), want.elements),
+            (format!("{name}_scale"), want.scales),
+        ]
+    );
+}
+
+#[test]
 fn dequantization_follows_the_stated_arithmetic_on_hand_made_values() {
     // Independent of the fixtures: float4 codes 1..7 are 0.5, 1, 1.5, 2, 3, 4, 6; E8M0 byte 128 is
     // 2 and 255 is 2^128 for gpt-oss (inf after rounding to float32) but NaN for torchao.

@@ -111,7 +111,9 @@ pub(crate) fn plan(
         };
         if !matches!(e.dtype, DType::Float32 | DType::BFloat16) {
             return Err(bad(format!(
-                "it is {}, and quantizing reads float32 or bfloat16 weights (as the references do)",
+                "it is {}, and quantizing reads float32 or bfloat16 weights (compressed-tensors' \
+                 float16 arithmetic is not reproduced; `dtcast convert --dtype float32` makes a \
+                 float16 checkpoint float32 exactly)",
                 e.dtype
             )));
         }
