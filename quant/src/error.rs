@@ -87,11 +87,19 @@ impl fmt::Display for QuantError {
             QuantError::GlobalScale { needed: false } => {
                 write!(f, "this scheme has no global scale, but one was given")
             }
-            QuantError::InputDType { dtype } => write!(
-                f,
-                "quantization reads float32 or bfloat16 weights, not {dtype} (compressed-tensors' \
-                 float16 arithmetic is not reproduced)"
-            ),
+            QuantError::InputDType { dtype } => {
+                write!(
+                    f,
+                    "quantization reads float32 or bfloat16 weights, not {dtype}"
+                )?;
+                if *dtype == DType::Float16 {
+                    write!(
+                        f,
+                        " (compressed-tensors' float16 arithmetic is not reproduced)"
+                    )?;
+                }
+                Ok(())
+            }
             QuantError::OutputDType { dtype } => write!(
                 f,
                 "dequantization writes float32, bfloat16 or float16, not {dtype}"

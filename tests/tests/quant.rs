@@ -354,6 +354,10 @@ fn a_float16_weight_is_refused_for_quantizing_and_float32_first_is_exact() {
     let scheme = Scheme::named("ct_nvfp4", DType::Float32).unwrap();
     let e = quantize(&f16_bytes, DType::Float16, &[rows, cols], &scheme).unwrap_err();
     assert!(e.to_string().contains("not float16"), "{e}");
+    assert!(e.to_string().contains("float16 arithmetic"), "{e}");
+    // Another dtype is refused without the float16 note.
+    let e = quantize(&[0; 8 * 64], DType::Float64, &[rows, cols], &scheme).unwrap_err();
+    assert!(e.to_string().ends_with("not float64"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -110,10 +110,14 @@ pub(crate) fn plan(
             ))
         };
         if !matches!(e.dtype, DType::Float32 | DType::BFloat16) {
+            let why = if e.dtype == DType::Float16 {
+                " (compressed-tensors' float16 arithmetic is not reproduced; `dtcast convert \
+                 --dtype float32` makes a float16 checkpoint float32 exactly)"
+            } else {
+                ""
+            };
             return Err(bad(format!(
-                "it is {}, and quantizing reads float32 or bfloat16 weights (compressed-tensors' \
-                 float16 arithmetic is not reproduced; `dtcast convert --dtype float32` makes a \
-                 float16 checkpoint float32 exactly)",
+                "it is {}, and quantizing reads float32 or bfloat16 weights{why}",
                 e.dtype
             )));
         }
