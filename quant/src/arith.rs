@@ -46,6 +46,76 @@ pub(crate) fn round_bf16(y: f32) -> f32 {
     }
 }
 
+/// torch's float32 → bfloat16 as dtcast's Torch mode casts a tensor: nearest-even, every NaN
+/// `0xFFFF` (torch's vectorised conversion).
+#[inline(always)]
+pub(crate) fn bf16_bits(x: f32) -> u16 {
+    if x.is_nan() {
+        0xFFFF
+    } else {
+        let b = x.to_bits();
+        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+    }
+}
+
+/// torch's float32 → float16 as dtcast's Torch mode casts a tensor (x86's `vcvtps2ph`):
+/// nearest-even, overflow to ±inf, float16 subnormals rounded at 2^-24; a NaN quieted with its
+/// top payload bits kept.
+#[inline(always)]
+pub(crate) fn f16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = (b >> 16) as u16 & 0x8000;
+    let magnitude = b & 0x7FFF_FFFF;
+    let bits = if magnitude > 0x7F80_0000 {
+        0x7E00 | (magnitude >> 13) & 0x3FF
+    } else if magnitude >= 0x477F_F000 {
+        // 65520 (half way from float16's largest, 65504, to 2^16) and above: inf.
+        0x7C00
+    } else if magnitude >= 0x3880_0000 {
+        // Normal in float16 (2^-14 and above): exponent rebiased from 127 to 15, the mantissa
+        // rounded from 23 bits to 10 (a carry moves into the exponent, as it should).
+        let rebiased = magnitude - (112 << 23);
+        (rebiased + 0xFFF + ((rebiased >> 13) & 1)) >> 13
+    } else {
+        // Below: a multiple of 2^-24. The value is `m * 2^(e - 150)`, so `m >> (126 - e)` in
+        // units of 2^-24, rounded to nearest-even (float32 subnormals and anything under 2^-25
+        // give zero).
+        let e = magnitude >> 23;
+        let shift = 126 - e.min(126);
+        if e == 0 || shift > 24 {
+            0
+        } else {
+            let m = (magnitude & 0x7F_FFFF) | 0x80_0000;
+            let half = 1 << (shift - 1);
+            (m + half - 1 + ((m >> shift) & 1)) >> shift
+        }
+    };
+    sign | bits as u16
+}
+
+/// `y` rounded to float16 and read back: torch's float16 arithmetic (computed in float32, then
+/// rounded to nearest-even; the largest finite values overflow to inf; a NaN keeps its sign, is
+/// quieted and keeps its top payload bits, as [`f16_bits`] does).
+#[inline(always)]
+pub(crate) fn round_f16(y: f32) -> f32 {
+    f16_value(f16_bits(y))
+}
+
+/// The float32 value of float16 bits `h` (exact; a NaN keeps its sign and payload).
+#[inline(always)]
+pub(crate) fn f16_value(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exponent = u32::from(h >> 10) & 0x1F;
+    let mantissa = u32::from(h & 0x3FF);
+    let magnitude = match exponent {
+        // Zero and subnormals: `mantissa * 2^-24`, exact in float32.
+        0 => (mantissa as f32 * pow2(-24)).to_bits(),
+        0x1F => 0x7F80_0000 | mantissa << 13,
+        _ => (exponent + 112) << 23 | mantissa << 13,
+    };
+    f32::from_bits(sign | magnitude)
+}
+
 /// `2^e` in float32 (subnormal below 2^-126, inf above 2^127), as `torch.pow(2.0, e)`.
 pub(crate) fn pow2(e: i32) -> f32 {
     (f64::from_bits(((i64::from(e) + 1023) as u64) << 52)) as f32

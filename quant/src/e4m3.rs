@@ -11,7 +11,8 @@
 
 use dtcast_dtype::DType;
 
-use crate::lookup4::{avx2, avx512, bf16_bits, f16_bits, scale_entry};
+use crate::arith::{bf16_bits, f16_bits};
+use crate::lookup4::{avx2, avx512, scale_entry};
 
 /// The codes' float32 values (as the dequantization plan makes them: torch's cast) and the
 /// dtype they are dequantized into.

@@ -37,12 +37,13 @@ pub enum QuantError {
         /// What the scheme needs.
         needed: bool,
     },
-    /// The input dtype is not one dtcast quantizes (float32 and bfloat16: the dtypes of the
-    /// reference cases; compressed-tensors also quantizes float16 weights, in float16
-    /// arithmetic, which dtcast does not reproduce).
+    /// The input dtype is not one the scheme's reference quantizes (see
+    /// [`Scheme::check_input`](crate::Scheme::check_input)).
     InputDType {
         /// The dtype given.
         dtype: DType,
+        /// What the reference (or the kernels asked) read instead.
+        reads: &'static str,
     },
     /// The output dtype is not one dequantization writes.
     OutputDType {
@@ -87,18 +88,8 @@ impl fmt::Display for QuantError {
             QuantError::GlobalScale { needed: false } => {
                 write!(f, "this scheme has no global scale, but one was given")
             }
-            QuantError::InputDType { dtype } => {
-                write!(
-                    f,
-                    "quantization reads float32 or bfloat16 weights, not {dtype}"
-                )?;
-                if *dtype == DType::Float16 {
-                    write!(
-                        f,
-                        " (compressed-tensors' float16 arithmetic is not reproduced)"
-                    )?;
-                }
-                Ok(())
+            QuantError::InputDType { dtype, reads } => {
+                write!(f, "{dtype} weights are not quantized here: {reads}")
             }
             QuantError::OutputDType { dtype } => write!(
                 f,

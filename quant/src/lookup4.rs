@@ -12,7 +12,7 @@
 
 use dtcast_dtype::DType;
 
-use crate::arith::{mul, scaled_as_on_x86};
+use crate::arith::{bf16_bits, f16_bits, mul, scaled_as_on_x86};
 
 /// Whether the one-pass form serves: float4 groups of 16 or 32 into bfloat16, float16 or
 /// float32. Without AVX-512 or AVX2 (the portable set: Arm, the x86-64 baseline) the loop over
@@ -66,53 +66,6 @@ pub(crate) fn scale_entry(value: f32, f: f32) -> f32 {
     } else {
         scaled_as_on_x86(value * f, value)
     }
-}
-
-/// torch's float32 → bfloat16 as dtcast's Torch mode casts a tensor: nearest-even, every NaN
-/// `0xFFFF` (torch's vectorised conversion).
-#[inline(always)]
-pub(crate) fn bf16_bits(x: f32) -> u16 {
-    if x.is_nan() {
-        0xFFFF
-    } else {
-        let b = x.to_bits();
-        ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
-    }
-}
-
-/// torch's float32 → float16 as dtcast's Torch mode casts a tensor (x86's `vcvtps2ph`):
-/// nearest-even, overflow to ±inf, float16 subnormals rounded at 2^-24; a NaN quieted with its
-/// top payload bits kept.
-#[inline(always)]
-pub(crate) fn f16_bits(x: f32) -> u16 {
-    let b = x.to_bits();
-    let sign = (b >> 16) as u16 & 0x8000;
-    let magnitude = b & 0x7FFF_FFFF;
-    let bits = if magnitude > 0x7F80_0000 {
-        0x7E00 | (magnitude >> 13) & 0x3FF
-    } else if magnitude >= 0x477F_F000 {
-        // 65520 (half way from float16's largest, 65504, to 2^16) and above: inf.
-        0x7C00
-    } else if magnitude >= 0x3880_0000 {
-        // Normal in float16 (2^-14 and above): exponent rebiased from 127 to 15, the mantissa
-        // rounded from 23 bits to 10 (a carry moves into the exponent, as it should).
-        let rebiased = magnitude - (112 << 23);
-        (rebiased + 0xFFF + ((rebiased >> 13) & 1)) >> 13
-    } else {
-        // Below: a multiple of 2^-24. The value is `m * 2^(e - 150)`, so `m >> (126 - e)` in
-        // units of 2^-24, rounded to nearest-even (float32 subnormals and anything under 2^-25
-        // give zero).
-        let e = magnitude >> 23;
-        let shift = 126 - e.min(126);
-        if e == 0 || shift > 24 {
-            0
-        } else {
-            let m = (magnitude & 0x7F_FFFF) | 0x80_0000;
-            let half = 1 << (shift - 1);
-            (m + half - 1 + ((m >> shift) & 1)) >> shift
-        }
-    };
-    sign | bits as u16
 }
 
 /// The 16 outputs of a group with factor `f` (`values`: the codes' float32 values), as the

@@ -75,13 +75,22 @@ impl std::fmt::Debug for Quantizer<'_> {
 }
 
 impl<'a> Quantizer<'a> {
-    /// The checks [`quantize`](crate::quantize) makes: an input dtype the references quantize
-    /// (float32, bfloat16), a valid scheme, a shape it accepts.
+    /// The checks [`quantize`](crate::quantize) makes — an input dtype the scheme's reference
+    /// quantizes, a valid scheme, a shape it accepts — for float32 and bfloat16 inputs, what
+    /// the device kernels read (a float16 weight quantizes on the CPU, [`quantize`](crate::quantize)).
     pub fn new(
         dtype: DType,
         shape: &[usize],
         scheme: &'a Scheme,
     ) -> Result<Quantizer<'a>, QuantError> {
+        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
+            scheme.check_input(dtype)?;
+            return Err(QuantError::InputDType {
+                dtype,
+                reads: "the device kernels read float32 or bfloat16 weights (quantize a float16 \
+                        weight on the CPU)",
+            });
+        }
         Ok(Quantizer {
             job: Job::new(dtype, shape, scheme)?,
         })

@@ -4,7 +4,9 @@ use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{cvtt, div, internal, mul, pow2, round_bf16, scaled_as_on_x86, DEFAULT_NAN};
+use crate::arith::{
+    cvtt, div, f16_value, internal, mul, pow2, round_bf16, round_f16, scaled_as_on_x86, DEFAULT_NAN,
+};
 use crate::dequant::{check_len, rows_cols, zeroed, Quantized};
 use crate::rules::{
     ao_mx, ao_mx_rceil, ao_nvfp4, ct_fp8, ct_mx, ct_mx_finite, ct_nvfp4, ct_nvfp4_finite, Apply,
@@ -40,10 +42,11 @@ impl QuantizedTensor {
     }
 }
 
-/// Quantizes `src` (elements of `dtype`, float32 or bfloat16, row-major in `shape`) with
-/// `scheme`, bit for bit as the scheme's reference does — with its arithmetic in the weight's
-/// dtype where it computes there (compressed-tensors divides bfloat16 by bfloat16, rounding twice).
-/// Shapes the reference refuses are errors here too.
+/// Quantizes `src` (elements of `dtype`, row-major in `shape`: float32 or bfloat16, or float16
+/// under compressed-tensors' rules — [`Scheme::check_input`]) with `scheme`, bit for bit as the
+/// scheme's reference does — with its arithmetic in the weight's dtype where it computes there
+/// (compressed-tensors divides bfloat16 by bfloat16, float16 by float16, rounding twice). Shapes
+/// the reference refuses are errors here too.
 ///
 /// DeepSeek and gpt-oss publish no weight quantizer; their conventions quantize as their published
 /// checkpoints were made: DeepSeek-V3 block FP8 is compressed-tensors' block rule computed in
@@ -121,9 +124,7 @@ impl TensorAmax {
     /// Takes in the next elements of the tensor (`src`: elements of `dtype`, in order), read as
     /// `scheme`'s reference reads them.
     pub fn update(&mut self, src: &[u8], dtype: DType, scheme: &Scheme) -> Result<(), QuantError> {
-        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
-            return Err(QuantError::InputDType { dtype });
-        }
+        scheme.check_input(dtype)?;
         let size = dtype.byte_size().unwrap_or(4);
         if !src.len().is_multiple_of(size) {
             return Err(QuantError::Shape {
@@ -209,16 +210,14 @@ pub(crate) struct Job<'a> {
 }
 
 impl<'a> Job<'a> {
-    /// The checks every entry point makes: an input dtype the references quantize, a valid
-    /// scheme, a shape it accepts.
+    /// The checks every entry point makes: an input dtype the scheme's reference quantizes, a
+    /// valid scheme, a shape it accepts.
     pub(crate) fn new(
         dtype: DType,
         shape: &[usize],
         scheme: &'a Scheme,
     ) -> Result<Job<'a>, QuantError> {
-        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
-            return Err(QuantError::InputDType { dtype });
-        }
+        scheme.check_input(dtype)?;
         scheme.check()?;
         if !scheme.quantizes() {
             return Err(QuantError::Scheme {
@@ -389,7 +388,9 @@ impl<'a> Job<'a> {
         let scheme = self.scheme;
         // Below this, an amax rounded at float4's mantissa width stays finite. (The largest
         // bits by a fold, which LLVM vectorises: `all` stops early, one scale at a time.)
+        // (Float16 weights round their scales in float16: the general rules.)
         if scheme.convention != Convention::CompressedTensors
+            || self.dtype == DType::Float16
             || amax.is_empty()
             || (amax.iter()).fold(0, |top, a| top.max(a.to_bits())) >= 0x7F60_0000
         {
@@ -546,7 +547,8 @@ impl<'a> Job<'a> {
         out: &mut [u8],
         buf: &mut Vec<f32>,
     ) -> Result<(), QuantError> {
-        if self.fused {
+        // (The one-pass kernels read float32 and bfloat16; float16 takes the general path.)
+        if self.fused && matches!(self.dtype, DType::Float32 | DType::BFloat16) {
             let done = if encode8::supports(self.scheme.element, plan.clamp) {
                 self.encode_float8(input, at, plan, out)
             } else {
@@ -885,7 +887,8 @@ pub(crate) fn reads_nan_as_default(dtype: DType, scheme: &Scheme) -> bool {
     dtype == DType::BFloat16 && scheme.convention == Convention::CompressedTensors
 }
 
-/// The tensor being quantized: its stored elements (float32 or bfloat16), read as float32.
+/// The tensor being quantized: its stored elements (float32, bfloat16 or float16), read as
+/// float32.
 struct Input<'a> {
     src: &'a [u8],
     dtype: DType,
@@ -914,12 +917,14 @@ impl<'a> Input<'a> {
         &self.src[first * self.size..(first + count) * self.size]
     }
 
-    /// Element `i` of `bytes` as float32 (a bfloat16 is the top half of its float32, NaN bits
-    /// kept; the default NaN where the input's NaNs are canonical).
+    /// Element `i` of `bytes` as float32 (a bfloat16 is the top half of its float32, a float16
+    /// exactly converted, NaN bits kept; the default NaN where the input's NaNs are canonical).
     #[inline(always)]
     fn value(&self, bytes: &[u8], i: usize) -> f32 {
         let x = if self.dtype == DType::BFloat16 {
             f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]])) << 16)
+        } else if self.dtype == DType::Float16 {
+            f16_value(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
         } else {
             f32::from_le_bytes([
                 bytes[4 * i],
@@ -937,23 +942,31 @@ impl<'a> Input<'a> {
 
     /// The largest magnitude of elements `first..first + count` after `a` (the running value),
     /// as the sequential rule gives it: a NaN already there stays, else the first NaN of the run
-    /// is the result, else the maximum. The magnitudes' bits compare as integers straight from
-    /// storage (a loop LLVM vectorises); a NaN is looked for only when one is there.
+    /// is the result (float16: torch's float16 reductions give the default NaN for any), else
+    /// the maximum. The magnitudes' bits compare as integers straight from storage (a loop LLVM
+    /// vectorises); a NaN is looked for only when one is there.
     #[inline(always)]
     fn amax(&self, first: usize, count: usize, a: f32) -> f32 {
         if a.is_nan() {
             return a;
         }
         let bytes = self.bytes(first, count);
+        let halves = || {
+            (bytes.as_chunks::<2>().0.iter())
+                .fold(0u16, |m, &b| m.max(u16::from_le_bytes(b) & 0x7FFF))
+        };
         let m = if self.dtype == DType::BFloat16 {
-            let m = (bytes.as_chunks::<2>().0.iter())
-                .fold(0u16, |m, &b| m.max(u16::from_le_bytes(b) & 0x7FFF));
-            u32::from(m) << 16
+            u32::from(halves()) << 16
+        } else if self.dtype == DType::Float16 {
+            f16_value(halves()).to_bits()
         } else {
             (bytes.as_chunks::<4>().0.iter())
                 .fold(0u32, |m, &b| m.max(u32::from_le_bytes(b) & 0x7FFF_FFFF))
         };
         if m > 0x7F80_0000 {
+            if self.dtype == DType::Float16 {
+                return DEFAULT_NAN;
+            }
             return (0..count)
                 .map(|i| self.value(bytes, i))
                 .find(|v| v.is_nan())
@@ -1076,6 +1089,17 @@ impl<'a> Input<'a> {
             Apply::Divide => (true, f),
             Apply::Multiply => (false, f),
         };
+        if self.dtype == DType::Float16 && !f.is_nan() {
+            // compressed-tensors' float16 weights: FP8 and MX in float16 arithmetic, NVFP4's
+            // float32 quotient.
+            let round = plan.arithmetic == DType::Float16;
+            return match (divide, round) {
+                (true, true) => scale_halves::<true, true>(src, f, limit, run),
+                (true, false) => scale_halves::<true, false>(src, f, limit, run),
+                (false, true) => scale_halves::<false, true>(src, f, limit, run),
+                (false, false) => scale_halves::<false, false>(src, f, limit, run),
+            };
+        }
         match (f.is_nan(), bf16_in, divide, round) {
             // A NaN factor (rare): `div` / `mul`'s rules one value at a time.
             (true, ..) => {
@@ -1086,7 +1110,11 @@ impl<'a> Input<'a> {
                         Apply::Divide => div(x, f),
                         Apply::Multiply => mul(x, f),
                     };
-                    *v = finish(y, round, limit);
+                    *v = if plan.arithmetic == DType::Float16 {
+                        clamp_to(round_f16(y), limit)
+                    } else {
+                        finish(y, round, limit)
+                    };
                     special |= is_special(*v);
                 }
                 special
@@ -1148,6 +1176,26 @@ fn scale_values<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
     special
 }
 
+/// [`scale_values`] for float16 elements (compressed-tensors' rules): each quotient or product
+/// in float32, rounded to float16 when `ROUND` (torch's float16 arithmetic: a NaN keeps its
+/// sign), clamped to `limit`.
+#[inline(always)]
+fn scale_halves<const DIVIDE: bool, const ROUND: bool>(
+    src: &[u8],
+    f: f32,
+    limit: f32,
+    out: &mut [f32],
+) -> bool {
+    let mut special = false;
+    for (v, &b) in out.iter_mut().zip(src.as_chunks::<2>().0) {
+        let x = f16_value(u16::from_le_bytes(b));
+        let y = scaled_as_on_x86(if DIVIDE { x / f } else { x * f }, x);
+        *v = clamp_to(if ROUND { round_f16(y) } else { y }, limit);
+        special |= is_special(*v);
+    }
+    special
+}
+
 /// Whether `f` is a positive normal power of two: dividing by it is multiplying by its
 /// reciprocal (also a normal power of two), bit for bit.
 #[inline(always)]
@@ -1166,7 +1214,12 @@ fn is_special(v: f32) -> bool {
 /// to nearest even, a NaN the default NaN), then clamped to `±limit` (NaN stays).
 #[inline(always)]
 fn finish(y: f32, round: bool, limit: f32) -> f32 {
-    let y = if round { round_bf16(y) } else { y };
+    clamp_to(if round { round_bf16(y) } else { y }, limit)
+}
+
+/// `y` clamped to `±limit` (NaN stays).
+#[inline(always)]
+fn clamp_to(y: f32, limit: f32) -> f32 {
     if y > limit {
         limit
     } else if y < -limit {
@@ -1218,7 +1271,10 @@ pub(crate) fn fold_amax(a: f32, p: f32) -> f32 {
 }
 
 /// compressed-tensors' float4 of a clamped value (`cast_to_fp4`, then `pack_fp4_to_uint8`): the
-/// magnitude rounded at its thresholds (ties to even), the sign bit kept.
+/// magnitude rounded at its thresholds (ties to even), times `sign(x)`, the sign bit kept. torch's
+/// `sign` of ±0 and of NaN is 0, so -0 becomes +0 and a NaN the positive NaN of `abs` (code 0):
+/// in float32 and float16 arithmetic every time; on bfloat16 tensors torch's vectorised loops
+/// round that NaN to 0xFFFF (code 8), its scalar ones to 0x7FC0 (code 0), and dtcast writes 0.
 fn ct_fp4_code(v: f32) -> u8 {
     let a = v.abs();
     let magnitude = if a.is_nan() {
@@ -1240,13 +1296,11 @@ fn ct_fp4_code(v: f32) -> u8 {
     } else {
         6.0
     };
-    // `x * sign(x)`: sign(±0) is +0 (so -0 becomes +0), sign(NaN) the NaN itself.
+    // `x * sign(x)`: sign(±0) and sign(NaN) are +0.
     let sign = if v > 0.0 {
         1.0
     } else if v < 0.0 {
         -1.0
-    } else if v.is_nan() {
-        v
     } else {
         0.0
     };

@@ -7,16 +7,25 @@
 
 use dtcast_dtype::DType;
 
-use crate::arith::{bytes, clamp, cvtt, div, f32s, in_dtype, mul, pow2, round_bf16, torch_cast};
+use crate::arith::{
+    bytes, clamp, cvtt, div, f16_bits, f16_value, f32s, in_dtype, mul, pow2, round_bf16, round_f16,
+    torch_cast,
+};
 use crate::scheme::{MxRounding, Scheme};
 use crate::simd::with_best_isa;
 use crate::{encode4, thresholds};
 
-/// `values` rounded to `dtype` by torch's arithmetic on bfloat16 tensors: as `.to()`, but a NaN
-/// result is the positive default NaN `0x7FC0` (not the `0xFFFF` of the copy kernel).
+/// `values` rounded to `dtype` by torch's arithmetic on tensors of that dtype: as `.to()`, but on
+/// bfloat16 a NaN result is the positive default NaN `0x7FC0` (not the `0xFFFF` of the copy
+/// kernel; float16 arithmetic keeps a NaN's sign and top payload bits, as `.to()` does).
 fn in_arithmetic(values: &[f32], dtype: DType) -> Vec<f32> {
+    if dtype == DType::Float16 {
+        // (Not `in_dtype`: torch's `.to(float32)` of a float16 NaN is 0x7FFFFFFF, while its
+        // float16 arithmetic reads operands with `vcvtph2ps`, which keeps their bits.)
+        return values.iter().map(|&v| round_f16(v)).collect();
+    }
     let mut out = in_dtype(values, dtype);
-    if dtype != DType::Float32 {
+    if dtype == DType::BFloat16 {
         for v in out.iter_mut().filter(|v| v.is_nan()) {
             *v = f32::from_bits(0x7FC0_0000);
         }
@@ -24,17 +33,30 @@ fn in_arithmetic(values: &[f32], dtype: DType) -> Vec<f32> {
     out
 }
 
-/// Values already exact in `w` (float32 or bfloat16), as stored bytes: a bfloat16 is the top half
-/// of its float32 (NaN bits kept).
+/// Values already exact in `w` (float32, bfloat16 or float16), as stored bytes: a bfloat16 is
+/// the top half of its float32 (NaN bits kept), a float16 its exact conversion.
 fn store(values: &[f32], w: DType) -> Vec<u8> {
-    if w == DType::BFloat16 {
-        values
+    match w {
+        DType::BFloat16 => values
             .iter()
             .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
-            .collect()
-    } else {
-        bytes(values)
+            .collect(),
+        DType::Float16 => values
+            .iter()
+            .flat_map(|&v| f16_bits(v).to_le_bytes())
+            .collect(),
+        _ => bytes(values),
     }
+}
+
+/// `torch.finfo(w)`'s `eps` and `tiny` (the smallest normal) for a floating weight dtype, from
+/// the dtype table: compressed-tensors' replacement for a zero FP8 scale, and the least amax
+/// its global scale divides by.
+fn finfo(w: DType) -> (f32, f32) {
+    w.float_format()
+        .map_or((pow2(-23), f32::MIN_POSITIVE), |f| {
+            (pow2(-(f.mantissa_bits as i32)), f.min_normal as f32)
+        })
 }
 
 /// How elements are scaled.
@@ -60,14 +82,11 @@ pub(crate) struct Plan {
     pub(crate) bounded: bool,
 }
 
-/// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps), stored
-/// in that dtype; `x / scale` in that dtype.
+/// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps:
+/// 2^-7, 2^-10, 2^-23 for bfloat16, float16, float32), stored in that dtype; `x / scale` in
+/// that dtype.
 pub(crate) fn ct_fp8(amax: &[f32], w: DType) -> Plan {
-    let eps = if w == DType::BFloat16 {
-        pow2(-7)
-    } else {
-        pow2(-23)
-    };
+    let (eps, _) = finfo(w);
     let scales: Vec<f32> =
         in_arithmetic(&amax.iter().map(|&a| div(a, 448.0)).collect::<Vec<_>>(), w)
             .into_iter()
@@ -86,9 +105,11 @@ pub(crate) fn ct_fp8(amax: &[f32], w: DType) -> Plan {
 }
 
 /// compressed-tensors MX: `amax` rounded to a power of two at float4's mantissa width (up from
-/// 1.75), `E = 127 + log2 - offset` clamped to a byte; `x / 2^(E-127)` in the weight's dtype.
-/// The stored byte is `127 + floor(log2(scale))` as int32 — for a non-finite block (scale inf)
-/// x86 makes that 127.
+/// 1.75, on the weight dtype's bits), `E = 127 + log2 - offset` clamped to a byte; `x /
+/// 2^(E-127)` in the weight's dtype. The stored byte is `127 + floor(log2(scale))` as int32 —
+/// for a non-finite block (scale inf) x86 makes that 127. In float16, `2^(E-127)` is 0 below
+/// 2^-24 and inf above 65504: a 0 scale becomes 1 (the eps of the uint8 scale dtype), stored as
+/// 127.
 pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     let offset = if scheme.element == DType::Float8E4M3Fn {
         8
@@ -98,14 +119,22 @@ pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     // `2^(e-127)` in the weight's dtype for every byte `e`, rounded once, and the byte stored
     // for it.
     let powers: Vec<f32> = (0..=255).map(|e| pow2(e - 127)).collect();
-    let rounded = in_dtype(&powers, w);
+    let rounded: Vec<f32> = (in_dtype(&powers, w).into_iter())
+        .map(|f| if f == 0.0 { 1.0 } else { f })
+        .collect();
     let byte_of: Vec<u8> = (rounded.iter())
         .map(|&scale| 127i32.wrapping_add(cvtt(floor_log2(scale))) as u8)
         .collect();
     let mut stored = Vec::with_capacity(amax.len());
     let mut factors = Vec::with_capacity(amax.len());
     for &a in amax {
-        let p2 = f32::from_bits(a.to_bits().wrapping_add(1 << 21) & 0xFF80_0000);
+        let p2 = if w == DType::Float16 {
+            // `round_to_power_2` on the float16 bits (a float16 subnormal below 0.75 * 2^-14
+            // rounds to 0).
+            f16_value(f16_bits(a).wrapping_add(1 << 8) & 0xFC00)
+        } else {
+            f32::from_bits(a.to_bits().wrapping_add(1 << 21) & 0xFF80_0000)
+        };
         let b = p2.to_bits();
         let exponent = (b >> 23) as i32;
         let e = if b & 0x807F_FFFF == 0 && (1..=254).contains(&exponent) {
@@ -327,15 +356,11 @@ pub(crate) fn floor_log2(x: f32) -> f32 {
 /// inf: 1), block scale `fp8(global * (amax_block / 6))` (0 becomes 0.125), `x / (s / global)`
 /// in float32.
 pub(crate) fn ct_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
-    // finfo(w).tiny: 2^-126 for float32 and bfloat16 alike. `2688 / tensor` is torch's
+    // finfo(w).tiny: 2^-126 for float32 and bfloat16, 2^-14 for float16 (where `2688 / amax`
+    // overflows to inf, so 1, for an amax below about 0.041). `2688 / tensor` is torch's
     // `__rtruediv__`: the tensor's reciprocal times 2688, each rounded in `w`.
-    let reciprocal = in_arithmetic(
-        &[div(
-            1.0,
-            clamp(tensor_amax, f32::MIN_POSITIVE, f32::INFINITY),
-        )],
-        w,
-    )[0];
+    let (_, tiny) = finfo(w);
+    let reciprocal = in_arithmetic(&[div(1.0, clamp(tensor_amax, tiny, f32::INFINITY))], w)[0];
     let g = in_arithmetic(&[mul(reciprocal, 2688.0)], w)[0];
     let g = if g.is_finite() { g } else { 1.0 };
     let per_block = in_arithmetic(&amax.iter().map(|&a| div(a, 6.0)).collect::<Vec<_>>(), w);

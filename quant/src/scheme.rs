@@ -52,7 +52,9 @@ pub enum Convention {
     /// called without a zero point, as in its reference cases, so a scaled -0.0 stays float8's
     /// -0 (0x80); a model quantized through compressed-tensors' own pipeline has a zero point of
     /// 0.0 registered, which its float8 compressors add after the division, storing +0 (0x00)
-    /// there instead. (Its float4 zero is unsigned either way.)
+    /// there instead. (Its float4 zero is unsigned either way.) float16 weights quantize in
+    /// float16 arithmetic, as compressed-tensors computes on them (FP8 scales stored in float16).
+    /// A NaN amax reads as the default NaN (torch's vectorised and scalar kernels disagree).
     CompressedTensors,
     /// torchao 0.18: MX products in the output dtype, E8M0 255 is NaN; NVFP4's per-tensor scale
     /// multiplies.
@@ -241,6 +243,45 @@ impl Scheme {
                 )
             }
         })
+    }
+
+    /// Whether the scheme's reference quantizes weights of `dtype`: compressed-tensors' rules
+    /// read float32, bfloat16 and float16 (each in its own arithmetic), the others float32 and
+    /// bfloat16.
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// assert!(Scheme::named("ct_nvfp4", DType::Float16)?.check_input(DType::Float16).is_ok());
+    /// assert!(Scheme::named("ao_mxfp4_floor", DType::Float16)?.check_input(DType::Float16).is_err());
+    /// assert!(Scheme::named("ct_mxfp8", DType::Float64)?.check_input(DType::Float64).is_err());
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn check_input(&self, dtype: DType) -> Result<(), QuantError> {
+        let wide_or_bf16 = matches!(dtype, DType::Float32 | DType::BFloat16);
+        let (accepted, reads) = match self.convention {
+            Convention::CompressedTensors => (
+                wide_or_bf16 || dtype == DType::Float16,
+                "compressed-tensors' rules read float32, bfloat16 or float16 weights",
+            ),
+            Convention::TorchAo => (
+                wide_or_bf16,
+                "torchao's rules read float32 or bfloat16 weights (its `to_mx` and NVFP4 refuse float16)",
+            ),
+            Convention::DeepSeek | Convention::GptOss => (
+                wide_or_bf16,
+                "the DeepSeek-V3 and gpt-oss rules read float32 or bfloat16 weights",
+            ),
+            Convention::ModelOpt => (
+                wide_or_bf16,
+                "ModelOpt's rules read float32 or bfloat16 weights",
+            ),
+        };
+        if accepted {
+            Ok(())
+        } else {
+            Err(QuantError::InputDType { dtype, reads })
+        }
     }
 
     /// Whether the scheme's dtypes fit together: float8_e4m3fn or float4_e2m1fn elements, scales

@@ -133,11 +133,12 @@ impl<'a> Bytes<'a> {
         (0..self.byte() % 4).map(|_| self.dim()).collect()
     }
 
-    /// A scheme by name, for a float32 or bfloat16 weight.
+    /// A scheme by name, for a float32, bfloat16 or float16 weight.
     fn scheme(&mut self) -> (dtcast::quant::Scheme, DType) {
         use dtcast::quant::Scheme;
         let name = Scheme::NAMES[usize::from(self.byte()) % Scheme::NAMES.len()];
-        let weight = [DType::Float32, DType::BFloat16][usize::from(self.byte() % 2)];
+        let weight =
+            [DType::Float32, DType::BFloat16, DType::Float16][usize::from(self.byte() % 3)];
         (Scheme::named(name, weight).expect("a known name"), weight)
     }
 

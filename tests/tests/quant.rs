@@ -333,74 +333,173 @@ fn quantizing_refuses_scales_it_would_store_wrongly_and_bands_that_split_a_block
 }
 
 #[test]
-fn a_float16_weight_is_refused_for_quantizing_and_float32_first_is_exact() {
-    // compressed-tensors quantizes float16 weights in float16 arithmetic, which dtcast does not
-    // reproduce: the library and the CLI refuse them, naming the weight and the ways out.
+fn float16_weights_quantize_and_dequantize_as_compressed_tensors_does() {
+    // compressed-tensors quantizes float16 weights in float16 arithmetic (scales rounded to
+    // float16, `x / scale` in float16, NVFP4's `2688 / amax` in float16: 1 where it overflows).
+    // Every case of quantize_float16.json.gz: the compressor's bytes (or its refusal), and its
+    // `decompress` of them (float16 for FP8, bfloat16 for MX and NVFP4) as dtcast's dequantization
+    // into that dtype.
+    let mut failures = Vec::new();
+    let (accepted, refused) = check_quantize_cases(
+        "scaled/quantize_float16.json.gz",
+        &mut failures,
+        |id, scheme, tensors, failures| {
+            assert_eq!(
+                scheme.scale.byte_size() == Some(2),
+                id.starts_with("ct_fp8_")
+            );
+            let (elements, shape, scales, global_scale) =
+                parts(&id[..id.find('/').unwrap()], tensors);
+            let q = Quantized {
+                elements: &elements,
+                shape: &shape,
+                scales: &scales,
+                global_scale,
+            };
+            let dense = &tensors["decompressed"];
+            match dequantize(&q, scheme, dense.dtype) {
+                Ok(back) if back == dense.bytes => {}
+                Ok(back) => {
+                    let n = back
+                        .iter()
+                        .zip(&dense.bytes)
+                        .filter(|(a, b)| a != b)
+                        .count();
+                    failures.push(format!(
+                        "{id}: dequantized into {}, {n} bytes differ",
+                        dense.dtype
+                    ));
+                }
+                Err(e) => failures.push(format!("{id}: dequantizing: {e}")),
+            }
+        },
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!((accepted, refused), (63, 3));
+}
+
+#[test]
+fn float16_weights_are_refused_where_their_reference_refuses_them() {
+    // torchao's `to_mx` and NVFP4 refuse float16 (as does dtcast for the DeepSeek-V3 and gpt-oss
+    // rules, whose references quantized bfloat16 and float32); compressed-tensors' rules take it.
+    // The device kernels read float32 and bfloat16 only: a float16 weight quantizes on the CPU.
+    use dtcast::quant::{Quantizer, TensorAmax};
     let name = "model.layers.0.mlp.down_proj.weight";
     let (rows, cols) = (2usize, 32usize);
-    // Normal float16 numbers of both signs, and the same values in float32, exactly: the
-    // exponent rebiased (15 -> 127), the 10-bit mantissa moved to the top of the 23-bit one.
-    let halves: Vec<u16> = (0..rows * cols)
-        .map(|k| (0x3C00 + 37 * k as u16) | ((k as u16 & 1) << 15))
+    let halves: Vec<u8> = (0..rows * cols)
+        .flat_map(|k| ((0x3C00 + 37 * k as u16) | ((k as u16 & 1) << 15)).to_le_bytes())
         .collect();
-    let floats: Vec<f32> = (halves.iter())
-        .map(|&h| {
-            let (sign, exp, mant) = (h >> 15, (h >> 10) & 0x1F, h & 0x3FF);
-            let bits = u32::from(sign) << 31 | (u32::from(exp) + 112) << 23 | u32::from(mant) << 13;
-            f32::from_bits(bits)
-        })
-        .collect();
-    let f16_bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
-    let scheme = Scheme::named("ct_nvfp4", DType::Float32).unwrap();
-    let e = quantize(&f16_bytes, DType::Float16, &[rows, cols], &scheme).unwrap_err();
-    assert!(e.to_string().contains("not float16"), "{e}");
-    assert!(e.to_string().contains("float16 arithmetic"), "{e}");
-    // Another dtype is refused without the float16 note.
-    let e = quantize(&[0; 8 * 64], DType::Float64, &[rows, cols], &scheme).unwrap_err();
-    assert!(e.to_string().ends_with("not float64"), "{e}");
+    for (scheme, reason) in [
+        ("ao_mxfp4_floor", "its `to_mx` and NVFP4 refuse float16"),
+        ("ao_nvfp4_two_level", "its `to_mx` and NVFP4 refuse float16"),
+        ("deepseek_v3_fp8_block", "DeepSeek-V3 and gpt-oss rules"),
+        ("gpt_oss_mxfp4", "DeepSeek-V3 and gpt-oss rules"),
+    ] {
+        let s = Scheme::named(scheme, DType::Float16).unwrap();
+        let e = quantize(&halves, DType::Float16, &[rows, cols], &s).unwrap_err();
+        let message = e.to_string();
+        assert!(
+            message.starts_with("float16 weights are not quantized here"),
+            "{message}"
+        );
+        assert!(message.contains(reason), "{scheme}: {message}");
+        assert!(TensorAmax::default()
+            .update(&halves, DType::Float16, &s)
+            .is_err());
+    }
+    let nvfp4 = Scheme::named("ct_nvfp4", DType::Float16).unwrap();
+    assert!(quantize(&halves, DType::Float16, &[rows, cols], &nvfp4).is_ok());
+    let e = Quantizer::new(DType::Float16, &[rows, cols], &nvfp4).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("quantize a float16 weight on the CPU"),
+        "{e}"
+    );
+    let e = quantize(&[0; 8 * 64], DType::Float64, &[rows, cols], &nvfp4).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("float64 weights are not quantized here"),
+        "{e}"
+    );
 
+    // The CLI: torchao's rules (`--scale-rounding`) refuse the weight, naming it and the ways
+    // out, and write nothing.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let header = format!(
         r#"{{"{name}":{{"dtype":"F16","shape":[{rows},{cols}],"data_offsets":[0,{}]}}}}"#,
-        f16_bytes.len()
+        halves.len()
     );
-    let input = dtcast_tests::file_with(d, "f16.safetensors", &header, &f16_bytes);
+    let input = dtcast_tests::file_with(d, "f16.safetensors", &header, &halves);
     let refused = d.join("refused.safetensors");
-    let r = convert_cli(&input, &refused, &["--quantize", "nvfp4"]);
+    let r = convert_cli(
+        &input,
+        &refused,
+        &["--quantize", "mxfp4", "--scale-rounding", "floor"],
+    );
     assert_eq!(r.code, 1, "{}", r.stderr);
-    for part in [name, "it is float16", "--dtype float32", "--ignore"] {
+    for part in [name, "refuse float16", "--dtype float32", "--ignore"] {
         assert!(r.stderr.contains(part), "{part}: {}", r.stderr);
     }
     assert!(!refused.exists());
+}
 
-    // The way out the message names: float32 first (exact for float16), then compressed-tensors'
-    // float32 arithmetic, whose bytes are the library's on the float32 values.
-    let widened = d.join("f32.safetensors");
-    let r = convert_cli(&input, &widened, &["--dtype", "float32"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let quantized = d.join("nvfp4.safetensors");
-    let r = convert_cli(&widened, &quantized, &["--quantize", "nvfp4"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let want = quantize(
-        bytemuck::cast_slice(&floats),
-        DType::Float32,
-        &[rows, cols],
-        &scheme,
-    )
-    .unwrap();
-    let global = want.global_scale.unwrap().to_le_bytes().to_vec();
-    let got: Vec<(String, Vec<u8>)> = (read_sorted(&quantized).into_iter())
-        .map(|(n, _, _, bytes)| (n, bytes))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            (format!("{name}_global_scale"), global),
-            (format!("{name}_packed"), want.elements),
-            (format!("{name}_scale"), want.scales),
-        ]
-    );
+#[test]
+fn a_float16_checkpoint_quantizes_and_dequantizes_as_compressed_tensors_does() {
+    // The CLI on a float16 checkpoint: the fixture's input written as a weight, quantized by
+    // each compressed-tensors scheme, must hold the compressor's tensors (FP8 scales in
+    // float16); dequantized into the dtype compressed-tensors' `decompress` returns, its bytes.
+    let cases = fixture("scaled/quantize_float16.json.gz");
+    let inputs = cases["inputs"].as_object().unwrap();
+    let name = "model.layers.0.mlp.down_proj";
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (scheme, flag) in [
+        ("ct_fp8_tensor", "fp8-tensor"),
+        ("ct_fp8_channel", "fp8-channel"),
+        ("ct_fp8_block", "fp8-block"),
+        ("ct_mxfp8", "mxfp8"),
+        ("ct_mxfp4", "mxfp4"),
+        ("ct_nvfp4", "nvfp4"),
+    ] {
+        let id = format!("{scheme}/weight_sq_float16");
+        let case = (cases["cases"].as_array().unwrap().iter())
+            .find(|c| c["id"] == id.as_str())
+            .unwrap();
+        let input = stored(&inputs[case["input"].as_str().unwrap()]);
+        let header = format!(
+            r#"{{"{name}.weight":{{"dtype":"F16","shape":{:?},"data_offsets":[0,{}]}}}}"#,
+            input.shape,
+            input.bytes.len()
+        );
+        let file =
+            dtcast_tests::file_with(d, &format!("{flag}.in.safetensors"), &header, &input.bytes);
+        let quantized = d.join(format!("{flag}.safetensors"));
+        let r = convert_cli(&file, &quantized, &["--quantize", flag]);
+        assert_eq!(r.code, 0, "{id}: {}", r.stderr);
+        let mut want: Vec<(String, DType, Vec<usize>, Vec<u8>)> =
+            (case["outputs"].as_object().unwrap().iter())
+                .filter(|(k, _)| k.as_str() != "decompressed")
+                .map(|(k, v)| {
+                    let t = stored(v);
+                    (format!("{name}.{k}"), t.dtype, t.shape, t.bytes)
+                })
+                .collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        let got = read_sorted(&quantized);
+        // compressed-tensors' uint8 E8M0 scales, its FP8 scales in the weight's dtype.
+        assert_eq!(layout(&got), layout(&want), "{id}");
+        assert!(got == want, "{id}: bytes differ");
+
+        let dense = stored(&case["outputs"]["decompressed"]);
+        let back = d.join(format!("{flag}.dense.safetensors"));
+        let r = convert_cli(&quantized, &back, &["--dtype", &dense.dtype.to_string()]);
+        assert_eq!(r.code, 0, "{id}: {}", r.stderr);
+        let got = read_sorted(&back);
+        assert_eq!(got.len(), 1, "{id}");
+        assert_eq!((got[0].1, &got[0].2), (dense.dtype, &dense.shape), "{id}");
+        assert!(got[0].3 == dense.bytes, "{id}: dequantized bytes differ");
+    }
 }
 
 #[test]
@@ -471,19 +570,24 @@ fn dequantization_follows_the_stated_arithmetic_on_hand_made_values() {
     assert_eq!(big[3], f32::INFINITY); // 1.0 * 2^128 does not
 }
 
-#[test]
-fn quantization_matches_every_reference_case() {
-    // Every case of quantize.json.gz: the reference's bytes (elements, scales, global scale), or —
-    // where the reference refused the input — an error.
-    use dtcast::quant::quantize;
-    let quantize_cases = fixture("scaled/quantize.json.gz");
-    let inputs = quantize_cases["inputs"].as_object().unwrap();
-    let mut failures = Vec::new();
+/// Every case of a quantize fixture: dtcast's `quantize` of the case's input (the scheme named
+/// for the input's dtype) against the reference's bytes (elements, scales, global scale), or —
+/// where the reference refused the input — an error. Each difference is a line `id: what` in
+/// `failures`; `more` checks what else an accepted case holds. Returns the counts of accepted
+/// and refused cases.
+fn check_quantize_cases(
+    file: &str,
+    failures: &mut Vec<String>,
+    mut more: impl FnMut(&str, &Scheme, &HashMap<String, Stored>, &mut Vec<String>),
+) -> (usize, usize) {
+    let cases = fixture(file);
+    let inputs = cases["inputs"].as_object().unwrap();
     let (mut accepted, mut refused) = (0, 0);
-    for case in quantize_cases["cases"].as_array().unwrap() {
+    for case in cases["cases"].as_array().unwrap() {
         let id = case["id"].as_str().unwrap();
+        let scheme_name = case["scheme"].as_str().unwrap();
         let input = stored(&inputs[case["input"].as_str().unwrap()]);
-        let scheme = Scheme::named(case["scheme"].as_str().unwrap(), input.dtype).unwrap();
+        let scheme = Scheme::named(scheme_name, input.dtype).unwrap();
         let got = quantize(&input.bytes, input.dtype, &input.shape, &scheme);
         if case["ok"] == false {
             refused += 1;
@@ -503,23 +607,17 @@ fn quantization_matches_every_reference_case() {
                 continue;
             }
         };
-        let tensors: HashMap<String, Stored> = case["outputs"]
-            .as_object()
-            .unwrap()
-            .iter()
+        let tensors: HashMap<String, Stored> = (case["outputs"].as_object().unwrap().iter())
             .map(|(k, v)| (k.clone(), stored(v)))
             .collect();
-        let (elements, _, scales, global) = parts(case["scheme"].as_str().unwrap(), &tensors);
+        let (elements, _, scales, global) = parts(scheme_name, &tensors);
         let first_diff = |a: &[u8], b: &[u8]| {
             (a.len() != b.len())
                 .then_some(usize::MAX)
                 .or_else(|| a.iter().zip(b).position(|(x, y)| x != y))
         };
         if let Some(i) = first_diff(&got.elements, &elements) {
-            let n = got
-                .elements
-                .iter()
-                .zip(&elements)
+            let n = (got.elements.iter().zip(&elements))
                 .filter(|(x, y)| x != y)
                 .count();
             failures.push(format!(
@@ -541,7 +639,18 @@ fn quantization_matches_every_reference_case() {
                 got.global_scale
             ));
         }
+        more(id, &scheme, &tensors, failures);
     }
+    (accepted, refused)
+}
+
+#[test]
+fn quantization_matches_every_reference_case() {
+    // Every case of quantize.json.gz: the reference's bytes (elements, scales, global scale), or —
+    // where the reference refused the input — an error.
+    let mut failures = Vec::new();
+    let (accepted, refused) =
+        check_quantize_cases("scaled/quantize.json.gz", &mut failures, |_, _, _, _| {});
     // Inputs holding inf and NaN: which NaN torch writes (payload, sign) depends on which ATen
     // kernel ran vectorised (its max ORs in an all-ones mask, bfloat16 arithmetic rounds NaN to
     // 0x7FC0, a multiply returns one operand's NaN or the other's) — and an E8M0 byte or float4
@@ -549,7 +658,6 @@ fn quantization_matches_every_reference_case() {
     // that come from a NaN; dtcast writes NaN by its documented rules. The list is exact: a case
     // that starts or stops differing fails the test.
     const NAN_BITS_DIFFER: &[&str] = &[
-        "ct_mxfp4/nonfinite_float32",
         "ct_nvfp4/nonfinite_float32",
         "ao_nvfp4_two_level/nonfinite_float32",
         "ct_mxfp4/nonfinite_bfloat16",
@@ -780,6 +888,7 @@ fn inspect_names_each_quantized_weight_and_convert_says_what_it_dequantized() {
 }
 
 mod laws {
+    use dtcast::cast::{cast_to_vec, CastMode};
     use dtcast::quant::{
         dequantize, quantize, quantize_rows, DequantPlan, Granularity, Scheme, TensorAmax,
     };
@@ -980,18 +1089,20 @@ mod laws {
         fn quantizing_in_bands_of_rows_gives_the_whole_tensors_bytes(
             x in prop::collection::vec(-1.0e4f32..1.0e4, 256 * 64),
             scheme in prop::sample::select(written_schemes()),
-            bf16 in any::<bool>(),
+            dtype in prop::sample::select(&[DType::Float32, DType::BFloat16, DType::Float16][..]),
             split in 0usize..=256,
         ) {
             // Rows 0..split and split..rows quantized apart (the split at a multiple of the
             // scheme's row alignment; the amax of the whole tensor given to both) are the
-            // whole tensor's quantization. bfloat16 input: compressed-tensors' FP8 rounds in it.
-            let (dtype, input) = if bf16 {
-                (DType::BFloat16, x.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect())
-            } else {
-                (DType::Float32, bytes(&x))
-            };
+            // whole tensor's quantization. bfloat16 and float16 input: compressed-tensors
+            // computes in it (float32 where the scheme's reference refuses the dtype).
             let s = Scheme::named(scheme, dtype).unwrap();
+            let (dtype, s) = if s.check_input(dtype).is_ok() {
+                (dtype, s)
+            } else {
+                (DType::Float32, Scheme::named(scheme, DType::Float32).unwrap())
+            };
+            let input = cast_to_vec(&bytes(&x), DType::Float32, dtype, CastMode::Torch).unwrap();
             let rows = if s.row_alignment() > 1 { 256 } else { 16 };
             let shape = [rows, 64];
             let input = &input[..rows * 64 * dtype.byte_size().unwrap()];

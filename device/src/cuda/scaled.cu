@@ -52,8 +52,8 @@ DEV float finish_scaled(float y, bool round, float limit) {
 }
 
 // compressed-tensors' float4 of a clamped value (quantize.rs `ct_fp4_code`): the magnitude
-// rounded at its thresholds, then `x * sign(x)` (so -0 is +0, a NaN keeps its sign), then the
-// code from twice the value.
+// rounded at its thresholds, then `x * sign(x)` (torch's sign of ±0 and NaN is 0: -0 is +0, a
+// NaN the positive NaN), then the code from twice the value.
 DEV u8 ct_fp4_code(float v) {
     float a = u2f(f2u(v) & 0x7FFFFFFFu);
     float magnitude;
@@ -66,7 +66,7 @@ DEV u8 ct_fp4_code(float v) {
     else if (a < 3.5f) magnitude = 3.0f;
     else if (a <= 5.0f) magnitude = 4.0f;
     else magnitude = 6.0f;
-    float sign = v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : isnan_f(v) ? v : 0.0f;
+    float sign = v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : 0.0f;
     float q = q_mul(magnitude, sign);
     // `(cvtt(q * 2) as i8).unsigned_abs()`: the low byte, read as signed.
     int low = cvtt32_f(q * 2.0f) & 0xFF;

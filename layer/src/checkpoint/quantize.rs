@@ -109,23 +109,19 @@ pub(crate) fn plan(
                 quote(&e.name)
             ))
         };
-        if !matches!(e.dtype, DType::Float32 | DType::BFloat16) {
-            let why = if e.dtype == DType::Float16 {
-                " (compressed-tensors' float16 arithmetic is not reproduced; `dtcast convert \
-                 --dtype float32` makes a float16 checkpoint float32 exactly)"
-            } else {
-                ""
-            };
-            return Err(bad(format!(
-                "it is {}, and quantizing reads float32 or bfloat16 weights{why}",
-                e.dtype
-            )));
-        }
         let scheme = Scheme::named(&reference, e.dtype).map_err(|err| {
             LayerError::Quantized(format!(
                 "--quantize `{}`: {err} (or fp8-tensor, fp8-channel, fp8-block, mxfp8, mxfp4, nvfp4)",
                 q.scheme
             ))
+        })?;
+        scheme.check_input(e.dtype).map_err(|err| {
+            let way_out = if e.dtype == DType::Float16 {
+                "; `dtcast convert --dtype float32` makes a float16 checkpoint float32 exactly"
+            } else {
+                ""
+            };
+            bad(format!("{err}{way_out}"))
         })?;
         let (rows, cols) = layout.rows_cols(e);
         scheme

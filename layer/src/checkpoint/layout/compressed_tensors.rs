@@ -42,7 +42,7 @@ impl Layout for CompressedTensors {
     }
 
     fn targets_described(&self) -> &'static str {
-        "2-D float32 or bfloat16 `*.weight` tensors other than embeddings and `lm_head`, less --ignore"
+        "2-D float32, bfloat16 or float16 `*.weight` tensors other than embeddings and `lm_head`, less --ignore"
     }
 
     fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part> {
