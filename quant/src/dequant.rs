@@ -5,7 +5,9 @@ use rayon::prelude::*;
 
 use dtcast_cast::{cast, cast_streaming, CastMode};
 
-use crate::arith::{bytes, div, f32s, in_dtype, internal, mul, pow2, scaled_as_on_x86, torch_cast};
+use crate::arith::{
+    bytes, div, f16_value, f32s, in_dtype, internal, mul, pow2, scaled_as_on_x86, torch_cast,
+};
 use crate::scheme::{Convention, Granularity, ScaleRule, Scheme};
 use crate::simd::with_best_isa;
 use crate::QuantError;
@@ -453,9 +455,18 @@ impl DequantPlan {
                     .collect()
             }
             // compressed-tensors divides by its global scale, torchao and ModelOpt multiply by
-            // their per-tensor scale.
+            // their per-tensor scale. (float16 scales, compressed-tensors' FP8 of float16
+            // weights, are read as its float16 product reads them, `vcvtph2ps`: NaN bits kept,
+            // where `.to(float32)` would write 0x7FFFFFFF.)
             (ScaleRule::AbsMax, convention) => {
-                f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
+                let scales = if scheme.scale == DType::Float16 {
+                    (scale_src.as_chunks::<2>().0.iter())
+                        .map(|&b| f16_value(u16::from_le_bytes(b)))
+                        .collect()
+                } else {
+                    f32s(&torch_cast(scale_src, scheme.scale, DType::Float32))
+                };
+                scales
                     .into_iter()
                     .map(|s| match (scheme.global_scale, convention) {
                         (false, _) => s,

@@ -942,7 +942,8 @@ impl<'a> Input<'a> {
 
     /// The largest magnitude of elements `first..first + count` after `a` (the running value),
     /// as the sequential rule gives it: a NaN already there stays, else the first NaN of the run
-    /// is the result (float16: torch's float16 reductions give the default NaN for any), else
+    /// is the result (float16: the default NaN, what torch's float16 reductions give for any —
+    /// compressed-tensors' vectorised `maximum` with 0 then makes some of them 0xFFFF), else
     /// the maximum. The magnitudes' bits compare as integers straight from storage (a loop LLVM
     /// vectorises); a NaN is looked for only when one is there.
     #[inline(always)]

@@ -36,16 +36,18 @@ fn in_arithmetic(values: &[f32], dtype: DType) -> Vec<f32> {
 /// Values already exact in `w` (float32, bfloat16 or float16), as stored bytes: a bfloat16 is
 /// the top half of its float32 (NaN bits kept), a float16 its exact conversion.
 fn store(values: &[f32], w: DType) -> Vec<u8> {
-    match w {
-        DType::BFloat16 => values
+    if w == DType::BFloat16 {
+        values
             .iter()
             .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
-            .collect(),
-        DType::Float16 => values
+            .collect()
+    } else if w == DType::Float16 {
+        values
             .iter()
             .flat_map(|&v| f16_bits(v).to_le_bytes())
-            .collect(),
-        _ => bytes(values),
+            .collect()
+    } else {
+        bytes(values)
     }
 }
 

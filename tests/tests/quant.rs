@@ -568,6 +568,29 @@ fn dequantization_follows_the_stated_arithmetic_on_hand_made_values() {
     assert_eq!(big[0], 0.0); // zero stays zero: a true ldexp
     assert_eq!(big[1], 2f32.powi(127)); // 0.5 * 2^128 fits in float32
     assert_eq!(big[3], f32::INFINITY); // 1.0 * 2^128 does not
+
+    // compressed-tensors' FP8 of a float16 model: the product in float16 arithmetic, which reads
+    // a float16 NaN scale with its bits (0x7C05 quieted: 0x7E05, as torch 2.15 writes for
+    // `x.to(float16) * scale`), not as `.to(float32)` reads it (0x7FFFFFFF).
+    let fp8 = Scheme::named("ct_fp8_channel", DType::Float16).unwrap();
+    let halves = |b: Vec<u8>| -> Vec<u16> {
+        b.chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    };
+    let scales = [0x4000u16, 0x7C05].map(u16::to_le_bytes).concat(); // 2.0, a NaN
+    let got = dequantize(
+        &Quantized {
+            elements: &[0x38, 0x40, 0x38, 0x40], // 1.0, 2.0 in each row
+            shape: &[2, 2],
+            scales: &scales,
+            global_scale: None,
+        },
+        &fp8,
+        DType::Float16,
+    )
+    .unwrap();
+    assert_eq!(halves(got), [0x4000, 0x4400, 0x7E05, 0x7E05]); // 2.0, 4.0, NaN, NaN
 }
 
 /// Every case of a quantize fixture: dtcast's `quantize` of the case's input (the scheme named
