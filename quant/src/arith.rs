@@ -94,26 +94,49 @@ pub(crate) fn f16_bits(x: f32) -> u16 {
 }
 
 /// `y` rounded to float16 and read back: torch's float16 arithmetic (computed in float32, then
-/// rounded to nearest-even; the largest finite values overflow to inf; a NaN keeps its sign, is
-/// quieted and keeps its top payload bits, as [`f16_bits`] does).
+/// rounded to nearest-even; 65520 and above overflow to inf; a NaN keeps its sign, is quieted and
+/// keeps its top 10 payload bits): `f16_value(f16_bits(y))`, which a test holds it to on every
+/// float32 bit pattern, written without branches so that the loops calling it vectorise.
 #[inline(always)]
 pub(crate) fn round_f16(y: f32) -> f32 {
-    f16_value(f16_bits(y))
+    let b = y.to_bits();
+    let magnitude = b & 0x7FFF_FFFF;
+    // Normal in float16: the mantissa rounded from 23 bits to 10 on the bits (a carry moves into
+    // the exponent, as it should). Below 2^-14, a multiple of 2^-24: adding 0.5 (whose float32
+    // step is 2^-24) rounds to one, nearest-even.
+    let normal = (magnitude + 0xFFF + ((magnitude >> 13) & 1)) & 0xFFFF_E000;
+    let subnormal = ((f32::from_bits(magnitude) + 0.5) - 0.5).to_bits();
+    let mut r = if magnitude < 0x3880_0000 {
+        subnormal
+    } else {
+        normal
+    };
+    r = if magnitude >= 0x477F_F000 {
+        0x7F80_0000
+    } else {
+        r
+    };
+    r = if magnitude > 0x7F80_0000 {
+        (magnitude | 0x40_0000) & 0xFFFF_E000
+    } else {
+        r
+    };
+    f32::from_bits(r | (b & 0x8000_0000))
 }
 
-/// The float32 value of float16 bits `h` (exact; a NaN keeps its sign and payload).
+/// The float32 value of float16 bits `h` (exact; a NaN keeps its sign and payload), without
+/// branches: the bits moved to float32's places and scaled by 2^112 (exact, subnormals
+/// included), inf and NaN moved as they are.
 #[inline(always)]
 pub(crate) fn f16_value(h: u16) -> f32 {
-    let sign = u32::from(h & 0x8000) << 16;
-    let exponent = u32::from(h >> 10) & 0x1F;
-    let mantissa = u32::from(h & 0x3FF);
-    let magnitude = match exponent {
-        // Zero and subnormals: `mantissa * 2^-24`, exact in float32.
-        0 => (mantissa as f32 * pow2(-24)).to_bits(),
-        0x1F => 0x7F80_0000 | mantissa << 13,
-        _ => (exponent + 112) << 23 | mantissa << 13,
+    let magnitude = u32::from(h & 0x7FFF) << 13;
+    let finite = (f32::from_bits(magnitude) * f32::from_bits(0x7780_0000)).to_bits();
+    let r = if magnitude >= 0x7C00 << 13 {
+        0x7F80_0000 | magnitude
+    } else {
+        finite
     };
-    f32::from_bits(sign | magnitude)
+    f32::from_bits(r | u32::from(h & 0x8000) << 16)
 }
 
 /// `2^e` in float32 (subnormal below 2^-126, inf above 2^127), as `torch.pow(2.0, e)`.
@@ -207,6 +230,35 @@ pub(crate) fn internal(e: dtcast_cast::CastError) -> QuantError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `round_f16` is `f16_value(f16_bits(y))`, and `f16_value` the exact value of every float16
+    /// (read against the float64 value of its fields): on every float32 bit pattern, all 2^32.
+    #[test]
+    fn float16_rounding_and_reading_hold_on_every_pattern() {
+        use rayon::prelude::*;
+        for h in 0..=u16::MAX {
+            let (exponent, mantissa) = (i32::from((h >> 10) & 0x1F), f64::from(h & 0x3FF));
+            let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+            let want = match exponent {
+                0 => sign * mantissa * 2f64.powi(-24),
+                31 => continue,
+                e => sign * (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
+            };
+            assert_eq!(f64::from(f16_value(h)), want, "{h:#06x}");
+        }
+        for h in (0x7C00..=0x7FFF).chain(0xFC00..=0xFFFF) {
+            let want = u32::from(h & 0x8000) << 16 | 0x7F80_0000 | u32::from(h & 0x3FF) << 13;
+            assert_eq!(f16_value(h).to_bits(), want, "{h:#06x}");
+        }
+        let differing = (0..=u32::MAX)
+            .into_par_iter()
+            .filter(|&b| {
+                let y = f32::from_bits(b);
+                round_f16(y).to_bits() != f16_value(f16_bits(y)).to_bits()
+            })
+            .count();
+        assert_eq!(differing, 0);
+    }
     use std::hint::black_box;
 
     /// The NaN bits of an invalid operation are x86's on every CPU (Intel's manual: the QNaN

@@ -388,15 +388,16 @@ impl<'a> Job<'a> {
         let scheme = self.scheme;
         // Below this, an amax rounded at float4's mantissa width stays finite. (The largest
         // bits by a fold, which LLVM vectorises: `all` stops early, one scale at a time.)
-        // (Float16 weights round their scales in float16: the general rules.)
         if scheme.convention != Convention::CompressedTensors
-            || self.dtype == DType::Float16
             || amax.is_empty()
             || (amax.iter()).fold(0, |top, a| top.max(a.to_bits())) >= 0x7F60_0000
         {
             return None;
         }
         match scheme.rule {
+            // (float16's MX rounds on its own bits, and its powers of two leave its range: the
+            // general rule.)
+            ScaleRule::PowerOfTwo(_) if self.dtype == DType::Float16 => None,
             ScaleRule::PowerOfTwo(_) => {
                 let offset = if scheme.element == DType::Float8E4M3Fn {
                     8
@@ -1509,6 +1510,28 @@ mod tests {
                 }
             }
         }
+        // float16: NVFP4's finite plan on every finite float16 magnitude; MX has none.
+        let halves: Vec<f32> = (0..0x7C00).map(crate::arith::f16_value).collect();
+        let nvfp4 = Scheme::named("ct_nvfp4", DType::Float16).unwrap();
+        let mut general_job = Job::new(DType::Float16, &[1, 32], &nvfp4).unwrap();
+        let job = Job::new(DType::Float16, &[1, 32], &nvfp4).unwrap();
+        general_job.fused = false;
+        for tensor in [6e-8f32, 1e-3, 0.04, 1.0, 448.0, 65504.0] {
+            let fast = job.plan_finite(&halves, tensor).unwrap();
+            let general = general_job.plan(&halves, tensor).unwrap();
+            assert_eq!(fast.scales, general.scales, "tensor amax {tensor:e}");
+            let bits = |p: &Plan| p.factors.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast), bits(&general), "tensor amax {tensor:e}");
+            assert_eq!(
+                fast.global.map(f32::to_bits),
+                general.global.map(f32::to_bits)
+            );
+        }
+        let mx = Scheme::named("ct_mxfp4", DType::Float16).unwrap();
+        assert!(Job::new(DType::Float16, &[1, 32], &mx)
+            .unwrap()
+            .plan_finite(&halves, 1.0)
+            .is_none());
     }
 
     /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`) give the general

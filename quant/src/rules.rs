@@ -213,6 +213,8 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
         let p = a / 6.0;
         let p = if w == DType::BFloat16 {
             round_bf16(p)
+        } else if w == DType::Float16 {
+            round_f16(p)
         } else {
             p
         };

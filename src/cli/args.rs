@@ -194,6 +194,10 @@ pub(crate) struct BenchArgs {
     /// With --scheme: the dtype to dequantize into: bfloat16 (the default), float16 or float32.
     #[arg(long, value_name = "DT", value_parser = parse_dtype, requires = "scheme")]
     pub(crate) dequantize_to: Option<DType>,
+    /// With --scheme: the dtype of the weight to quantize: bfloat16 (the default), float32, or
+    /// float16 (compressed-tensors' schemes, in its float16 arithmetic).
+    #[arg(long, value_name = "DT", value_parser = parse_dtype, requires = "scheme")]
+    pub(crate) quantize_from: Option<DType>,
     /// Where the casts run: cpu, or cuda:N (the cast kernel beside a device-to-device copy of the
     /// same bytes, and the whole `Tensor::to` on the device; with --scheme, the whole quantize and
     /// dequantize calls on the device beside copies of their bytes, and their bytes compared with

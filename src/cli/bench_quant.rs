@@ -1,10 +1,12 @@
-//! `dtcast bench --scheme`: quantizing bfloat16 weights with a scaled scheme, and dequantizing
-//! them back (to bfloat16, or `--dequantize-to`'s dtype), beside a memcpy of the same bytes,
+//! `dtcast bench --scheme`: quantizing bfloat16 weights (or `--quantize-from`'s dtype) with a
+//! scaled scheme, and dequantizing them back (to bfloat16, or `--dequantize-to`'s dtype), beside
+//! a memcpy of the same bytes,
 //! rounds interleaved; with `--device cuda:N`, the same on a GPU, its bytes compared with the CPU's.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use dtcast::cast::{cast_to_vec, CastMode};
 use dtcast::quant::{dequantize_into, quantize, quantize_into, DequantPlan, Scheme};
 use dtcast_device::cuda::time_scaled;
 use dtcast_device::Tensor;
@@ -28,27 +30,27 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
     let (elements, shape) = weight_shape(args)?;
     let rows = shape[0];
     let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
-    let src = weight(elements);
+    let (from, src) = weight(elements, args)?;
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize to {dense_dtype} into a reused buffer: one pass where the kernels have one (float4 groups into 16-bit outputs: each group's 16 outputs, looked up; float8: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
+            "{elements} {from} elements ([{rows}, {COLS}]), {threads} threads, {} kernels, dequantize to {dense_dtype} into a reused buffer: one pass where the kernels have one (float4 groups into 16-bit outputs: each group's 16 outputs, looked up; float8: decode, product, rounding), else SIMD casts around a vectorised product; quantize: bands of rows (amax, then on AVX-512 scale, rounding and packing in registers while the band is in cache; NVFP4 reads the tensor once more first, for its global scale) into reused buffers; memcpy of the same bytes on the same threads; median of {} interleaved rounds (ratio: the median of the rounds' ratios); GB/s count bytes read + written",
             dtcast_cast::isa(),
             args.repeat
         )?;
         columns(out, "memcpy GB/s")?;
     }
     for name in &args.scheme {
-        let (reference, scheme) = scheme_of(name)?;
-        let q = pool.install(|| quantize(&src, DType::BFloat16, &shape, &scheme))?;
+        let (reference, scheme) = scheme_of(name, from)?;
+        let q = pool.install(|| quantize(&src, from, &shape, &scheme))?;
         // The library's checks of the output dtype (`--dequantize-to`), before any timing.
         DequantPlan::new(&q.view(&shape), &scheme, dense_dtype)?;
         let dense_size = dense_dtype.byte_size().unwrap_or(4);
         let packed = q.elements.len() + q.scales.len();
         for direction in ["quantize", "dequantize"] {
-            // The dense side: the bfloat16 input, or the dequantized output.
+            // The dense side: the input, or the dequantized output.
             let (dense_side, dense_bytes) = if direction == "quantize" {
-                (DType::BFloat16, src.len())
+                (from, src.len())
             } else {
                 (dense_dtype, elements * dense_size)
             };
@@ -66,7 +68,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
                     pool.install(|| {
                         quantize_into(
                             &src,
-                            DType::BFloat16,
+                            from,
                             &shape,
                             &scheme,
                             &mut packed_out,
@@ -145,8 +147,21 @@ fn weight_shape(args: &BenchArgs) -> Result<(usize, [usize; 2]), CmdError> {
     Ok((elements, [rows, COLS]))
 }
 
+/// The weight to quantize: [`weight_bf16`]'s values in `--quantize-from`'s dtype (bfloat16 by
+/// default; exact in float32, rounded to float16), and that dtype.
+fn weight(elements: usize, args: &BenchArgs) -> Result<(DType, Vec<u8>), CmdError> {
+    let from = args.quantize_from.unwrap_or(DType::BFloat16);
+    let bf16 = weight_bf16(elements);
+    let src = if from == DType::BFloat16 {
+        bf16
+    } else {
+        cast_to_vec(&bf16, DType::BFloat16, from, CastMode::Torch)?
+    };
+    Ok((from, src))
+}
+
 /// Weight-like values: a fixed pseudo-random sequence, roughly normal, as bfloat16 bytes.
-fn weight(elements: usize) -> Vec<u8> {
+fn weight_bf16(elements: usize) -> Vec<u8> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     (0..elements)
         .flat_map(|_| {
@@ -163,10 +178,13 @@ fn weight(elements: usize) -> Vec<u8> {
         .collect()
 }
 
-/// A `--scheme` name (the CLI's, or a reference's) and its scheme for bfloat16 input.
-fn scheme_of(name: &str) -> Result<(&str, Scheme), CmdError> {
+/// A `--scheme` name (the CLI's, or a reference's) and its scheme for `from` input (checked:
+/// a dtype the scheme's reference does not quantize is an error before any timing).
+fn scheme_of(name: &str, from: DType) -> Result<(&str, Scheme), CmdError> {
     let reference = dtcast_layer::checkpoint::quantize_scheme_name(name);
-    Ok((reference, Scheme::named(reference, DType::BFloat16)?))
+    let scheme = Scheme::named(reference, from)?;
+    scheme.check_input(from)?;
+    Ok((reference, scheme))
 }
 
 /// `--scheme` with `--device cuda:N`: the whole `cuda::quantize` and `cuda::dequantize` calls
@@ -178,22 +196,22 @@ pub(crate) fn run_cuda(args: &BenchArgs, ordinal: u8, out: &mut dyn Write) -> Re
     dtcast_device::backend_for(device)?;
     let (elements, shape) = weight_shape(args)?;
     let dense_dtype = args.dequantize_to.unwrap_or(DType::BFloat16);
-    let src = weight(elements);
-    let x = Tensor::from_bytes(&src, DType::BFloat16, &shape)?;
+    let (from, src) = weight(elements, args)?;
+    let x = Tensor::from_bytes(&src, from, &shape)?;
     if !args.json {
         writeln!(
             out,
-            "{elements} bfloat16 elements ([{}, {COLS}]) on {device}, dequantize to {dense_dtype}; each figure the whole library call until the device is idle (quantize: amax kernels, scale rules on the host, encoding kernel; dequantize: factors, kernel; outputs from the memory pool) beside a device-to-device copy of as many bytes, wall clock, median of {} interleaved rounds; GB/s count bytes read + written; the GPU's bytes equal the CPU's (checked)",
+            "{elements} {from} elements ([{}, {COLS}]) on {device}, dequantize to {dense_dtype}; each figure the whole library call until the device is idle (quantize: amax kernels, scale rules on the host, encoding kernel; dequantize: factors, kernel; outputs from the memory pool) beside a device-to-device copy of as many bytes, wall clock, median of {} interleaved rounds; GB/s count bytes read + written; the GPU's bytes equal the CPU's (checked)",
             shape[0],
             args.repeat
         )?;
         columns(out, "copy GB/s")?;
     }
     for name in &args.scheme {
-        let (reference, scheme) = scheme_of(name)?;
+        let (reference, scheme) = scheme_of(name, from)?;
         let t = time_scaled(ordinal, &x, &scheme, dense_dtype, args.repeat)?;
         // The GPU's bytes are the CPU's: quantized, and dequantized from the GPU's own codes.
-        let cpu = quantize(&src, DType::BFloat16, &shape, &scheme)?;
+        let cpu = quantize(&src, from, &shape, &scheme)?;
         let (codes, scales, global) = &t.quantized;
         if (codes, scales, *global) != (&cpu.elements, &cpu.scales, cpu.global_scale) {
             return Err(

@@ -1319,6 +1319,48 @@ fn bench_measures_each_scheme_both_ways_beside_memcpy() {
     );
     let o = dtcast_tests::dtcast_cli(&["bench", "--dequantize-to", "float16"], "");
     assert_ne!(o.code, 0, "--dequantize-to without --scheme");
+    // --quantize-from: the quantizing row reads (and counts the bytes of) that dtype; a dtype the
+    // scheme's reference does not quantize is an error saying so.
+    let from = |dtype: &str| {
+        bench_rows(&[
+            "--scheme",
+            "fp8-channel",
+            "--elements",
+            "8192",
+            "--repeat",
+            "1",
+            "--quantize-from",
+            dtype,
+        ])[0]
+            .clone()
+    };
+    for (dtype, size) in [("float16", 2.0), ("float32", 4.0)] {
+        let r = from(dtype);
+        assert_eq!(r["dense"].as_str(), Some(dtype), "{r}");
+        // Read: the weight; written: a float8 byte an element and a scale per row of 4096.
+        let moved = r["cast_gbps"].as_f64().unwrap() / r["gelem_per_s"].as_f64().unwrap();
+        let want = size + 1.0 + size / 4096.0;
+        assert!(
+            (moved - want).abs() < 0.1 * want,
+            "{r}: {moved} bytes an element"
+        );
+    }
+    let o = dtcast_tests::dtcast_cli(
+        &[
+            "bench",
+            "--scheme",
+            "ao_mxfp4_floor",
+            "--elements",
+            "8192",
+            "--quantize-from",
+            "float16",
+        ],
+        "",
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("refuse float16"), "{}", o.stderr);
+    let o = dtcast_tests::dtcast_cli(&["bench", "--quantize-from", "float16"], "");
+    assert_ne!(o.code, 0, "--quantize-from without --scheme");
     let o = dtcast_tests::dtcast_cli(&["bench", "--scheme", "fp3", "--elements", "8192"], "");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("unknown scheme `fp3`"), "{}", o.stderr);
