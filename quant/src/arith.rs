@@ -93,6 +93,19 @@ pub(crate) fn f16_bits(x: f32) -> u16 {
     sign | bits as u16
 }
 
+/// `y` rounded as torch's arithmetic on `dtype` tensors rounds a result: to bfloat16 (a NaN the
+/// default NaN, [`round_bf16`]), to float16 ([`round_f16`]), or not at all (float32).
+#[inline(always)]
+pub(crate) fn round_in(y: f32, dtype: DType) -> f32 {
+    if dtype == DType::BFloat16 {
+        round_bf16(y)
+    } else if dtype == DType::Float16 {
+        round_f16(y)
+    } else {
+        y
+    }
+}
+
 /// `y` rounded to float16 and read back: torch's float16 arithmetic (computed in float32, then
 /// rounded to nearest-even; 65520 and above overflow to inf; a NaN keeps its sign, is quieted and
 /// keeps its top 10 payload bits): `f16_value(f16_bits(y))`, which a test holds it to on every

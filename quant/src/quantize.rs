@@ -5,7 +5,8 @@ use dtcast_dtype::DType;
 use rayon::prelude::*;
 
 use crate::arith::{
-    cvtt, div, f16_value, internal, mul, pow2, round_bf16, round_f16, scaled_as_on_x86, DEFAULT_NAN,
+    cvtt, div, f16_value, internal, mul, pow2, round_bf16, round_f16, round_in, scaled_as_on_x86,
+    DEFAULT_NAN,
 };
 use crate::dequant::{check_len, rows_cols, zeroed, Quantized};
 use crate::rules::{
@@ -1112,11 +1113,7 @@ impl<'a> Input<'a> {
                         Apply::Divide => div(x, f),
                         Apply::Multiply => mul(x, f),
                     };
-                    *v = if plan.arithmetic == DType::Float16 {
-                        clamp_to(round_f16(y), limit)
-                    } else {
-                        finish(y, round, limit)
-                    };
+                    *v = clamp_to(round_in(y, plan.arithmetic), limit);
                     special |= is_special(*v);
                 }
                 special

@@ -8,29 +8,17 @@
 use dtcast_dtype::DType;
 
 use crate::arith::{
-    bytes, clamp, cvtt, div, f16_bits, f16_value, f32s, in_dtype, mul, pow2, round_bf16, round_f16,
-    torch_cast,
+    bytes, clamp, cvtt, div, f16_bits, f16_value, f32s, in_dtype, mul, pow2, round_in, torch_cast,
 };
 use crate::scheme::{MxRounding, Scheme};
 use crate::simd::with_best_isa;
 use crate::{encode4, thresholds};
 
-/// `values` rounded to `dtype` by torch's arithmetic on tensors of that dtype: as `.to()`, but on
-/// bfloat16 a NaN result is the positive default NaN `0x7FC0` (not the `0xFFFF` of the copy
-/// kernel; float16 arithmetic keeps a NaN's sign and top payload bits, as `.to()` does).
+/// `values` rounded to `dtype` by torch's arithmetic on tensors of that dtype ([`round_in`]: on
+/// bfloat16 a NaN result is the positive default NaN `0x7FC0`, not the `0xFFFF` of the copy
+/// kernel; float16 arithmetic keeps a NaN's sign and top payload bits).
 fn in_arithmetic(values: &[f32], dtype: DType) -> Vec<f32> {
-    if dtype == DType::Float16 {
-        // (Not `in_dtype`: torch's `.to(float32)` of a float16 NaN is 0x7FFFFFFF, while its
-        // float16 arithmetic reads operands with `vcvtph2ps`, which keeps their bits.)
-        return values.iter().map(|&v| round_f16(v)).collect();
-    }
-    let mut out = in_dtype(values, dtype);
-    if dtype == DType::BFloat16 {
-        for v in out.iter_mut().filter(|v| v.is_nan()) {
-            *v = f32::from_bits(0x7FC0_0000);
-        }
-    }
-    out
+    values.iter().map(|&v| round_in(v, dtype)).collect()
 }
 
 /// Values already exact in `w` (float32, bfloat16 or float16), as stored bytes: a bfloat16 is
@@ -210,14 +198,7 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
     let mut factors = vec![0f32; amax.len()];
     let mut bounded = true;
     for ((&a, code), f) in amax.iter().zip(&mut stored).zip(&mut factors) {
-        let p = a / 6.0;
-        let p = if w == DType::BFloat16 {
-            round_bf16(p)
-        } else if w == DType::Float16 {
-            round_f16(p)
-        } else {
-            p
-        };
+        let p = round_in(a / 6.0, w);
         let (c, v) = e4m3fn_nearest((p * g).min(448.0));
         let (c, v) = if v == 0.0 { (0x20, 0.125) } else { (c, v) };
         *code = c as u8;
