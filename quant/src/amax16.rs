@@ -1,6 +1,6 @@
-//! The largest magnitude of every group of a run of bfloat16 groups (NVFP4: 16 elements, MXFP4
-//! and MXFP8: 32) on AVX-512 and AVX2. A group's magnitudes compare as 16-bit integers (sign
-//! bit cleared), and instead of a horizontal reduction per group — four or five shuffles for
+//! The largest magnitude of every group of a run of 16-bit float groups (bfloat16 or float16;
+//! NVFP4: 16 elements, MXFP4 and MXFP8: 32) on AVX-512 and AVX2. A group's magnitudes compare as
+//! 16-bit integers (sign bit cleared: both formats order their magnitudes as their bits), and instead of a horizontal reduction per group — four or five shuffles for
 //! every two groups — a tree of register permutes folds K vectors of K-element groups into one
 //! vector holding the 32 groups' maxima: each level pairs two vectors, takes the first and
 //! second half of every segment with one two-register permute each, and keeps the larger (three
@@ -9,9 +9,10 @@
 //! loop over the groups ([`portable`]), which LLVM vectorises a group at a time (on AVX2 as slow
 //! as the encoding after it), is the definition both are held to.
 
-/// The largest magnitude bits (`bits & 0x7FFF`) of each group of `group` (16 or 32) bfloat16
-/// elements in `src` (whole groups, little-endian), one per entry of `out`. A group holding a
-/// NaN gives more than `0x7F80` (what the caller looks for before reading the value).
+/// The largest magnitude bits (`bits & 0x7FFF`) of each group of `group` (16 or 32) bfloat16 or
+/// float16 elements in `src` (whole groups, little-endian), one per entry of `out`. A group
+/// holding a NaN gives more than the format's infinity (`0x7F80`, `0x7C00`: what the caller
+/// looks for before reading the value).
 pub(crate) fn group_maxima(src: &[u8], group: usize, out: &mut [u16]) {
     debug_assert_eq!(src.len(), out.len() * group * 2);
     #[cfg(target_arch = "x86_64")]
@@ -42,7 +43,7 @@ pub(crate) fn portable(src: &[u8], group: usize, out: &mut [u16]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod x86 {
+mod x86 {
     use core::arch::x86_64::*;
 
     /// The two permutes of one level of the tree where segments (one group's partial maxima)
@@ -83,7 +84,7 @@ pub(crate) mod x86 {
     /// # Safety
     /// The CPU runs AVX-512 F and BW; `K * 64` bytes at `s`.
     #[inline(always)]
-    pub(crate) unsafe fn block<const K: usize>(s: *const u8) -> __m512i {
+    unsafe fn block<const K: usize>(s: *const u8) -> __m512i {
         // SAFETY: AVX-512 by the caller's contract, which also gives `K * 64` bytes at `s`.
         unsafe {
             let magnitude = _mm512_set1_epi16(0x7FFF);

@@ -152,6 +152,26 @@ pub(crate) fn f16_value(h: u16) -> f32 {
     f32::from_bits(r | u32::from(h & 0x8000) << 16)
 }
 
+/// The float32 value of a 16-bit float's bits `h`: bfloat16 (the top half of its float32) or
+/// float16 ([`f16_value`]); exact, NaN bits kept. Any other dtype reads `h` as a bfloat16 (the
+/// callers hand only these two).
+#[inline(always)]
+pub(crate) fn half_value(h: u16, dtype: DType) -> f32 {
+    if dtype == DType::Float16 {
+        f16_value(h)
+    } else {
+        f32::from_bits(u32::from(h) << 16)
+    }
+}
+
+/// The magnitude bits of a 16-bit float dtype's infinity (its exponent field all ones; NaN
+/// above), from the dtype table: 0x7F80 for bfloat16, 0x7C00 for float16.
+pub(crate) fn half_inf_bits(dtype: DType) -> u16 {
+    let format = dtype.float_format().filter(|f| f.total_bits() == 16);
+    let (e, m) = format.map_or((8, 7), |f| (f.exponent_bits, f.mantissa_bits));
+    (((1u32 << e) - 1) << m) as u16
+}
+
 /// `2^e` in float32 (subnormal below 2^-126, inf above 2^127), as `torch.pow(2.0, e)`.
 pub(crate) fn pow2(e: i32) -> f32 {
     (f64::from_bits(((i64::from(e) + 1023) as u64) << 52)) as f32

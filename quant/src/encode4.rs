@@ -11,12 +11,12 @@
 //! reports them and the caller runs the general path, whose rules for them are the references'
 //! (`quantize::encode_general`, the definition this is held to by the tests there).
 
+use dtcast_dtype::DType;
+
 /// Whether the one-pass form serves: float4 elements in groups of 16 or 32, from bfloat16 or
 /// float32, on a CPU with AVX-512.
-pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
-    element == dtcast_dtype::DType::Float4E2M1Fn
-        && matches!(group, 16 | 32)
-        && crate::lookup4::avx512()
+pub(crate) fn supports(element: DType, group: usize) -> bool {
+    element == DType::Float4E2M1Fn && matches!(group, 16 | 32) && crate::lookup4::avx512()
 }
 
 /// How a group's values become the values that are rounded to float4.
@@ -24,11 +24,22 @@ pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
 pub(crate) struct Rules {
     /// Divide by the factor (else multiply).
     pub divide: bool,
-    /// Round the scaled value to bfloat16 first (compressed-tensors' arithmetic on bfloat16
-    /// weights).
-    pub round_bf16: bool,
+    /// The dtype the scaled value is rounded to before float4 (or float8): bfloat16 or float16
+    /// where the reference computes in the weight's dtype (compressed-tensors), float32 (no
+    /// rounding) elsewhere. The one-pass kernels of `encode4` and `encode8` take float32 and
+    /// bfloat16; `thresholds` takes all three.
+    pub arithmetic: DType,
     /// A scaled value of exactly -0 is code 0 (compressed-tensors' `x * sign(x)`), not 8.
     pub unsigned_zero: bool,
+}
+
+impl Rules {
+    /// Whether the scaled value is rounded to bfloat16: what the one-pass kernels of this
+    /// module and `encode8` ask (they are never handed float16 arithmetic).
+    pub(crate) fn rounds_bf16(&self) -> bool {
+        debug_assert_ne!(self.arithmetic, DType::Float16);
+        self.arithmetic == DType::BFloat16
+    }
 }
 
 /// The exponent `k` of a factor that is a power of two (`2^k`, subnormals included), for
@@ -57,7 +68,7 @@ pub(crate) fn encode_pow2(
     unsigned_zero: bool,
     out: &mut [u8],
 ) -> bool {
-    debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
+    debug_assert!(supports(DType::Float4E2M1Fn, group));
     debug_assert_eq!(out.len() * 2, shifts.len() * group);
     debug_assert_eq!(src.len(), out.len() * 4);
     #[cfg(target_arch = "x86_64")]
@@ -72,47 +83,6 @@ pub(crate) fn encode_pow2(
     }
 }
 
-/// MXFP4 by compressed-tensors' rule from bfloat16, a band in one pass: for each block of 32
-/// groups (1,024 elements, read from memory once and again from the core's first-level cache)
-/// the groups' maxima by `amax16`'s permute tree, their E8M0 scales by `ct_mx`'s rule in
-/// registers (`max(exponent of amax rounded at float4's mantissa width - 2, 0)`, stored as is),
-/// and the elements as [`encode_pow2`] encodes them. `src` holds whole groups of 32, `scales` a
-/// byte per group, `out` 16 bytes per group. False, with the outputs unspecified, where an amax
-/// is 2^127 or more, inf or NaN, or an element or product is not normal (the two-pass path then
-/// does the band).
-pub(crate) fn ct_mxfp4_bf16(src: &[u8], scales: &mut [u8], out: &mut [u8]) -> bool {
-    debug_assert_eq!(src.len(), scales.len() * 64);
-    debug_assert_eq!(out.len(), scales.len() * 16);
-    #[cfg(target_arch = "x86_64")]
-    if crate::lookup4::avx512() {
-        let blocks = scales.len() / 32;
-        // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ.
-        if !unsafe { x86::ct_mxfp4_bf16(src, blocks, scales, out) } {
-            return false;
-        }
-        // The last groups (fewer than 32): the same steps one group at a time.
-        let done = blocks * 32;
-        let (src, scales, out) = (
-            &src[done * 64..],
-            &mut scales[done..],
-            &mut out[done * 16..],
-        );
-        let mut maxima = [0u16; 32];
-        crate::amax16::portable(src, 32, &mut maxima[..scales.len()]);
-        let mut shifts = [0i32; 32];
-        for ((&m, s), k) in maxima.iter().zip(scales.iter_mut()).zip(&mut shifts) {
-            if m >= 0x7F60 {
-                return false;
-            }
-            let e = (i32::from((m + 0x20) >> 7) - 2).max(0);
-            *s = e as u8;
-            *k = 127 - e;
-        }
-        return encode_pow2(src, 32, &shifts[..scales.len()], true, out);
-    }
-    false
-}
-
 /// Quantizes `src` (whole groups of `group` elements, bfloat16 when `bf16` else float32,
 /// little-endian; one factor per group, finite and nonzero) into `out` (packed, the first
 /// element of each byte in its low nibble). Returns false, with `out` unspecified, where an
@@ -125,13 +95,13 @@ pub(crate) fn encode(
     rules: Rules,
     out: &mut [u8],
 ) -> bool {
-    debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
+    debug_assert!(supports(DType::Float4E2M1Fn, group));
     debug_assert_eq!(out.len() * 2, factors.len() * group);
     debug_assert_eq!(src.len(), out.len() * 2 * if bf16 { 2 } else { 4 });
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `supports` checked that this CPU runs AVX-512 F, BW, VL and DQ.
     unsafe {
-        match (bf16, rules.divide, rules.round_bf16) {
+        match (bf16, rules.divide, rules.rounds_bf16()) {
             (true, true, true) => x86::encode::<true, true, true>(src, group, factors, rules, out),
             (true, true, false) => {
                 x86::encode::<true, true, false>(src, group, factors, rules, out)
@@ -368,69 +338,6 @@ pub(crate) mod x86 {
             };
             _mm512_or_si512(code, sign)
         }
-    }
-
-    /// [`super::ct_mxfp4_bf16`] on AVX-512, for the first `blocks` blocks of 32 groups.
-    ///
-    /// # Safety
-    /// The CPU runs AVX-512 F, BW, VL and DQ.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn ct_mxfp4_bf16(
-        src: &[u8],
-        blocks: usize,
-        scales: &mut [u8],
-        out: &mut [u8],
-    ) -> bool {
-        let set = |v: i16| _mm512_set1_epi16(v);
-        let mut bad: __mmask32 = 0;
-        // SAFETY: the vectors pushed are `out`'s bytes in order, 512 per block (below).
-        let mut lines = unsafe { crate::lines::Lines::new(out.as_mut_ptr()) };
-        for b in 0..blocks {
-            // SAFETY: block `b` reads bytes 2048b..2048b + 2048 of `src` (32 groups of 32
-            // bfloat16), writes scales 32b..32b + 32 and bytes 512b..512b + 512 of `out`; all
-            // inside, as the caller's lengths say.
-            unsafe {
-                let s = src.as_ptr().add(2048 * b);
-                for line in 0..32 {
-                    crate::simd::prefetch_ahead(s.add(64 * line));
-                }
-                let maxima = crate::amax16::x86::block::<32>(s);
-                if _mm512_cmpge_epu16_mask(maxima, set(0x7F60)) != 0 {
-                    // The two-pass path rewrites the band: the streamed lines first ordered.
-                    _mm_sfence();
-                    return false;
-                }
-                // The amax's exponent once rounded up at float4's mantissa width (bit 21 of the
-                // float32 is bit 5 of the bfloat16), less 2, at least 0.
-                let exponent = _mm512_srli_epi16::<7>(_mm512_add_epi16(maxima, set(0x20)));
-                let e =
-                    _mm512_max_epi16(_mm512_sub_epi16(exponent, set(2)), _mm512_setzero_si512());
-                _mm256_storeu_si256(
-                    scales.as_mut_ptr().add(32 * b).cast(),
-                    _mm512_cvtepi16_epi8(e),
-                );
-                // Elements times 2^(127 - E): the exponent field moved by 127 - E.
-                let mut shifts = [0i16; 32];
-                let k = _mm512_slli_epi16::<7>(_mm512_sub_epi16(set(127), e));
-                _mm512_storeu_si512(shifts.as_mut_ptr().cast(), k);
-                let mut group = |g: usize| {
-                    let x = _mm512_loadu_si512(s.add(64 * g).cast());
-                    let c = codes_pow2(x, set(shifts[g]), true, &mut bad);
-                    _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32::<12>(c)))
-                };
-                // Four groups' 16 bytes to a vector, streamed as whole lines (as `encode`).
-                for q in 0..8 {
-                    let (r0, r1) = (group(4 * q), group(4 * q + 1));
-                    lines.push(join(r0, r1, group(4 * q + 2), group(4 * q + 3)));
-                }
-            }
-        }
-        // SAFETY: as above; the fence orders the streamed lines before the output is read.
-        unsafe {
-            lines.finish();
-            _mm_sfence();
-        }
-        bad == 0
     }
 
     /// [`super::encode_pow2`] on AVX-512.

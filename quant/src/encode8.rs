@@ -1,18 +1,23 @@
 //! float8_e4m3fn elements (FP8 per tensor, per channel, in 128×128 blocks; MXFP8) quantized in
-//! one pass: a run of elements that share a factor is read (bfloat16 or float32), divided or
-//! multiplied by it, rounded to bfloat16 where the reference computes in bfloat16, clamped to 448
-//! and rounded to float8 (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9
-//! below) — instead of a float32 buffer written and read back by the SIMD cast. On AVX-512 16
-//! elements per step in registers (`narrow::code`), or 32 where the products are rounded to
-//! bfloat16 (compressed-tensors' arithmetic on bfloat16 weights): the float8 rounding then runs
-//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it;
-//! on AVX2 `x86::words_avx2`, 16 a step); elsewhere the same steps on one element, a loop LLVM
-//! vectorises for the chosen instruction set ([`by_lanes`]). MX groups of bfloat16,
+//! one pass: a run of elements that share a factor is read (bfloat16, float32 or float16),
+//! divided or multiplied by it, rounded to the weight's dtype where the reference computes there
+//! (compressed-tensors' bfloat16 and float16 weights), clamped to 448 and rounded to float8
+//! (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9 below) — instead of a
+//! float32 buffer written and read back by the SIMD cast. On AVX-512 16 elements per step in
+//! registers (`narrow::code`; float16 read by `vcvtph2ps` and rounded by `vcvtps2ph`), or 32
+//! where the products are rounded to bfloat16 (compressed-tensors' arithmetic on bfloat16
+//! weights): the float8 rounding then runs on 16-bit lanes (`x86::words`, with AVX512_BF16's
+//! rounding instruction where the CPU has it; on AVX2 `x86::words_avx2`, 16 a step); elsewhere
+//! the same steps on one element, a loop LLVM vectorises for the chosen instruction set
+//! ([`by_lanes`], [`by_halves`]). MX groups of bfloat16,
 //! whose factors are powers of two, skip the float32 lanes: an exponent shift and the rounding
 //! on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are reported
 //! for the general path (`quantize::encode_general`, the definition the tests there hold this
 //! to).
 
+use dtcast_dtype::DType;
+
+use crate::arith::{f16_value, round_f16};
 use crate::encode4::Rules;
 
 /// Whether the one-pass form serves: float8_e4m3fn elements, clamped.
@@ -23,42 +28,70 @@ pub(crate) fn supports(element: dtcast_dtype::DType, clamp: bool) -> bool {
 /// A run's kernel, picked once for its input dtype and rules ([`kernel`]).
 pub(crate) type Kernel = unsafe fn(&[u8], f32, &mut [u8]) -> bool;
 
-/// The kernel for bfloat16 (`bf16`) or float32 input under `rules` (its `unsigned_zero` is
-/// compressed-tensors' float4 rule, not float8's: unused). Call it only where [`supports`] said
-/// so, with a finite nonzero factor: `kernel(src, f, out)` quantizes `src` (one element per byte
-/// of `out`) and returns false, with `out` unspecified, where an element is inf or NaN.
-pub(crate) fn kernel(bf16: bool, rules: Rules) -> Kernel {
+/// The kernel for `input` elements (float32, bfloat16 or float16) under `rules` (its
+/// `unsigned_zero` is compressed-tensors' float4 rule, not float8's: unused). Call it only where
+/// [`supports`] said so, with a finite nonzero factor: `kernel(src, f, out)` quantizes `src`
+/// (one element per byte of `out`) and returns false, with `out` unspecified, where an element
+/// is inf or NaN, or its scaled value is (a float16 quotient past 65504 rounds to inf).
+pub(crate) fn kernel(input: DType, rules: Rules) -> Kernel {
     #[cfg(target_arch = "x86_64")]
-    if crate::lookup4::avx512() {
-        return match (bf16, rules.divide, rules.round_bf16) {
+    if let Some(kernel) = x86_kernel(input, rules) {
+        return kernel;
+    }
+    loop_kernel(input, rules)
+}
+
+/// [`kernel`]'s x86 forms, where this CPU runs one for `input` and `rules`.
+#[cfg(target_arch = "x86_64")]
+fn x86_kernel(input: DType, rules: Rules) -> Option<Kernel> {
+    let avx512 = crate::lookup4::avx512();
+    if input == DType::Float16 {
+        // compressed-tensors' arithmetic on float16 weights: the quotient rounded to float16.
+        let round = rules.arithmetic == DType::Float16;
+        return avx512.then_some(match (rules.divide, round) {
+            (true, true) => x86::run::<false, true, true, true>,
+            (true, false) => x86::run::<false, true, true, false>,
+            (false, true) => x86::run::<false, true, false, true>,
+            (false, false) => x86::run::<false, true, false, false>,
+        });
+    }
+    let bf16 = input == DType::BFloat16;
+    if avx512 {
+        return Some(match (bf16, rules.divide, rules.rounds_bf16()) {
             // The products rounded to bfloat16 are rounded to float8 on 16-bit lanes.
             (true, true, true) if crate::lookup4::avx512_bf16() => x86::words_bf16::<true>,
             (true, false, true) if crate::lookup4::avx512_bf16() => x86::words_bf16::<false>,
             (true, true, true) => x86::words::<true>,
             (true, false, true) => x86::words::<false>,
-            (true, true, false) => x86::run::<true, true, false>,
-            (true, false, false) => x86::run::<true, false, false>,
-            (false, true, true) => x86::run::<false, true, true>,
-            (false, true, false) => x86::run::<false, true, false>,
-            (false, false, true) => x86::run::<false, false, true>,
-            (false, false, false) => x86::run::<false, false, false>,
-        };
+            (true, true, false) => x86::run::<true, false, true, false>,
+            (true, false, false) => x86::run::<true, false, false, false>,
+            (false, true, true) => x86::run::<false, false, true, true>,
+            (false, true, false) => x86::run::<false, false, true, false>,
+            (false, false, true) => x86::run::<false, false, false, true>,
+            (false, false, false) => x86::run::<false, false, false, false>,
+        });
     }
-    #[cfg(target_arch = "x86_64")]
-    if crate::lookup4::avx2() && bf16 && rules.round_bf16 {
-        // The same 16-bit lanes, 16 elements a step.
-        return if rules.divide {
-            x86::words_avx2::<true>
-        } else {
-            x86::words_avx2::<false>
-        };
-    }
-    loop_kernel(bf16, rules)
+    // The same 16-bit lanes on AVX2, 16 elements a step.
+    let words = crate::lookup4::avx2() && bf16 && rules.rounds_bf16();
+    words.then_some(if rules.divide {
+        x86::words_avx2::<true>
+    } else {
+        x86::words_avx2::<false>
+    })
 }
 
-/// [`kernel`]'s loop form ([`by_lanes`]), whatever the CPU.
-fn loop_kernel(bf16: bool, rules: Rules) -> Kernel {
-    match (bf16, rules.divide, rules.round_bf16) {
+/// [`kernel`]'s loop form ([`by_lanes`], [`by_halves`]), whatever the CPU.
+fn loop_kernel(input: DType, rules: Rules) -> Kernel {
+    if input == DType::Float16 {
+        return match (rules.divide, rules.arithmetic == DType::Float16) {
+            (true, true) => by_halves::<true, true>,
+            (true, false) => by_halves::<true, false>,
+            (false, true) => by_halves::<false, true>,
+            (false, false) => by_halves::<false, false>,
+        };
+    }
+    let bf16 = input == DType::BFloat16;
+    match (bf16, rules.divide, rules.rounds_bf16()) {
         (true, true, true) => by_lanes::<true, true, true>,
         (true, true, false) => by_lanes::<true, true, false>,
         (true, false, true) => by_lanes::<true, false, true>,
@@ -169,8 +202,24 @@ fn by_lanes<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
     )
 }
 
+/// [`kernel`]'s run for float16 input as a loop over the elements, compiled for the chosen
+/// instruction set: each element read exactly ([`f16_value`]), scaled, rounded to float16 when
+/// `ROUND` ([`round_f16`]), then `narrow::code`'s steps.
+fn by_halves<const DIVIDE: bool, const ROUND: bool>(src: &[u8], f: f32, out: &mut [u8]) -> bool {
+    crate::simd::with_best_isa(
+        #[inline(always)]
+        || {
+            let round = |y: f32| if ROUND { round_f16(y) } else { y };
+            codes_with::<DIVIDE, 2>(src.as_chunks::<2>().0, f, out, round, |b| {
+                f16_value(u16::from_le_bytes(*b)).to_bits()
+            })
+        },
+    )
+}
+
 /// The codes of `src` (elements of `N` bytes, `bits` their float32 bits) scaled by `f` into
-/// `out`; false where an element or its scaled value is inf or NaN.
+/// `out`, rounded to bfloat16 first when `ROUND`; false where an element or its scaled value is
+/// inf or NaN.
 #[inline(always)]
 fn codes<const DIVIDE: bool, const ROUND: bool, const N: usize>(
     src: &[[u8; N]],
@@ -178,14 +227,31 @@ fn codes<const DIVIDE: bool, const ROUND: bool, const N: usize>(
     out: &mut [u8],
     bits: impl Fn(&[u8; N]) -> u32,
 ) -> bool {
+    // To bfloat16, nearest-even (a NaN is reported, whatever its bits become).
+    let round = |y: f32| {
+        let y = y.to_bits();
+        f32::from_bits(if ROUND {
+            y.wrapping_add(0x7FFF + ((y >> 16) & 1)) & 0xFFFF_0000
+        } else {
+            y
+        })
+    };
+    codes_with::<DIVIDE, N>(src, f, out, round, bits)
+}
+
+/// [`codes`] with the rounding of the scaled value given (`round`).
+#[inline(always)]
+fn codes_with<const DIVIDE: bool, const N: usize>(
+    src: &[[u8; N]],
+    f: f32,
+    out: &mut [u8],
+    round: impl Fn(f32) -> f32,
+    bits: impl Fn(&[u8; N]) -> u32,
+) -> bool {
     let mut bad = 0u32;
     for (o, x) in out.iter_mut().zip(src) {
         let x = f32::from_bits(bits(x));
-        let mut y = (if DIVIDE { x / f } else { x * f }).to_bits();
-        if ROUND {
-            // To bfloat16, nearest-even (a NaN is reported below, whatever its bits become).
-            y = y.wrapping_add(0x7FFF + ((y >> 16) & 1)) & 0xFFFF_0000;
-        }
+        let y = round(if DIVIDE { x / f } else { x * f }).to_bits();
         let a = y & 0x7FFF_FFFF;
         bad |= u32::from(a >= 0x7F80_0000);
         // Clamped to 448; from 2^-6 three mantissa bits kept, nearest-even, by one addition on
@@ -206,10 +272,11 @@ mod x86 {
     use crate::narrow;
 
     /// The float8_e4m3fn codes (one per 32-bit lane) of 16 elements (`x`: float32 bits) scaled
-    /// by `f`, rounded to bfloat16 first when `ROUND`, clamped to 448; lanes whose result is inf
-    /// or NaN are added to `bad`.
+    /// by `f`, rounded first when `ROUND` — to float16 where `F16` (the CPU's `vcvtps2ph`,
+    /// nearest-even, as torch's float16 arithmetic rounds), else to bfloat16 — clamped to 448;
+    /// lanes whose result is inf or NaN are added to `bad`.
     #[inline(always)]
-    unsafe fn codes<const DIVIDE: bool, const ROUND: bool>(
+    unsafe fn codes<const F16: bool, const DIVIDE: bool, const ROUND: bool>(
         x: __m512i,
         f: __m512,
         bad: &mut __mmask16,
@@ -217,7 +284,12 @@ mod x86 {
         // SAFETY: AVX-512 F by the caller's contract.
         unsafe {
             let mut y = product::<DIVIDE>(x, f);
-            if ROUND {
+            if ROUND && F16 {
+                // NaN and inf are reported below, whatever their bits become.
+                const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+                let half = _mm512_cvtps_ph::<NEAREST>(_mm512_castsi512_ps(y));
+                y = _mm512_castps_si512(_mm512_cvtph_ps(half));
+            } else if ROUND {
                 // NaN is reported below, whatever its bits become.
                 y = narrow::round_bf16(y);
             }
@@ -228,13 +300,22 @@ mod x86 {
         }
     }
 
-    /// `count` (at most 16) elements at `s` as float32 bits, the rest of the lanes 0.
+    /// `count` (at most 16) elements at `s` (bfloat16 where `BF16`, float16 where `F16`, else
+    /// float32) as float32 bits (a float16 converted exactly by `vcvtph2ps`), the rest of the
+    /// lanes 0.
     #[inline(always)]
-    unsafe fn load<const BF16: bool>(s: *const u8, count: usize) -> __m512i {
+    unsafe fn load<const BF16: bool, const F16: bool>(s: *const u8, count: usize) -> __m512i {
         // SAFETY: the caller gives `count` elements at `s`; AVX-512 F, BW and VL.
         unsafe {
             let mask = (1u32 << count).wrapping_sub(1) as u16;
-            if BF16 {
+            if F16 {
+                let half = if count == 16 {
+                    _mm256_loadu_si256(s.cast())
+                } else {
+                    _mm256_maskz_loadu_epi16(mask, s.cast())
+                };
+                _mm512_castps_si512(_mm512_cvtph_ps(half))
+            } else if BF16 {
                 let half = if count == 16 {
                     _mm256_loadu_si256(s.cast())
                 } else {
@@ -249,17 +330,23 @@ mod x86 {
         }
     }
 
-    /// [`super::kernel`]'s run on AVX-512.
+    /// [`super::kernel`]'s run on AVX-512 (bfloat16 input where `BF16`, float16 where `F16`,
+    /// else float32).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds `out.len()` elements.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn run<const BF16: bool, const DIVIDE: bool, const ROUND: bool>(
+    pub(super) unsafe fn run<
+        const BF16: bool,
+        const F16: bool,
+        const DIVIDE: bool,
+        const ROUND: bool,
+    >(
         src: &[u8],
         f: f32,
         out: &mut [u8],
     ) -> bool {
-        let size = if BF16 { 2 } else { 4 };
+        let size = if BF16 || F16 { 2 } else { 4 };
         debug_assert_eq!(src.len(), out.len() * size);
         let f = _mm512_set1_ps(f);
         let mut bad: __mmask16 = 0;
@@ -269,8 +356,8 @@ mod x86 {
             // SAFETY: elements i..i + count of `src` and bytes i..i + count of `out` are inside
             // both; AVX-512 by this function's contract.
             unsafe {
-                let x = load::<BF16>(src.as_ptr().add(i * size), count);
-                let bytes = _mm512_cvtepi32_epi8(codes::<DIVIDE, ROUND>(x, f, &mut bad));
+                let x = load::<BF16, F16>(src.as_ptr().add(i * size), count);
+                let bytes = _mm512_cvtepi32_epi8(codes::<F16, DIVIDE, ROUND>(x, f, &mut bad));
                 let at = out.as_mut_ptr().add(i);
                 if count == 16 {
                     _mm_storeu_si128(at.cast(), bytes);
@@ -678,31 +765,43 @@ mod tests {
                 .filter(|b| round % 4 == 0 || b & 0x7F80_0000 != 0x7F80_0000)
                 .collect();
             let f = [1.0f32, 0.37, 448.0 / 3.1, 1e-30, 3e30, 2f32.powi(-9)][round % 6];
-            for bf16 in [false, true] {
+            for input in [DType::Float32, DType::BFloat16, DType::Float16] {
+                let bf16 = input == DType::BFloat16;
                 let src: Vec<u8> = if bf16 {
                     (values.iter())
                         .flat_map(|b| ((b >> 16) as u16).to_le_bytes())
                         .collect()
+                } else if input == DType::Float16 {
+                    (values.iter())
+                        .flat_map(|&b| crate::arith::f16_bits(f32::from_bits(b)).to_le_bytes())
+                        .collect()
                 } else {
                     values.iter().flat_map(|b| b.to_le_bytes()).collect()
                 };
-                for (divide, round_bf16) in
+                // (Each input's own 16-bit rounding: float32 weights round to bfloat16 in
+                // none of the references, but the kernels have the form.)
+                let narrow = if input == DType::Float16 {
+                    DType::Float16
+                } else {
+                    DType::BFloat16
+                };
+                for (divide, round_narrow) in
                     [(true, true), (true, false), (false, true), (false, false)]
                 {
                     let rules = Rules {
                         divide,
-                        round_bf16,
+                        arithmetic: if round_narrow { narrow } else { DType::Float32 },
                         unsigned_zero: false,
                     };
                     let (mut wide, mut lanes) = (vec![0u8; values.len()], vec![0u8; values.len()]);
                     // SAFETY: the loop form needs nothing; `src` holds one element per byte of
                     // the output.
-                    let lanes_ok = unsafe { loop_kernel(bf16, rules)(&src, f, &mut lanes) };
+                    let lanes_ok = unsafe { loop_kernel(input, rules)(&src, f, &mut lanes) };
                     // (Mutable where x86-64's forms join it.)
                     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-                    let mut kernels = vec![("best", kernel(bf16, rules))];
+                    let mut kernels = vec![("best", kernel(input, rules))];
                     #[cfg(target_arch = "x86_64")]
-                    if bf16 && round_bf16 {
+                    if bf16 && round_narrow {
                         if crate::lookup4::avx512() {
                             let words: Kernel = if divide {
                                 x86::words::<true>
@@ -725,7 +824,7 @@ mod tests {
                         // element per byte of the output.
                         let ok = unsafe { wide_kernel(&src, f, &mut wide) };
                         let at = format!(
-                            "{name}: round {round}, bf16 {bf16}, {divide} {round_bf16}, f {f:e}"
+                            "{name}: round {round}, {input}, {divide} {round_narrow}, f {f:e}"
                         );
                         assert_eq!(ok, lanes_ok, "{at}");
                         if ok {
@@ -809,7 +908,11 @@ mod tests {
                 for round_bf16 in [true, false] {
                     let rules = Rules {
                         divide: false,
-                        round_bf16,
+                        arithmetic: if round_bf16 {
+                            DType::BFloat16
+                        } else {
+                            DType::Float32
+                        },
                         unsigned_zero: false,
                     };
                     let mut product = [0u8; 32];
@@ -817,7 +920,7 @@ mod tests {
                     // path (`quantize`'s tests hold both forms to it).
                     // SAFETY: `kernel` picked what this CPU runs; `src` holds one element per
                     // byte of the output.
-                    if unsafe { kernel(true, rules)(&src, f, &mut product) } {
+                    if unsafe { kernel(DType::BFloat16, rules)(&src, f, &mut product) } {
                         assert_eq!(shifted, product, "k {k}, round {round}, {values:04x?}");
                         compared += 1;
                     }

@@ -5,8 +5,8 @@ use dtcast_dtype::DType;
 use rayon::prelude::*;
 
 use crate::arith::{
-    cvtt, div, f16_value, internal, mul, pow2, round_bf16, round_f16, round_in, scaled_as_on_x86,
-    DEFAULT_NAN,
+    cvtt, div, f16_value, half_inf_bits, half_value, internal, mul, pow2, round_bf16, round_f16,
+    round_in, scaled_as_on_x86, DEFAULT_NAN,
 };
 use crate::dequant::{check_len, rows_cols, zeroed, Quantized};
 use crate::rules::{
@@ -321,7 +321,7 @@ impl<'a> Job<'a> {
         )
     }
 
-    /// compressed-tensors' NVFP4 scales of bfloat16 groups as a table by maximum (see
+    /// compressed-tensors' NVFP4 scales of bfloat16 or float16 groups as a table by maximum (see
     /// [`ScaleCodes`]) under the plan's global scale, where the scheme is that, the tensor's
     /// amax finite, and `scales` (how many the rows have) at least half the table's entries:
     /// building it costs about as much as planning that many scales.
@@ -333,13 +333,12 @@ impl<'a> Job<'a> {
     ) -> Option<ScaleCodes> {
         let scheme = self.scheme;
         let serves = self.fused
-            && self.dtype == DType::BFloat16
+            && matches!(self.dtype, DType::BFloat16 | DType::Float16)
             && scheme.convention == Convention::CompressedTensors
             && scheme.rule == ScaleRule::AbsMax
             && scheme.global_scale
-            && scheme.granularity == Granularity::Group(16)
-            && tensor_amax.to_bits() < ScaleCodes::LIMIT << 16;
-        let top = u16::try_from(tensor_amax.to_bits() >> 16).ok()?;
+            && scheme.granularity == Granularity::Group(16);
+        let top = ScaleCodes::top(tensor_amax, self.dtype)?;
         let entries = usize::from(top) + 1;
         if !serves || scales * 2 < entries {
             return None;
@@ -387,18 +386,21 @@ impl<'a> Job<'a> {
     /// vectorises, instead of a pass per step. `None` where it does not serve.
     fn plan_finite(&self, amax: &[f32], tensor_amax: f32) -> Option<Plan> {
         let scheme = self.scheme;
-        // Below this, an amax rounded at float4's mantissa width stays finite. (The largest
-        // bits by a fold, which LLVM vectorises: `all` stops early, one scale at a time.)
+        // Below this, an amax rounded at float4's mantissa width stays finite: in float32 (and
+        // bfloat16) up to 0x7F60_0000; float16's MX rounds its amax to a power of two in float16,
+        // which is inf from 1.75 * 2^15 (the general rule's business). (The largest bits by a
+        // fold, which LLVM vectorises: `all` stops early, one scale at a time.)
+        let limit = match scheme.rule {
+            ScaleRule::PowerOfTwo(_) if self.dtype == DType::Float16 => 0x4760_0000,
+            ScaleRule::PowerOfTwo(_) | ScaleRule::AbsMax => 0x7F60_0000,
+        };
         if scheme.convention != Convention::CompressedTensors
             || amax.is_empty()
-            || (amax.iter()).fold(0, |top, a| top.max(a.to_bits())) >= 0x7F60_0000
+            || (amax.iter()).fold(0, |top, a| top.max(a.to_bits())) >= limit
         {
             return None;
         }
         match scheme.rule {
-            // (float16's MX rounds on its own bits, and its powers of two leave its range: the
-            // general rule.)
-            ScaleRule::PowerOfTwo(_) if self.dtype == DType::Float16 => None,
             ScaleRule::PowerOfTwo(_) => {
                 let offset = if scheme.element == DType::Float8E4M3Fn {
                     8
@@ -510,12 +512,6 @@ impl<'a> Job<'a> {
                     next: local.checked_sub(band),
                 };
                 let src = input.bytes(local * cols, band_rows.len() * cols);
-                if self.fused && self.one_pass_mxfp4() {
-                    // Scales and elements straight from the band (else the steps below).
-                    if encode4::ct_mxfp4_bf16(src, stored, out) {
-                        return Ok(());
-                    }
-                }
                 let mut known = None;
                 if let Some(codes) = &codes {
                     // The band's group maxima, then its scale bytes looked up as the groups are
@@ -549,8 +545,9 @@ impl<'a> Job<'a> {
         out: &mut [u8],
         buf: &mut Vec<f32>,
     ) -> Result<(), QuantError> {
-        // (The one-pass kernels read float32 and bfloat16; float16 takes the general path.)
-        if self.fused && matches!(self.dtype, DType::Float32 | DType::BFloat16) {
+        // (Each takes what it reads: `encode8` every input dtype, `encode_fused` float16 by the
+        // float4 comparisons only.)
+        if self.fused {
             let done = if encode8::supports(self.scheme.element, plan.clamp) {
                 self.encode_float8(input, at, plan, out)
             } else {
@@ -563,21 +560,9 @@ impl<'a> Job<'a> {
         self.encode_general(input, at, plan, out, buf)
     }
 
-    /// Whether a band is quantized by `encode4::ct_mxfp4_bf16` (amax, scales and elements in
-    /// one pass): compressed-tensors' MXFP4 from bfloat16.
-    fn one_pass_mxfp4(&self) -> bool {
-        let scheme = self.scheme;
-        scheme.convention == Convention::CompressedTensors
-            && matches!(scheme.rule, ScaleRule::PowerOfTwo(_))
-            && scheme.granularity == Granularity::Group(32)
-            && scheme.scale.byte_size() == Some(1)
-            && self.dtype == DType::BFloat16
-            && encode4::supports(scheme.element, 32)
-    }
-
-    /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 groups of 16 or
-    /// 32 from their maxima (`known`: found already, else by `amax16`'s permute tree; a
-    /// group holding a NaN by the sequential rule), the rest by [`Input::band_amax`].
+    /// The amax of every scale of the input's rows `band` into `amax`: bfloat16 or float16
+    /// groups of 16 or 32 from their maxima (`known`: found already, else by `amax16`'s permute
+    /// tree; a group holding a NaN by the sequential rule), the rest by [`Input::band_amax`].
     fn band_amax(
         &self,
         input: &Input,
@@ -586,9 +571,11 @@ impl<'a> Job<'a> {
         known: Option<&[u16]>,
         amax: &mut [f32],
     ) {
-        let (cols, scheme) = (self.cols, self.scheme);
+        let (cols, scheme, dtype) = (self.cols, self.scheme, self.dtype);
+        let sixteen_bits = matches!(dtype, DType::BFloat16 | DType::Float16);
+        let inf = half_inf_bits(dtype);
         if let Granularity::Group(k @ (16 | 32)) = scheme.granularity {
-            if self.fused && self.dtype == DType::BFloat16 {
+            if self.fused && sixteen_bits {
                 let first = band.start * cols;
                 let mut found = Vec::new();
                 let maxima = known.unwrap_or_else(|| {
@@ -599,8 +586,8 @@ impl<'a> Job<'a> {
                 // The maxima as float32 (a loop LLVM vectorises), then any group with a NaN by
                 // the sequential rule.
                 let nan = (amax.iter_mut().zip(maxima)).fold(false, |nan, (a, &m)| {
-                    *a = f32::from_bits(u32::from(m) << 16);
-                    nan | (m > 0x7F80)
+                    *a = half_value(m, dtype);
+                    nan | (m > inf)
                 });
                 if nan {
                     for (g, a) in amax.iter_mut().enumerate().filter(|(_, a)| a.is_nan()) {
@@ -614,7 +601,7 @@ impl<'a> Job<'a> {
             let (first, last) = (at.first_row + band.start, at.first_row + band.end);
             // (Rows of one row of blocks: what a band of a 2-D-block scheme always is.)
             let one_row_of_blocks = first < last && first / block_rows == (last - 1) / block_rows;
-            if self.fused && self.dtype == DType::BFloat16 && one_row_of_blocks {
+            if self.fused && sixteen_bits && one_row_of_blocks {
                 self.block_amax(input, band, at, amax);
                 return;
             }
@@ -625,7 +612,7 @@ impl<'a> Job<'a> {
         );
     }
 
-    /// [`Job::band_amax`] of bfloat16 rows `band` that lie in one row of 2-D blocks: each
+    /// [`Job::band_amax`] of bfloat16 or float16 rows `band` that lie in one row of 2-D blocks: each
     /// column's largest magnitude bits over the rows (a vertical maximum LLVM vectorises, with
     /// no reduction per row), then each block's over its columns. A block holding a NaN takes
     /// the sequential rule over its rows in order.
@@ -643,14 +630,15 @@ impl<'a> Job<'a> {
                 }
             },
         );
+        let (dtype, inf) = (self.dtype, half_inf_bits(self.dtype));
         for (start, end, k) in self.scheme.runs(at.first_row + band.start, cols) {
             let m = columns[start..end].iter().copied().max().unwrap_or(0);
-            amax[k - at.first_scale] = if m > 0x7F80 {
+            amax[k - at.first_scale] = if m > inf {
                 band.clone().fold(0.0, |a, local| {
                     input.amax(local * cols + start, end - start, a)
                 })
             } else {
-                f32::from_bits(u32::from(m) << 16)
+                half_value(m, dtype)
             };
         }
     }
@@ -674,24 +662,30 @@ impl<'a> Job<'a> {
         let unsigned_zero = scheme.convention == Convention::CompressedTensors;
         // Factors picked by one-byte scales (compressed-tensors' NVFP4 and MX): each element
         // compared with its scale byte's thresholds instead of scaled and rounded.
+        let sixteen_bits = matches!(self.dtype, DType::BFloat16 | DType::Float16);
         if let Some(by_byte) = plan.byte_factors.as_deref() {
-            if self.dtype == DType::BFloat16
+            if sixteen_bits
                 && plan.scales.len() == groups
                 && thresholds::supports(scheme.element, k)
             {
                 let rules = encode4::Rules {
                     divide: matches!(plan.apply, Apply::Divide),
-                    round_bf16: plan.arithmetic == DType::BFloat16,
+                    arithmetic: plan.arithmetic,
                     unsigned_zero,
                 };
                 let src = input.bytes(at.local * self.cols, groups * k);
                 let scales = thresholds::ScaleBytes::Given(&plan.scales);
                 let next = (at.next).map_or(&[][..], |n| input.bytes(n * self.cols, groups * k));
                 let bounded = plan.bounded;
-                return thresholds::encode(src, k, scales, by_byte, rules, bounded, out, next);
+                let dtype = self.dtype;
+                return thresholds::encode(
+                    src, dtype, k, scales, by_byte, rules, bounded, out, next,
+                );
             }
         }
-        if !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
+        // (`encode4` reads float32 and bfloat16.)
+        let read = matches!(self.dtype, DType::Float32 | DType::BFloat16);
+        if !read || !encode4::supports(scheme.element, k) || plan.factors.len() != groups {
             return false;
         }
         if self.dtype == DType::BFloat16 {
@@ -730,7 +724,7 @@ impl<'a> Job<'a> {
         };
         let rules = encode4::Rules {
             divide,
-            round_bf16: plan.arithmetic == DType::BFloat16,
+            arithmetic: plan.arithmetic,
             unsigned_zero,
         };
         let src = input.bytes(at.local * self.cols, groups * k);
@@ -769,15 +763,15 @@ impl<'a> Job<'a> {
         }
         let rules = |divide| encode4::Rules {
             divide,
-            round_bf16: plan.arithmetic == DType::BFloat16,
+            arithmetic: plan.arithmetic,
             unsigned_zero: false,
         };
         // Dividing by a normal power of two is multiplying by its reciprocal (as `scale_run`),
         // and so is dividing a bfloat16 by a bfloat16 where the quotient is rounded to bfloat16
         // (`reciprocal_serves_bf16`).
         let (by_division, by_product) = (
-            encode8::kernel(bf16, rules(divide)),
-            encode8::kernel(bf16, rules(false)),
+            encode8::kernel(self.dtype, rules(divide)),
+            encode8::kernel(self.dtype, rules(false)),
         );
         let bf16_quotients = bf16 && plan.arithmetic == DType::BFloat16;
         for (j, row) in out.chunks_exact_mut(cols).enumerate() {
@@ -1507,32 +1501,55 @@ mod tests {
                 }
             }
         }
-        // float16: NVFP4's finite plan on every finite float16 magnitude; MX has none.
+        // float16: the finite plans on every finite float16 magnitude (MX: below 1.75 * 2^15,
+        // where its power of two is finite in float16; from there on, the general rule).
         let halves: Vec<f32> = (0..0x7C00).map(crate::arith::f16_value).collect();
-        let nvfp4 = Scheme::named("ct_nvfp4", DType::Float16).unwrap();
-        let mut general_job = Job::new(DType::Float16, &[1, 32], &nvfp4).unwrap();
-        let job = Job::new(DType::Float16, &[1, 32], &nvfp4).unwrap();
-        general_job.fused = false;
-        for tensor in [6e-8f32, 1e-3, 0.04, 1.0, 448.0, 65504.0] {
-            let fast = job.plan_finite(&halves, tensor).unwrap();
-            let general = general_job.plan(&halves, tensor).unwrap();
-            assert_eq!(fast.scales, general.scales, "tensor amax {tensor:e}");
-            let bits = |p: &Plan| p.factors.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&fast), bits(&general), "tensor amax {tensor:e}");
-            assert_eq!(
-                fast.global.map(f32::to_bits),
-                general.global.map(f32::to_bits)
-            );
+        let below = |limit: f32| halves.iter().copied().filter(move |&a| a < limit);
+        let mx_halves: Vec<f32> = below(57344.0).collect();
+        for (name, amax) in [
+            ("ct_nvfp4", &halves),
+            ("ct_mxfp4", &mx_halves),
+            ("ct_mxfp8", &mx_halves),
+        ] {
+            let scheme = Scheme::named(name, DType::Float16).unwrap();
+            let mut general_job = Job::new(DType::Float16, &[1, 32], &scheme).unwrap();
+            let job = Job::new(DType::Float16, &[1, 32], &scheme).unwrap();
+            general_job.fused = false;
+            for tensor in [6e-8f32, 1e-3, 0.04, 1.0, 448.0, 65504.0] {
+                let fast = job.plan_finite(amax, tensor).unwrap();
+                let general = general_job.plan(amax, tensor).unwrap();
+                let at = format!("{name}, tensor amax {tensor:e}");
+                // (The first amax where they differ, not the whole lists.)
+                let bits = |p: &Plan| p.factors.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                let (fast_bits, general_bits) = (bits(&fast), bits(&general));
+                let differ = (0..amax.len()).find(|&i| {
+                    fast.scales[i] != general.scales[i] || fast_bits[i] != general_bits[i]
+                });
+                assert_eq!(
+                    differ.map(|i| (amax[i], fast.scales[i], fast.factors[i])),
+                    differ.map(|i| (amax[i], general.scales[i], general.factors[i])),
+                    "{at}"
+                );
+                assert_eq!(fast.scales.len(), general.scales.len(), "{at}");
+                assert_eq!(
+                    fast.global.map(f32::to_bits),
+                    general.global.map(f32::to_bits),
+                    "{at}"
+                );
+                for (s, f) in fast.scales.iter().zip(&fast.factors) {
+                    if let Some(by_byte) = &fast.byte_factors {
+                        assert_eq!(by_byte[usize::from(*s)].to_bits(), f.to_bits(), "{at}");
+                    }
+                }
+            }
+            // The first amax whose power of two is inf in float16 is the general rule's.
+            let mx = name != "ct_nvfp4";
+            assert_eq!(job.plan_finite(&[57344.0], 1.0).is_none(), mx, "{name}");
         }
-        let mx = Scheme::named("ct_mxfp4", DType::Float16).unwrap();
-        assert!(Job::new(DType::Float16, &[1, 32], &mx)
-            .unwrap()
-            .plan_finite(&halves, 1.0)
-            .is_none());
     }
 
-    /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`) give the general
-    /// path's bytes: every scheme they serve, both input dtypes, inputs of every kind (weights,
+    /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`, `thresholds`) give the
+    /// general path's bytes: every scheme they serve, every input dtype its reference takes, inputs of every kind (weights,
     /// any finite value, inf/NaN/zeros/subnormals, the float4 and float8 grids' ties, bfloat16's
     /// smallest magnitudes, zero groups), shapes with an odd number of groups of 16 per band,
     /// partial blocks, several bands.
@@ -1557,10 +1574,14 @@ mod tests {
             "ao_mxfp8_rceil",
         ];
         for name in schemes {
-            for dtype in [DType::BFloat16, DType::Float32] {
+            for dtype in [DType::BFloat16, DType::Float32, DType::Float16] {
                 let Ok(scheme) = Scheme::named(name, dtype) else {
                     continue;
                 };
+                if scheme.check_input(dtype).is_err() {
+                    // (float16 weights: compressed-tensors' schemes only.)
+                    continue;
+                }
                 for kind in 0..7 {
                     for shape in [[3, 32], [1, 16 * 33], [4099, 96], [37, 4096], [130, 200]] {
                         let group = match scheme.granularity {
@@ -1572,7 +1593,7 @@ mod tests {
                         }
                         let n = shape[0] * shape[1];
                         let x = values(kind, n, (kind * 7919 + n) as u64);
-                        let src = if dtype == DType::BFloat16 {
+                        let src = if dtype != DType::Float32 {
                             let wide: &[u8] = bytemuck::cast_slice(&x);
                             let mut b = vec![0u8; n * 2];
                             cast(wide, DType::Float32, &mut b, dtype, CastMode::Torch).unwrap();

@@ -8,7 +8,8 @@
 use dtcast_dtype::DType;
 
 use crate::arith::{
-    bytes, clamp, cvtt, div, f16_bits, f16_value, f32s, in_dtype, mul, pow2, round_in, torch_cast,
+    bytes, clamp, cvtt, div, f16_bits, f16_value, f32s, half_inf_bits, half_value, in_dtype, mul,
+    pow2, round_in, torch_cast,
 };
 use crate::scheme::{MxRounding, Scheme};
 use crate::simd::with_best_isa;
@@ -139,6 +140,18 @@ pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         factors.push(rounded[usize::from(e)]);
         stored.push(byte_of[usize::from(e)]);
     }
+    // Each finite factor is a power of two, and its byte `127 + log2` names it: the factors
+    // are picked by the stored byte (a byte no finite factor has reads NaN: every element of
+    // its groups reported). Checked, since an infinite factor (a power past float16's range)
+    // is stored as byte 127 too.
+    let mut by_byte = Box::new([f32::NAN; 256]);
+    for (&f, &b) in rounded.iter().zip(&byte_of) {
+        if f.is_finite() {
+            by_byte[usize::from(b)] = f;
+        }
+    }
+    let picked = (factors.iter().zip(&stored))
+        .all(|(f, &b)| f.to_bits() == by_byte[usize::from(b)].to_bits());
     Plan {
         scales: stored,
         global: None,
@@ -146,26 +159,39 @@ pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
         apply: Apply::Divide,
         arithmetic: w,
         clamp: true,
-        byte_factors: None,
+        byte_factors: picked.then_some(by_byte),
         bounded: false,
     }
 }
 
-/// [`ct_mx`] where every amax is below `0x7F60_0000` (rounded up to a power of two, still
-/// finite): `E = exponent - offset` clamped at 0 (0 for an amax that rounds to 0), stored as it
-/// is — `2^(E-127)` is exact in float32 and bfloat16 alike, so `floor(log2)` of it is `E - 127`
-/// — and the factor `2^(E-127)`.
+/// [`ct_mx`] where every amax rounds to a finite power of two in the weight's dtype (float32 and
+/// bfloat16: below `0x7F60_0000`; float16: below 1.75 * 2^15): `E = exponent - offset` clamped
+/// at 0 (0 for an amax that rounds to 0), stored as it is — `2^(E-127)` is exact in float32 and
+/// bfloat16 alike, so `floor(log2)` of it is `E - 127` — and the factor `2^(E-127)`. A float16
+/// amax rounds on float16's bits: the same power of two where it is normal there; a subnormal
+/// one (its `+ 0x100` counted in units of 2^-24) to 2^-14 from 0.75 * 2^-14 up and to 0 below,
+/// whose factor `2^-127` rounds to 0 in float16 and is replaced by 1 (byte 127); every other
+/// `2^(E-127)` lies in 2^-22 ..= 2^13, exact in float16.
 #[inline(always)]
 pub(crate) fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
     let mut stored = vec![0u8; amax.len()];
     let mut factors = vec![0f32; amax.len()];
+    let half = w == DType::Float16;
     for ((&a, s), f) in amax.iter().zip(&mut stored).zip(&mut factors) {
         let exponent = (a.to_bits().wrapping_add(1 << 21) >> 23) as i32;
-        let e = if exponent == 0 {
+        // (0.75 * 2^-14 is 0x3840_0000; 2^-14's exponent is 113.)
+        let (rounds_to_zero, exponent) = if half {
+            (a.to_bits() < 0x3840_0000, exponent.max(113))
+        } else {
+            (exponent == 0, exponent)
+        };
+        let e = if rounds_to_zero {
             0
         } else {
             (exponent - offset).max(0)
         };
+        // (float16: `2^-127` is 0 there, replaced by 1.)
+        let e = if half && rounds_to_zero { 127 } else { e };
         *s = e as u8;
         *f = e8m0_factor(e as u32);
     }
@@ -218,9 +244,9 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
     }
 }
 
-/// compressed-tensors' NVFP4 block scales of bfloat16 groups by their largest magnitude (a
-/// band's maxima): [`ct_nvfp4_finite`] run once on every bfloat16 magnitude up to the
-/// tensor's amax, so that a band needs no plan — no float32 amax, no arithmetic per group (two
+/// compressed-tensors' NVFP4 block scales of 16-bit float groups (bfloat16 or float16) by their
+/// largest magnitude (a band's maxima): [`ct_nvfp4_finite`] run once on every magnitude of the
+/// weight's dtype up to the tensor's amax, so that a band needs no plan — no float32 amax, no arithmetic per group (two
 /// divisions and float8 rounding): the float4 comparisons look each group's scale byte up as
 /// they encode it (`thresholds::ScaleBytes::ByMaxima`).
 pub(crate) struct ScaleCodes {
@@ -229,20 +255,33 @@ pub(crate) struct ScaleCodes {
     top: u16,
     /// Each scale byte's factor (its value over the global scale).
     byte_factors: Box<[f32; 256]>,
+    /// The weight's dtype.
+    w: DType,
 }
 
 impl ScaleCodes {
-    /// Magnitude bits from here up (near bfloat16's largest, and inf and NaN) are planned by
-    /// `Job::plan`: the limit `plan_finite` keeps.
-    pub(crate) const LIMIT: u32 = 0x7F60;
+    /// The magnitude bits of a `w` tensor's amax (a value of `w`), where a table can serve its
+    /// groups: below the limit `plan_finite` keeps (bfloat16's largest magnitudes, inf and NaN
+    /// are planned by `Job::plan`; float16's every finite one is below it).
+    pub(crate) fn top(tensor_amax: f32, w: DType) -> Option<u16> {
+        let top = if w == DType::Float16 {
+            f16_bits(tensor_amax) & 0x7FFF
+        } else {
+            u16::try_from(tensor_amax.to_bits() >> 16).ok()?
+        };
+        let limit = if w == DType::Float16 {
+            half_inf_bits(w)
+        } else {
+            0x7F60
+        };
+        (top < limit).then_some(top)
+    }
 
-    /// The table for magnitudes up to `top` (below [`ScaleCodes::LIMIT`]) under the global
+    /// The table for `w` magnitudes up to `top` (from [`ScaleCodes::top`]) under the global
     /// scale `g`; `None` where some magnitude's plan is not bounded (an element could scale to
     /// inf), for the plan per band to handle.
     pub(crate) fn new(top: u16, g: f32, w: DType) -> Option<ScaleCodes> {
-        let amax: Vec<f32> = (0..=top)
-            .map(|m| f32::from_bits(u32::from(m) << 16))
-            .collect();
+        let amax: Vec<f32> = (0..=top).map(|m| half_value(m, w)).collect();
         let plan = with_best_isa(
             #[inline(always)]
             || ct_nvfp4_finite(&amax, g, w),
@@ -256,10 +295,11 @@ impl ScaleCodes {
             codes,
             top,
             byte_factors: plan.byte_factors?,
+            w,
         })
     }
 
-    /// Groups of 16 bfloat16 elements `src` with these maxima (magnitude bits) quantized by
+    /// Groups of 16 elements `src` (of the weight's dtype) with these maxima (magnitude bits) quantized by
     /// the float4 comparisons, their scale bytes into `stored`, if every maximum is in the
     /// table (false, with nothing meaningful written, where one is not). `src` is in the core's
     /// cache (its maxima were just found); `next`, what the caller quantizes after it, is
@@ -283,11 +323,21 @@ impl ScaleCodes {
         };
         let rules = encode4::Rules {
             divide: true,
-            round_bf16: false,
+            arithmetic: DType::Float32,
             unsigned_zero: true,
         };
         // Every magnitude up to `top` was bounded when the table was built.
-        thresholds::encode(src, 16, scales, &self.byte_factors, rules, true, out, next)
+        thresholds::encode(
+            src,
+            self.w,
+            16,
+            scales,
+            &self.byte_factors,
+            rules,
+            true,
+            out,
+            next,
+        )
     }
 }
 

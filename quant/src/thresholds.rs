@@ -1,14 +1,16 @@
-//! Float4 codes of bfloat16 elements found by comparing each element with its group's
-//! thresholds, for groups whose factor is one of at most 256 values picked by the scale byte
-//! (compressed-tensors' NVFP4: a float8_e4m3fn scale over a tensor-wide global scale; its MX: an
-//! E8M0 power of two).
+//! Float4 codes of 16-bit float elements (bfloat16 or float16) found by comparing each element
+//! with its group's thresholds, for groups whose factor is one of at most 256 values picked by
+//! the scale byte (compressed-tensors' NVFP4: a float8_e4m3fn scale over a tensor-wide global
+//! scale; its MX: an E8M0 power of two).
 //!
 //! For a fixed factor `f`, the float4 magnitude of `x / f` (or `x · f`; rounded to float32, to
-//! bfloat16 where the reference computes there, then to float4 nearest-even, saturating at 6)
-//! never decreases as `|x|` grows, and neither do "the scaled value is not zero" and "the scaled
-//! value is inf or NaN". So each is decided by the smallest bfloat16 magnitude at which it
-//! holds: a scale byte's *row* of thresholds, found once per tensor by binary search over the
-//! scalar arithmetic itself ([`Table`]). An element's code is then three comparisons (a binary
+//! the weight's dtype where the reference computes there, then to float4 nearest-even,
+//! saturating at 6) never decreases as `|x|` grows, and neither do "the scaled value is not
+//! zero" and "the scaled value is inf or NaN". Both 16-bit formats order their magnitudes as
+//! their bits do, so each is decided by the smallest magnitude's bits at which it holds: a scale
+//! byte's *row* of thresholds, found once per tensor by binary search over the scalar
+//! arithmetic itself ([`Table`]). The comparisons do not know which format they compare: only
+//! the search does. An element's code is then three comparisons (a binary
 //! search over the seven code thresholds, picked from the row by an in-lane byte shuffle), two
 //! more for the sign and the inf/NaN report (the report skipped where the caller knows that no
 //! element can scale to inf or NaN) — about 27 instructions per 32 elements, where dividing,
@@ -19,17 +21,17 @@
 
 use std::cell::RefCell;
 
+use dtcast_dtype::DType;
+
+use crate::arith::{f16_bits, half_inf_bits, half_value, round_in};
 use crate::encode4::Rules;
 
-/// A row's length: 16 bfloat16 magnitudes, two rows to a 512-bit register.
+/// A row's length: 16 magnitudes, two rows to a 512-bit register.
 const ROW: usize = 16;
 /// Where a row keeps its thresholds: the scaled value is nonzero at `NONZERO`, its float4
 /// magnitude is `k` or more at `k` (1 ..= 7), and it is inf or NaN at `BAD`.
 const NONZERO: usize = 0;
 const BAD: usize = 8;
-/// Past the largest finite bfloat16 magnitude (0x7F7F): a threshold never reached by a finite
-/// element (inf and NaN elements are reported by `BAD`, at most this).
-const NEVER: u16 = 0x7F80;
 
 /// Where an element's sign bit is kept (the x86 comparisons' choice of test).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,12 +46,13 @@ enum ZeroSign {
     DropBelowNonzero,
 }
 
-/// The rows of 256 scale bytes for one set of factors and arithmetic.
+/// The rows of 256 scale bytes for one set of factors, input dtype and arithmetic.
 pub(crate) struct Table {
-    /// The factor of each scale byte, as bits, and the arithmetic the rows were found for.
+    /// The factor of each scale byte, as bits, the elements' dtype and the arithmetic the rows
+    /// were found for.
     factors: [u32; 256],
-    divide: bool,
-    round_bf16: bool,
+    input: DType,
+    rules: Rules,
     rows: Box<[[u16; ROW]; 256]>,
     /// The portable loop's form of the rows ([`by_groups`]).
     splats: Box<Splats>,
@@ -74,13 +77,14 @@ const LANES: usize = 8;
 type Splats = [[[i16; LANES]; BAD + 1]; 256];
 
 impl Table {
-    /// The rows of `factors` (a scale byte's factor) under `rules`; a byte whose factor is not
-    /// finite and positive gets a row that reports every element (the general path's business).
-    fn new(factors: &[f32; 256], rules: Rules) -> Table {
+    /// The rows of `factors` (a scale byte's factor) for `input` elements under `rules`; a
+    /// byte whose factor is not finite and positive gets a row that reports every element (the
+    /// general path's business).
+    fn new(factors: &[f32; 256], input: DType, rules: Rules) -> Table {
         let mut rows = Box::new([[0u16; ROW]; 256]);
         for (row, &f) in rows.iter_mut().zip(factors) {
             if f.is_finite() && f > 0.0 {
-                *row = row_of(f, rules);
+                *row = row_of(f, input, rules);
             }
         }
         let mut splats: Box<Splats> = Box::new([[[0; LANES]; BAD + 1]; 256]);
@@ -93,17 +97,18 @@ impl Table {
             .all(|(row, &f)| !(f.is_finite() && f > 0.0) || row[NONZERO] == 1);
         Table {
             factors: factors.map(f32::to_bits),
-            divide: rules.divide,
-            round_bf16: rules.round_bf16,
+            input,
+            rules,
             rows,
             splats,
             nonzero_at_one,
         }
     }
 
-    fn serves(&self, factors: &[f32; 256], rules: Rules) -> bool {
-        self.divide == rules.divide
-            && self.round_bf16 == rules.round_bf16
+    fn serves(&self, factors: &[f32; 256], input: DType, rules: Rules) -> bool {
+        self.input == input
+            && self.rules.divide == rules.divide
+            && self.rules.arithmetic == rules.arithmetic
             && self
                 .factors
                 .iter()
@@ -112,64 +117,64 @@ impl Table {
     }
 }
 
-/// The thresholds of one factor `f` (finite, positive).
-fn row_of(f: f32, rules: Rules) -> [u16; ROW] {
-    let scaled = |m: u16| scaled(m, f, rules);
+/// The thresholds of one factor `f` (finite, positive) for `input` elements. A threshold never
+/// reached by a finite element is the input's infinity (`never`): inf and NaN elements are
+/// reported by `BAD`, at most that.
+fn row_of(f: f32, input: DType, rules: Rules) -> [u16; ROW] {
+    let never = half_inf_bits(input);
+    let scaled = |m: u16| scaled(m, f, input, rules);
     // Where each fact starts, roughly: the scaled value `y` at which it starts, scaled back.
     let near = |y: f32| {
         let x = if rules.divide { y * f } else { y / f };
-        if x.is_finite() {
-            (x.to_bits() >> 16) as u16
+        let bits = if input == DType::Float16 {
+            f16_bits(x)
         } else {
-            NEVER
+            (x.to_bits() >> 16) as u16
+        };
+        if x.is_finite() {
+            bits.min(never)
+        } else {
+            never
         }
     };
-    let mut row = [NEVER; ROW];
-    row[NONZERO] = first_near(|m| scaled(m) != 0.0, near(f32::from_bits(1)));
+    let first_near = |holds: &dyn Fn(u16) -> bool, guess: u16| first_near(holds, guess, never);
+    let mut row = [never; ROW];
+    row[NONZERO] = first_near(&|m| scaled(m) != 0.0, near(f32::from_bits(1)));
     for (k, t) in row.iter_mut().enumerate().take(8).skip(1) {
         let y = MAGNITUDE_STEPS[k - 1].0;
-        *t = first_near(|m| magnitude(scaled(m)) >= k as u8, near(y));
+        *t = first_near(&|m| magnitude(scaled(m)) >= k as u8, near(y));
     }
-    row[BAD] = first_near(|m| !scaled(m).is_finite(), near(f32::MAX));
+    row[BAD] = first_near(&|m| !scaled(m).is_finite(), near(f32::MAX));
     row
 }
 
-/// [`first`], looked for around `guess` first: where it falls within two steps of the guess,
-/// four tries find it instead of fifteen (a table of 255 rows took 40 µs instead of 310).
-fn first_near(holds: impl Fn(u16) -> bool, guess: u16) -> u16 {
+/// [`first_in`] over `0..=never`, looked for around `guess` first: where it falls within two
+/// steps of the guess, four tries find it instead of fifteen (a table of 255 rows took 40 µs
+/// instead of 310).
+fn first_near(holds: &dyn Fn(u16) -> bool, guess: u16, never: u16) -> u16 {
     let (low, high) = (
-        guess.saturating_sub(2).min(NEVER),
-        guess.saturating_add(2).min(NEVER),
+        guess.saturating_sub(2).min(never),
+        guess.saturating_add(2).min(never),
     );
-    if holds(low) || (high < NEVER && !holds(high)) {
+    if holds(low) || (high < never && !holds(high)) {
         // Not bracketed: at or below `low` (0 included), or above `high`.
-        return first(holds);
+        return first_in(holds, 0, never);
     }
-    // `holds` fails at `low` and holds at `high` (or nowhere below NEVER).
-    first_in(&holds, low + 1, high)
+    // `holds` fails at `low` and holds at `high` (or nowhere below `never`).
+    first_in(holds, low + 1, high)
 }
 
-/// The bfloat16 magnitude `m` scaled by `f` as `rules` say: in float32, then rounded to
-/// bfloat16 where the reference computes there.
-fn scaled(m: u16, f: f32, rules: Rules) -> f32 {
-    let x = f32::from_bits(u32::from(m) << 16);
-    let y = if rules.divide { x / f } else { x * f };
-    if rules.round_bf16 {
-        round_bf16(y)
-    } else {
-        y
-    }
+/// The magnitude bits `m` of an `input` element scaled by `f` as `rules` say: in float32, then
+/// rounded to the weight's dtype where the reference computes there.
+fn scaled(m: u16, f: f32, input: DType, rules: Rules) -> f32 {
+    let x = half_value(m, input);
+    round_in(if rules.divide { x / f } else { x * f }, rules.arithmetic)
 }
 
-/// The smallest finite bfloat16 magnitude at which `holds` (false, then true, as the
-/// magnitude grows), else [`NEVER`].
-fn first(holds: impl Fn(u16) -> bool) -> u16 {
-    first_in(&holds, 0, NEVER)
-}
-
-/// [`first`] where the answer is known to lie in `low..=high` (`high`: where `holds`, or
-/// [`NEVER`]).
-fn first_in(holds: &impl Fn(u16) -> bool, mut low: u16, mut high: u16) -> u16 {
+/// The smallest magnitude bits in `low..=high` at which `holds` (false, then true, as the
+/// magnitude grows; `high`: where it holds, or the input's infinity, where nothing finite
+/// does).
+fn first_in(holds: &dyn Fn(u16) -> bool, mut low: u16, mut high: u16) -> u16 {
     while low < high {
         let mid = low + (high - low) / 2;
         if holds(mid) {
@@ -201,13 +206,6 @@ const MAGNITUDE_STEPS: [(f32, bool); 7] = [
     (5.0, false),
 ];
 
-/// `y` rounded to bfloat16, nearest-even, and read back (finite values only matter here: the
-/// largest round to inf, which the rows report).
-fn round_bf16(y: f32) -> f32 {
-    let b = y.to_bits();
-    f32::from_bits(b.wrapping_add(0x7FFF + ((b >> 16) & 1)) & 0xFFFF_0000)
-}
-
 thread_local! {
     /// The last table each thread used: a tensor's bands share their factors.
     static LAST: RefCell<Option<Table>> = const { RefCell::new(None) };
@@ -215,8 +213,8 @@ thread_local! {
 
 /// Whether the comparisons serve: float4 groups of 16 or 32 (on AVX-512 by register permutes,
 /// elsewhere by a loop over each group that LLVM vectorises for the chosen instruction set).
-pub(crate) fn supports(element: dtcast_dtype::DType, group: usize) -> bool {
-    element == dtcast_dtype::DType::Float4E2M1Fn && matches!(group, 16 | 32)
+pub(crate) fn supports(element: DType, group: usize) -> bool {
+    element == DType::Float4E2M1Fn && matches!(group, 16 | 32)
 }
 
 /// Where the comparisons find each group's scale byte.
@@ -260,7 +258,8 @@ macro_rules! with_pick {
     };
 }
 
-/// Quantizes `src` (whole bfloat16 groups of `group`, little-endian; group `g`'s factor
+/// Quantizes `src` (whole groups of `group` `input` elements — bfloat16 or float16,
+/// little-endian; group `g`'s factor
 /// `factors[byte]`, its scale byte found as `scales` says, applied by `rules`) into `out`
 /// (packed, the first element of each byte in its low nibble). False, with `out` unspecified,
 /// where an element is inf or NaN or its scaled value is, or a used factor is not finite and
@@ -273,6 +272,7 @@ macro_rules! with_pick {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode(
     src: &[u8],
+    input: DType,
     group: usize,
     scales: ScaleBytes,
     factors: &[f32; 256],
@@ -281,7 +281,8 @@ pub(crate) fn encode(
     out: &mut [u8],
     next: &[u8],
 ) -> bool {
-    debug_assert!(supports(dtcast_dtype::DType::Float4E2M1Fn, group));
+    debug_assert!(supports(DType::Float4E2M1Fn, group));
+    debug_assert!(matches!(input, DType::BFloat16 | DType::Float16));
     let groups = out.len() * 2 / group;
     let matched = match &scales {
         ScaleBytes::Given(bytes) => bytes.len() == groups,
@@ -294,8 +295,11 @@ pub(crate) fn encode(
     }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
-        if !last.as_ref().is_some_and(|t| t.serves(factors, rules)) {
-            *last = Some(Table::new(factors, rules));
+        if !last
+            .as_ref()
+            .is_some_and(|t| t.serves(factors, input, rules))
+        {
+            *last = Some(Table::new(factors, input, rules));
         }
         let Some(table) = last.as_ref() else {
             return false;
@@ -787,7 +791,6 @@ mod tests {
     #[test]
     fn magnitude_is_the_float4_rounding() {
         use dtcast_cast::{cast, CastMode};
-        use dtcast_dtype::DType;
         let mut ys = vec![0.0f32, 7.0, 1e30];
         for t in [
             0.25f32, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0,
@@ -810,15 +813,27 @@ mod tests {
         }
     }
 
-    /// Each threshold is where its fact starts to hold: it holds there and fails one bfloat16
-    /// step below, and the row gives every sampled magnitude its code — factors from tiny to
-    /// huge (the guessed search and its fallback), both arithmetics.
+    /// Each threshold is where its fact starts to hold: it holds there and fails one step of
+    /// the input's magnitudes below, and the row gives every sampled magnitude its code —
+    /// factors from tiny to huge (the guessed search and its fallback), bfloat16 and float16
+    /// input, each arithmetic the references use on it.
     #[test]
     fn each_threshold_is_the_first_magnitude_where_its_fact_holds() {
-        for rules in [(true, false), (false, false), (true, true)] {
+        let f32_ = DType::Float32;
+        let cases = [
+            (DType::BFloat16, true, f32_),
+            (DType::BFloat16, false, f32_),
+            (DType::BFloat16, true, DType::BFloat16),
+            (DType::Float16, true, f32_),
+            (DType::Float16, false, f32_),
+            (DType::Float16, true, DType::Float16),
+            (DType::Float16, false, DType::Float16),
+        ];
+        for (input, divide, arithmetic) in cases {
+            let never = half_inf_bits(input);
             let rules = Rules {
-                divide: rules.0,
-                round_bf16: rules.1,
+                divide,
+                arithmetic,
                 unsigned_zero: true,
             };
             let factors = [
@@ -832,9 +847,9 @@ mod tests {
                 1e-45,
             ];
             for f in factors {
-                let row = row_of(f, rules);
+                let row = row_of(f, input, rules);
                 let facts = |m: u16| {
-                    let y = scaled(m, f, rules);
+                    let y = scaled(m, f, input, rules);
                     let mut facts = [false; 9];
                     facts[NONZERO] = y != 0.0;
                     for (k, fact) in facts.iter_mut().enumerate().take(8).skip(1) {
@@ -843,17 +858,19 @@ mod tests {
                     facts[BAD] = !y.is_finite();
                     facts
                 };
+                let at = format!("{input}, divide {divide}, in {arithmetic}, f {f}");
                 for (k, &t) in row.iter().enumerate().take(9) {
-                    if t < NEVER {
-                        assert!(facts(t)[k], "f {f}, fact {k} at {t:#x}");
+                    assert!(t <= never, "{at}, fact {k} at {t:#x}");
+                    if t < never {
+                        assert!(facts(t)[k], "{at}, fact {k} at {t:#x}");
                     }
                     if t > 0 {
-                        assert!(!facts(t - 1)[k], "f {f}, fact {k} below {t:#x}");
+                        assert!(!facts(t - 1)[k], "{at}, fact {k} below {t:#x}");
                     }
                 }
-                for m in (0..NEVER).step_by(7).chain([0x7F7F]) {
+                for m in (0..never).step_by(7).chain([never - 1]) {
                     let reached = (0..9).map(|k| m >= row[k]).collect::<Vec<_>>();
-                    assert_eq!(reached, facts(m), "f {f}, m {m:#x}");
+                    assert_eq!(reached, facts(m), "{at}, m {m:#x}");
                 }
             }
         }
@@ -862,8 +879,8 @@ mod tests {
     /// Both forms of [`encode`] — the loop over groups and, where this CPU has it, the AVX-512
     /// one — give each element the code of its scaled value (`magnitude`, the sign unless
     /// compressed-tensors' zero drops it), and report exactly the groups holding an element or
-    /// scaled value that is inf or NaN: random bfloat16 bits and weight-like values, random scale
-    /// bytes, groups of 16 and 32, both zero rules.
+    /// scaled value that is inf or NaN: random bits and weight-like values of bfloat16 and
+    /// float16, random scale bytes, groups of 16 and 32, both zero rules, each arithmetic.
     #[test]
     fn both_forms_give_each_element_the_code_of_its_scaled_value() {
         let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
@@ -885,12 +902,20 @@ mod tests {
                 v / g
             };
         }
-        for group in [16usize, 32] {
+        for (input, group) in [DType::BFloat16, DType::Float16]
+            .into_iter()
+            .flat_map(|input| [(input, 16usize), (input, 32)])
+        {
+            let never = half_inf_bits(input);
             for unsigned_zero in [true, false] {
                 for round in 0..40 {
                     let rules = Rules {
                         divide: round % 2 == 0,
-                        round_bf16: round % 3 == 0,
+                        arithmetic: if round % 3 == 0 {
+                            input
+                        } else {
+                            DType::Float32
+                        },
                         unsigned_zero,
                     };
                     // An odd count too: a last group of 16 alone in a vector.
@@ -912,28 +937,31 @@ mod tests {
                                 0 => (r >> 16) as u16,
                                 1 => (r >> 20) as u16 & 0x807F,
                                 _ => {
-                                    ((f32::from_bits(0x3C00_0000 | (r as u32 & 0x807F_FFFF)) * 3.0)
-                                        .to_bits()
-                                        >> 16) as u16
+                                    let x = f32::from_bits(0x3C00_0000 | (r as u32 & 0x807F_FFFF));
+                                    if input == DType::Float16 {
+                                        f16_bits(x * 3.0)
+                                    } else {
+                                        ((x * 3.0).to_bits() >> 16) as u16
+                                    }
                                 }
                             }
                         })
-                        .filter(|x| round >= 10 || x & 0x7F80 != 0x7F80)
+                        .filter(|x| round >= 10 || x & never != never)
                         .chain(std::iter::repeat(0))
                         .take(n)
                         .collect();
                     // The input, and the same with every element that the checks report
                     // (inf, NaN, a scaled overflow) made a zero of its sign: a clean input,
                     // whose bytes every form is held to, wherever the scale bytes are valid.
-                    let table = Table::new(&factors, rules);
+                    let table = Table::new(&factors, input, rules);
                     let cleaned: Vec<u16> = (src.iter().enumerate())
                         .map(|(i, &x)| {
                             let f = factors[usize::from(bytes[i / group])];
                             let m = x & 0x7FFF;
                             let fine = f.is_finite()
                                 && f > 0.0
-                                && m < 0x7F80
-                                && scaled(m, f, rules).is_finite();
+                                && m < never
+                                && scaled(m, f, input, rules).is_finite();
                             if fine {
                                 x
                             } else {
@@ -948,11 +976,11 @@ mod tests {
                             let f = factors[usize::from(bytes[i / group])];
                             let m = x & 0x7FFF;
                             let y = if f.is_finite() && f > 0.0 {
-                                scaled(m, f, rules)
+                                scaled(m, f, input, rules)
                             } else {
                                 f32::NAN
                             };
-                            clean &= m < 0x7F80 && y.is_finite();
+                            clean &= m < never && y.is_finite();
                             let signed = x >= 0x8000 && (!unsigned_zero || y != 0.0);
                             let code = magnitude(y.min(7.0)) | u8::from(signed) << 3;
                             want[i / 2] |= code << (4 * (i % 2));
@@ -976,7 +1004,7 @@ mod tests {
                             ),
                         };
                         let at = format!(
-                            "group {group}, round {round}, {unsigned_zero}, variant {variant}"
+                            "{input}, group {group}, round {round}, {unsigned_zero}, variant {variant}"
                         );
                         assert_eq!(ok, clean, "{at}");
                         if clean {
@@ -1045,6 +1073,7 @@ mod tests {
                         let next = raw;
                         let ok = encode(
                             raw,
+                            input,
                             group,
                             scales,
                             &factors,

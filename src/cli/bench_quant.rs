@@ -41,7 +41,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
         if from == DType::Float16 {
             writeln!(
                 out,
-                "float16 input: the general path (each element scaled in float32 and rounded to float16 where compressed-tensors computes in float16, then a SIMD cast), not the one-pass kernels"
+                "float16 input: the one-pass kernels read it too (float8: each quotient rounded to float16 in registers, as compressed-tensors computes in float16; float4: the comparisons with each scale byte's thresholds, found for float16 magnitudes); bfloat16's exponent-shift forms are bfloat16's alone"
             )?;
         }
         columns(out, "memcpy GB/s")?;
