@@ -4,16 +4,16 @@
 //! (compressed-tensors' bfloat16 and float16 weights), clamped to 448 and rounded to float8
 //! (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9 below) — instead of a
 //! float32 buffer written and read back by the SIMD cast. On AVX-512 16 elements per step in
-//! registers (`narrow::code`; float16 read by `vcvtph2ps` and rounded by `vcvtps2ph`), or 32
-//! where the products are rounded to bfloat16 (compressed-tensors' arithmetic on bfloat16
-//! weights): the float8 rounding then runs on 16-bit lanes (`x86::words`, with AVX512_BF16's
-//! rounding instruction where the CPU has it; on AVX2 `x86::words_avx2`, 16 a step); elsewhere
-//! the same steps on one element, a loop LLVM vectorises for the chosen instruction set
-//! ([`by_lanes`], [`by_halves`]). MX groups of bfloat16,
-//! whose factors are powers of two, skip the float32 lanes: an exponent shift and the rounding
-//! on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are reported
-//! for the general path (`quantize::encode_general`, the definition the tests there hold this
-//! to).
+//! registers (`narrow::code`; float16 read by `vcvtph2ps` and rounded by `vcvtps2ph`, which AVX2
+//! with F16C does 8 a step, `x86::halves_avx2`), or 32 where the products are rounded to
+//! bfloat16 (compressed-tensors' arithmetic on bfloat16 weights): the float8 rounding then runs
+//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it;
+//! on AVX2 `x86::words_avx2`, 16 a step); elsewhere the same steps on one element, a loop LLVM
+//! vectorises for the chosen instruction set ([`by_lanes`], [`by_halves`]). MX groups of
+//! bfloat16, whose factors are powers of two, skip the float32 lanes: an exponent shift and the
+//! rounding on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are
+//! reported for the general path (`quantize::encode_general`, the definition the tests there
+//! hold this to).
 
 use dtcast_dtype::DType;
 
@@ -48,12 +48,15 @@ fn x86_kernel(input: DType, rules: Rules) -> Option<Kernel> {
     if input == DType::Float16 {
         // compressed-tensors' arithmetic on float16 weights: the quotient rounded to float16.
         let round = rules.arithmetic == DType::Float16;
-        return avx512.then_some(match (rules.divide, round) {
-            (true, true) => x86::run::<false, true, true, true>,
-            (true, false) => x86::run::<false, true, true, false>,
-            (false, true) => x86::run::<false, true, false, true>,
-            (false, false) => x86::run::<false, true, false, false>,
-        });
+        if avx512 {
+            return Some(match (rules.divide, round) {
+                (true, true) => x86::run::<false, true, true, true>,
+                (true, false) => x86::run::<false, true, true, false>,
+                (false, true) => x86::run::<false, true, false, true>,
+                (false, false) => x86::run::<false, true, false, false>,
+            });
+        }
+        return crate::lookup4::avx2().then_some(x86_halves_avx2(rules.divide, round));
     }
     let bf16 = input == DType::BFloat16;
     if avx512 {
@@ -78,6 +81,17 @@ fn x86_kernel(input: DType, rules: Rules) -> Option<Kernel> {
     } else {
         x86::words_avx2::<false>
     })
+}
+
+/// `x86::halves_avx2` for these rules.
+#[cfg(target_arch = "x86_64")]
+fn x86_halves_avx2(divide: bool, round: bool) -> Kernel {
+    match (divide, round) {
+        (true, true) => x86::halves_avx2::<true, true>,
+        (true, false) => x86::halves_avx2::<true, false>,
+        (false, true) => x86::halves_avx2::<false, true>,
+        (false, false) => x86::halves_avx2::<false, false>,
+    }
 }
 
 /// [`kernel`]'s loop form ([`by_lanes`], [`by_halves`]), whatever the CPU.
@@ -475,6 +489,76 @@ mod x86 {
         bad == 0
     }
 
+    /// [`super::kernel`]'s run for float16 input on AVX2 (with F16C, which dtcast's AVX2 set
+    /// implies), 8 elements a step on 32-bit lanes: each element read by `vcvtph2ps`, scaled,
+    /// rounded to float16 by `vcvtps2ph` when `ROUND`, then `narrow::code`'s steps for
+    /// float8_e4m3fn (clamped to 448; from 2^-6 three mantissa bits kept by one addition on
+    /// the bits, below a multiple of 2^-9 by the conversion to an integer, nearest-even); the
+    /// last partial step by the loop form ([`super::by_halves`]).
+    ///
+    /// # Safety
+    /// The CPU runs AVX2 and F16C; `src` holds `out.len()` float16 elements.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn halves_avx2<const DIVIDE: bool, const ROUND: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        debug_assert_eq!(src.len(), out.len() * 2);
+        // (F16C's immediate has no exception bit: nearest-even alone.)
+        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT;
+        let factor = _mm256_set1_ps(f);
+        let set = |v: u32| _mm256_set1_epi32(v as i32);
+        // Byte 0 of each 32-bit lane to the low four bytes of each 128-bit half.
+        let low_bytes = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
+            -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let mut bad = _mm256_setzero_si256();
+        let steps = out.len() / 8;
+        for k in 0..steps {
+            // SAFETY: step `k` reads bytes 16k..16k + 16 of `src` (8 float16 elements) and
+            // writes bytes 8k..8k + 8 of `out`, inside both; AVX2 and F16C by this function's
+            // contract.
+            unsafe {
+                let x = _mm256_cvtph_ps(_mm_loadu_si128(src.as_ptr().add(16 * k).cast()));
+                let y = if DIVIDE {
+                    _mm256_div_ps(x, factor)
+                } else {
+                    _mm256_mul_ps(x, factor)
+                };
+                let y = if ROUND {
+                    _mm256_cvtph_ps(_mm256_cvtps_ph::<NEAREST>(y))
+                } else {
+                    y
+                };
+                let y = _mm256_castps_si256(y);
+                // (Magnitudes are below 0x8000_0000: signed compares serve.) inf and NaN are
+                // reported, whatever their codes.
+                let a = _mm256_and_si256(y, set(0x7FFF_FFFF));
+                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(a, set(0x7F7F_FFFF)));
+                let a = _mm256_min_epi32(a, set(0x43E0_0000));
+                let odd = _mm256_and_si256(_mm256_srli_epi32::<20>(a), set(1));
+                let rounded = _mm256_add_epi32(a, _mm256_add_epi32(odd, set(0x7_FFFF)));
+                let normal = _mm256_sub_epi32(_mm256_srli_epi32::<20>(rounded), set(120 << 3));
+                let steps = _mm256_mul_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(512.0));
+                let small = _mm256_cvtps_epi32(steps);
+                let below = _mm256_cmpgt_epi32(set(0x3C80_0000), a);
+                let code = _mm256_blendv_epi8(normal, small, below);
+                let sign = _mm256_and_si256(_mm256_srli_epi32::<24>(y), set(0x80));
+                let picked = _mm256_shuffle_epi8(_mm256_or_si256(code, sign), low_bytes);
+                let bytes = _mm_unpacklo_epi32(
+                    _mm256_castsi256_si128(picked),
+                    _mm256_extracti128_si256::<1>(picked),
+                );
+                _mm_storel_epi64(out.as_mut_ptr().add(8 * k).cast(), bytes);
+            }
+        }
+        let done = 8 * steps;
+        let tail = super::by_halves::<DIVIDE, ROUND>(&src[2 * done..], f, &mut out[done..]);
+        tail && _mm256_testz_si256(bad, bad) == 1
+    }
+
     /// [`words`] on AVX2, 16 elements a step: the products on two vectors of 32-bit lanes,
     /// rounded to bfloat16 on the bits and merged back into element order, then clamped and
     /// rounded to float8 on 16-bit lanes. AVX2 has no variable 16-bit shifts: a step with an
@@ -800,6 +884,13 @@ mod tests {
                     // (Mutable where x86-64's forms join it.)
                     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
                     let mut kernels = vec![("best", kernel(input, rules))];
+                    #[cfg(target_arch = "x86_64")]
+                    if input == DType::Float16 && std::arch::is_x86_feature_detected!("avx2") {
+                        // (F16C comes with every AVX2 CPU this runs on; checked all the same.)
+                        if std::arch::is_x86_feature_detected!("f16c") {
+                            kernels.push(("AVX2 halves", x86_halves_avx2(divide, round_narrow)));
+                        }
+                    }
                     #[cfg(target_arch = "x86_64")]
                     if bf16 && round_narrow {
                         if crate::lookup4::avx512() {
