@@ -26,16 +26,17 @@ pub(crate) struct Rules {
     pub divide: bool,
     /// The dtype the scaled value is rounded to before float4 (or float8): bfloat16 or float16
     /// where the reference computes in the weight's dtype (compressed-tensors), float32 (no
-    /// rounding) elsewhere. The one-pass kernels of `encode4` and `encode8` take float32 and
-    /// bfloat16; `thresholds` takes all three.
+    /// rounding) elsewhere. This module's kernels take float32 and bfloat16; `encode8` and
+    /// `thresholds` take all three.
     pub arithmetic: DType,
     /// A scaled value of exactly -0 is code 0 (compressed-tensors' `x * sign(x)`), not 8.
     pub unsigned_zero: bool,
 }
 
 impl Rules {
-    /// Whether the scaled value is rounded to bfloat16: what the one-pass kernels of this
-    /// module and `encode8` ask (they are never handed float16 arithmetic).
+    /// Whether the scaled value is rounded to bfloat16: what this module's kernels and
+    /// `encode8`'s for bfloat16 and float32 input ask (float16 arithmetic comes with float16
+    /// input only, which neither hands them).
     pub(crate) fn rounds_bf16(&self) -> bool {
         debug_assert_ne!(self.arithmetic, DType::Float16);
         self.arithmetic == DType::BFloat16

@@ -32,7 +32,7 @@ pub(crate) type Kernel = unsafe fn(&[u8], f32, &mut [u8]) -> bool;
 /// `unsigned_zero` is compressed-tensors' float4 rule, not float8's: unused). Call it only where
 /// [`supports`] said so, with a finite nonzero factor: `kernel(src, f, out)` quantizes `src`
 /// (one element per byte of `out`) and returns false, with `out` unspecified, where an element
-/// is inf or NaN, or its scaled value is (a float16 quotient past 65504 rounds to inf).
+/// is inf or NaN, or its scaled value is (a float16 quotient from 65520 up rounds to inf).
 pub(crate) fn kernel(input: DType, rules: Rules) -> Kernel {
     #[cfg(target_arch = "x86_64")]
     if let Some(kernel) = x86_kernel(input, rules) {

@@ -612,10 +612,10 @@ impl<'a> Job<'a> {
         );
     }
 
-    /// [`Job::band_amax`] of bfloat16 or float16 rows `band` that lie in one row of 2-D blocks: each
-    /// column's largest magnitude bits over the rows (a vertical maximum LLVM vectorises, with
-    /// no reduction per row), then each block's over its columns. A block holding a NaN takes
-    /// the sequential rule over its rows in order.
+    /// [`Job::band_amax`] of bfloat16 or float16 rows `band` that lie in one row of 2-D blocks:
+    /// each column's largest magnitude bits over the rows (a vertical maximum LLVM vectorises,
+    /// with no reduction per row), then each block's over its columns. A block holding a NaN
+    /// takes the sequential rule over its rows in order.
     fn block_amax(&self, input: &Input, band: std::ops::Range<usize>, at: &Rows, amax: &mut [f32]) {
         let cols = self.cols;
         let mut columns = vec![0u16; cols];
@@ -1549,10 +1549,10 @@ mod tests {
     }
 
     /// The one-pass forms (`amax16`, `plan_finite`, `encode4`, `encode8`, `thresholds`) give the
-    /// general path's bytes: every scheme they serve, every input dtype its reference takes, inputs of every kind (weights,
-    /// any finite value, inf/NaN/zeros/subnormals, the float4 and float8 grids' ties, bfloat16's
-    /// smallest magnitudes, zero groups), shapes with an odd number of groups of 16 per band,
-    /// partial blocks, several bands.
+    /// general path's bytes: every scheme they serve, every input dtype its reference takes,
+    /// inputs of every kind (weights, any finite value, inf/NaN/zeros/subnormals, the float4 and
+    /// float8 grids' ties, bfloat16's smallest magnitudes, zero groups), shapes with an odd
+    /// number of groups of 16 per band, partial blocks, several bands.
     #[test]
     fn the_one_pass_forms_give_the_general_paths_bytes() {
         let schemes = [

@@ -246,9 +246,9 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
 
 /// compressed-tensors' NVFP4 block scales of 16-bit float groups (bfloat16 or float16) by their
 /// largest magnitude (a band's maxima): [`ct_nvfp4_finite`] run once on every magnitude of the
-/// weight's dtype up to the tensor's amax, so that a band needs no plan — no float32 amax, no arithmetic per group (two
-/// divisions and float8 rounding): the float4 comparisons look each group's scale byte up as
-/// they encode it (`thresholds::ScaleBytes::ByMaxima`).
+/// weight's dtype up to the tensor's amax, so that a band needs no plan — no float32 amax, no
+/// arithmetic per group (two divisions and float8 rounding): the float4 comparisons look each
+/// group's scale byte up as they encode it (`thresholds::ScaleBytes::ByMaxima`).
 pub(crate) struct ScaleCodes {
     /// The scale byte of each magnitude's bits (`0..=top`; zero above, never used).
     codes: Box<[u8; 0x8000]>,
@@ -299,11 +299,11 @@ impl ScaleCodes {
         })
     }
 
-    /// Groups of 16 elements `src` (of the weight's dtype) with these maxima (magnitude bits) quantized by
-    /// the float4 comparisons, their scale bytes into `stored`, if every maximum is in the
-    /// table (false, with nothing meaningful written, where one is not). `src` is in the core's
-    /// cache (its maxima were just found); `next`, what the caller quantizes after it, is
-    /// prefetched as `src` is read.
+    /// Groups of 16 elements `src` (of the weight's dtype) with these maxima (magnitude bits)
+    /// quantized by the float4 comparisons, their scale bytes into `stored`, if every maximum is
+    /// in the table (false, with nothing meaningful written, where one is not). `src` is in the
+    /// core's cache (its maxima were just found); `next`, what the caller quantizes after it,
+    /// is prefetched as `src` is read.
     pub(crate) fn encode(
         &self,
         src: &[u8],
