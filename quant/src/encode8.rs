@@ -885,11 +885,11 @@ mod tests {
                     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
                     let mut kernels = vec![("best", kernel(input, rules))];
                     #[cfg(target_arch = "x86_64")]
-                    if input == DType::Float16 && std::arch::is_x86_feature_detected!("avx2") {
-                        // (F16C comes with every AVX2 CPU this runs on; checked all the same.)
-                        if std::arch::is_x86_feature_detected!("f16c") {
-                            kernels.push(("AVX2 halves", x86_halves_avx2(divide, round_narrow)));
-                        }
+                    if input == DType::Float16
+                        && std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("f16c")
+                    {
+                        kernels.push(("AVX2 halves", x86_halves_avx2(divide, round_narrow)));
                     }
                     #[cfg(target_arch = "x86_64")]
                     if bf16 && round_narrow {

@@ -264,15 +264,10 @@ impl ScaleCodes {
     /// groups: below the limit `plan_finite` keeps (bfloat16's largest magnitudes, inf and NaN
     /// are planned by `Job::plan`; float16's every finite one is below it).
     pub(crate) fn top(tensor_amax: f32, w: DType) -> Option<u16> {
-        let top = if w == DType::Float16 {
-            f16_bits(tensor_amax) & 0x7FFF
+        let (top, limit) = if w == DType::Float16 {
+            (f16_bits(tensor_amax) & 0x7FFF, half_inf_bits(w))
         } else {
-            u16::try_from(tensor_amax.to_bits() >> 16).ok()?
-        };
-        let limit = if w == DType::Float16 {
-            half_inf_bits(w)
-        } else {
-            0x7F60
+            (u16::try_from(tensor_amax.to_bits() >> 16).ok()?, 0x7F60)
         };
         (top < limit).then_some(top)
     }
