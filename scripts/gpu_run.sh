@@ -43,15 +43,16 @@ for step in $steps; do
       # sharing the machine with them, in 1 GiB slices (now 16 MiB ones: its CPU side takes
       # about 40 s on 2 cores; it prints its progress). So the scaled kernels' tests run first,
       # then every float32 pattern alone, then the rest of test-cuda. Their timeouts
-      # (QUANT_TIMEOUT, FLOAT32_TIMEOUT, CUDA_TIMEOUT: 90 + 160 + 200 s) and the quant step's
-      # (QUANT_BENCH_TIMEOUT, 120 s) keep `env quant tests` within one 10-minute device call.
+      # (QUANT_TIMEOUT, FLOAT32_TIMEOUT, CUDA_TIMEOUT: 90 + 130 + 200 s) and the quant step's
+      # (QUANT_BENCH_TIMEOUT and QUANT_F16_TIMEOUT, 120 + 30 s) keep `env quant tests` within
+      # one 10-minute device call.
       for t in device layer cli checkpoint; do
         ( timeout 150 ".gpu/test-$t" --test-threads 4 > "$out/test-$t.log" 2>&1; echo "rc=$?" >> "$out/test-$t.log" ) &
       done
       echo "--- test-cuda_quant" | tee -a "$out/tests.log"
       timeout "${QUANT_TIMEOUT:-90}" .gpu/test-cuda_quant --nocapture --test-threads 16 2>&1 | tail -n 30 | tee -a "$out/tests.log"
       echo "--- test-cuda: every float32 pattern" | tee -a "$out/tests.log"
-      timeout "${FLOAT32_TIMEOUT:-160}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
+      timeout "${FLOAT32_TIMEOUT:-130}" .gpu/test-cuda --nocapture --exact cuda_every_float32_pattern_rounds_as_on_the_cpu_on_a_gpu 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked|float32 patterns'
       echo "--- test-cuda: the rest" | tee -a "$out/tests.log"
       timeout "${CUDA_TIMEOUT:-200}" .gpu/test-cuda --nocapture --test-threads 16 --skip nvrtc_compiles --skip cuda_every_float32_pattern 2>&1 | tee -a "$out/tests.log" | grep -E '^test |test result|panicked'
       wait
@@ -61,7 +62,9 @@ for step in $steps; do
     quant)
       # Every scheme quantized and dequantized on the GPU, each result compared with the CPU's
       # bytes (the bench fails on a difference), beside device copies of as many bytes.
-      timeout "${QUANT_BENCH_TIMEOUT:-120}" .gpu/dtcast bench --scheme fp8-tensor,fp8-channel,fp8-block,mxfp8,mxfp4,nvfp4 --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/quant.json" ;;
+      timeout "${QUANT_BENCH_TIMEOUT:-120}" .gpu/dtcast bench --scheme fp8-tensor,fp8-channel,fp8-block,mxfp8,mxfp4,nvfp4 --device cuda:0 --elements "$elements" --json 2>&1 | tee "$out/quant.json"
+      # float16 weights (compressed-tensors' rules, float16 arithmetic), a quarter of the size.
+      timeout "${QUANT_F16_TIMEOUT:-30}" .gpu/dtcast bench --scheme fp8-tensor,fp8-block,mxfp4,nvfp4 --quantize-from float16 --device cuda:0 --elements "$((elements / 4))" --json 2>&1 | tee "$out/quant-float16.json" ;;
     convert)
       timeout 300 scripts/cuda_convert_check.sh .gpu/dtcast 2>&1 | tee "$out/convert.log" ;;
     bench)

@@ -13,7 +13,7 @@
 use dtcast_dtype::DType;
 
 use crate::dequant::{check_len, rows_cols};
-use crate::quantize::{fold_amax, reads_nan_as_default, Job};
+use crate::quantize::{amax_nan_is_default, fold_amax, reads_nan_as_default, Job};
 use crate::rules::Apply;
 use crate::scheme::{Convention, Granularity, Scheme};
 use crate::QuantError;
@@ -32,9 +32,11 @@ pub struct ScalePlan {
     pub factors: Vec<f32>,
     /// Whether elements are divided by their factor (else multiplied).
     pub divide: bool,
-    /// Whether the scaled value is rounded to bfloat16 (torch's bfloat16 arithmetic: nearest
-    /// even, a NaN the default NaN `0x7FC0`) before it is clamped.
-    pub round_bf16: bool,
+    /// The dtype the scaled value is rounded to before it is clamped, as torch's arithmetic on
+    /// tensors of it rounds: `BFloat16` (nearest even, a NaN the default NaN `0x7FC0`),
+    /// `Float16` (nearest even, overflow to inf, a NaN keeping its sign and top payload bits), or
+    /// `Float32` (not rounded).
+    pub arithmetic: DType,
     /// The magnitude scaled values are clamped to (NaN stays; infinity: no clamp).
     pub limit: f32,
     /// Whether the input's NaNs read as the default NaN `0x7FC00000` (compressed-tensors
@@ -75,22 +77,14 @@ impl std::fmt::Debug for Quantizer<'_> {
 }
 
 impl<'a> Quantizer<'a> {
-    /// The checks [`quantize`](crate::quantize) makes — an input dtype the scheme's reference
-    /// quantizes, a valid scheme, a shape it accepts — for float32 and bfloat16 inputs, what
-    /// the device kernels read (a float16 weight quantizes on the CPU, [`quantize`](crate::quantize)).
+    /// The checks [`quantize`](crate::quantize) makes: an input dtype the scheme's reference
+    /// quantizes (float32 and bfloat16, and float16 under compressed-tensors' rules), a valid
+    /// scheme, a shape it accepts.
     pub fn new(
         dtype: DType,
         shape: &[usize],
         scheme: &'a Scheme,
     ) -> Result<Quantizer<'a>, QuantError> {
-        if !matches!(dtype, DType::Float32 | DType::BFloat16) {
-            scheme.check_input(dtype)?;
-            return Err(QuantError::InputDType {
-                dtype,
-                reads: "the device kernels read float32 or bfloat16 weights (quantize a float16 \
-                        weight on the CPU)",
-            });
-        }
         Ok(Quantizer {
             job: Job::new(dtype, shape, scheme)?,
         })
@@ -107,6 +101,13 @@ impl<'a> Quantizer<'a> {
         reads_nan_as_default(self.job.dtype(), self.job.scheme())
     }
 
+    /// Whether a scale's amax, where its elements hold a NaN, is the default NaN `0x7FC00000`
+    /// rather than the first of them as the input reads: where the input's NaNs read as the
+    /// default NaN, and for float16 weights (torch's float16 reductions give it for any NaN).
+    pub fn amax_nan_is_default(&self) -> bool {
+        amax_nan_is_default(self.job.dtype(), self.job.scheme())
+    }
+
     /// How many scales the tensor has (the length of the amax slice [`plan`](Quantizer::plan)
     /// takes).
     pub fn scale_count(&self) -> usize {
@@ -115,8 +116,10 @@ impl<'a> Quantizer<'a> {
     }
 
     /// The plan from every scale's amax (in the scales' order; each the first NaN among its
-    /// elements as the input reads, else their largest magnitude, 0 for none). The whole
-    /// tensor's amax, where a global scale needs it, is theirs folded in order.
+    /// elements as the input reads, or the default NaN where
+    /// [`amax_nan_is_default`](Quantizer::amax_nan_is_default), else their largest magnitude, 0
+    /// for none). The whole tensor's amax, where a global scale needs it, is theirs folded in
+    /// order.
     pub fn plan(&self, amax: &[f32]) -> Result<ScalePlan, QuantError> {
         check_len("amax", self.scale_count() * 4, amax.len() * 4)?;
         let scheme = self.job.scheme();
@@ -132,7 +135,7 @@ impl<'a> Quantizer<'a> {
             global_scale: plan.global,
             factors: plan.factors,
             divide: matches!(plan.apply, Apply::Divide),
-            round_bf16: plan.arithmetic == DType::BFloat16,
+            arithmetic: plan.arithmetic,
             limit,
             canonical_nan: self.reads_nan_as_default(),
             compressed_tensors_float4: scheme.convention == Convention::CompressedTensors,

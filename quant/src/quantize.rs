@@ -883,6 +883,14 @@ pub(crate) fn reads_nan_as_default(dtype: DType, scheme: &Scheme) -> bool {
     dtype == DType::BFloat16 && scheme.convention == Convention::CompressedTensors
 }
 
+/// Whether a scale's amax, where its elements hold a NaN, is the default NaN rather than the
+/// first of them as the input reads: where the input's NaNs read as the default NaN, and for
+/// float16 (torch's float16 reductions give the default NaN for any; compressed-tensors'
+/// vectorised `maximum` with 0 then makes some of them 0xFFFF, which dtcast does not follow).
+pub(crate) fn amax_nan_is_default(dtype: DType, scheme: &Scheme) -> bool {
+    reads_nan_as_default(dtype, scheme) || dtype == DType::Float16
+}
+
 /// The tensor being quantized: its stored elements (float32, bfloat16 or float16), read as
 /// float32.
 struct Input<'a> {
@@ -892,6 +900,8 @@ struct Input<'a> {
     size: usize,
     /// NaN read as the positive default NaN (compressed-tensors' bfloat16 arithmetic).
     canonical_nan: bool,
+    /// An amax holding a NaN is the default NaN ([`amax_nan_is_default`]).
+    default_nan_amax: bool,
 }
 
 impl<'a> Input<'a> {
@@ -904,6 +914,7 @@ impl<'a> Input<'a> {
             dtype,
             size: dtype.byte_size().unwrap_or(4),
             canonical_nan: reads_nan_as_default(dtype, scheme),
+            default_nan_amax: amax_nan_is_default(dtype, scheme),
         }
     }
 
@@ -938,10 +949,9 @@ impl<'a> Input<'a> {
 
     /// The largest magnitude of elements `first..first + count` after `a` (the running value),
     /// as the sequential rule gives it: a NaN already there stays, else the first NaN of the run
-    /// is the result (float16: the default NaN, what torch's float16 reductions give for any —
-    /// compressed-tensors' vectorised `maximum` with 0 then makes some of them 0xFFFF), else
-    /// the maximum. The magnitudes' bits compare as integers straight from storage (a loop LLVM
-    /// vectorises); a NaN is looked for only when one is there.
+    /// is the result (the default NaN where [`amax_nan_is_default`]), else the maximum. The
+    /// magnitudes' bits compare as integers straight from storage (a loop LLVM vectorises); a
+    /// NaN is looked for only when one is there.
     #[inline(always)]
     fn amax(&self, first: usize, count: usize, a: f32) -> f32 {
         if a.is_nan() {
@@ -961,7 +971,7 @@ impl<'a> Input<'a> {
                 .fold(0u32, |m, &b| m.max(u32::from_le_bytes(b) & 0x7FFF_FFFF))
         };
         if m > 0x7F80_0000 {
-            if self.dtype == DType::Float16 {
+            if self.default_nan_amax {
                 return DEFAULT_NAN;
             }
             return (0..count)

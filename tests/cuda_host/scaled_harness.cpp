@@ -8,16 +8,20 @@
 //   0/1: element bits u8, output dtype index u8, quirks u8 (the float32 -> output cast's, as
 //        harness.cpp), by_byte u8, kind u32, a u64, b u64, rows u64, cols u64, per_expert u64,
 //        values bytes, factors bytes, scales bytes, elements bytes  -> rows*cols outputs
-//   2:   input bytes-per-element u8, canonical_nan u8, kind u32, a u64, b u64, rows u64,
-//        cols u64, scale count u64, input bytes  -> scale count float32 amaxes
-//   3:   input bytes-per-element u8, element dtype index u8, quirks u8 (float32 -> element),
-//        divide u8, round_bf16 u8, canonical_nan u8, ct_float4 u8, limit f32, kind u32, a u64,
-//        b u64, rows u64, cols u64, factors bytes, input bytes  -> the elements' bytes
+//   2:   input dtype index u8, default_nan u8, kind u32, a u64, b u64, rows u64, cols u64,
+//        scale count u64, input bytes  -> scale count float32 amaxes
+//   3:   input dtype index u8, element dtype index u8, quirks u8 (float32 -> element),
+//        divide u8, arithmetic u8 (DTCAST_ARITH_*), canonical_nan u8, ct_float4 u8, limit f32,
+//        kind u32, a u64, b u64, rows u64, cols u64, factors bytes, input bytes  -> the
+//        elements' bytes
+// (dtype indices: DType::ALL's, as DTCAST_LANES numbers them; the inputs are float32, bfloat16
+// and float16.)
 #include "kernels.cu"
 #include "scaled.cu"
 
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 static bool read_exact(void* p, size_t n) { return n == 0 || fread(p, 1, n, stdin) == n; }
@@ -56,32 +60,47 @@ static void dequant_to(int out, bool gpt, const std::vector<u8>& el, const float
     exit(2);
 }
 
-template <int IN_BYTES>
+template <class In>
 static void amax(const std::vector<u8>& src, ScaleMap m, u64 rows, u64 count, bool canonical) {
     std::vector<u32> magnitude(count, 0);
     std::vector<u64> nan_key(count, 0);
     const u64 run = 16, n = rows * m.cols;
     for (u64 t = (n + run - 1) / run; t-- > 0;) {
         u64 end = (t + 1) * run < n ? (t + 1) * run : n;
-        amax_elements<IN_BYTES>(src.data(), m, t * run, end, magnitude.data(), nan_key.data());
+        amax_elements<In>(src.data(), m, t * run, end, magnitude.data(), nan_key.data());
     }
     std::vector<float> amax(count);
-    for (u64 s = 0; s < count; ++s) amax[s] = amax_value<IN_BYTES>(src.data(), magnitude[s], nan_key[s], canonical);
+    for (u64 s = 0; s < count; ++s) amax[s] = amax_value<In>(src.data(), magnitude[s], nan_key[s], canonical);
     fwrite(amax.data(), 4, count, stdout);
 }
 
-template <int IN_BYTES, class E>
+template <class In, class E>
 static void encode(const std::vector<u8>& src, const float* factors, ScaleMap m, u64 rows, EncodeRules r, Quirks q) {
     std::vector<u8> out(rows * m.cols * E::BITS / 8);
-    for (u64 j = 0; j < out.size(); ++j) encode_byte<IN_BYTES, E>(src.data(), factors, m, r, q, j, out.data());
+    for (u64 j = 0; j < out.size(); ++j) encode_byte<In, E>(src.data(), factors, m, r, q, j, out.data());
     put(out);
 }
-template <int IN_BYTES>
+template <class In>
 static void encode_to(int element, const std::vector<u8>& src, const float* factors, ScaleMap m, u64 rows,
                       EncodeRules r, Quirks q) {
-#define ELEMENT_CASE(I, L) if (element == I) { encode<IN_BYTES, L>(src, factors, m, rows, r, q); return; }
+#define ELEMENT_CASE(I, L) if (element == I) { encode<In, L>(src, factors, m, rows, r, q); return; }
     DTCAST_LANES(ELEMENT_CASE)
     exit(2);
+}
+
+// The dtype index of the lane L.
+template <class L> static int index_of() {
+    int index = -1;
+#define INDEX_CASE(I, M) if (std::is_same<L, M>::value) index = I;
+    DTCAST_LANES(INDEX_CASE)
+    return index;
+}
+// Calls `run` with the input lane whose dtype index is `input` (float32, bfloat16, float16).
+template <class Run> static void with_input(int input, Run run) {
+    if (input == index_of<Lane_float32>()) run(Lane_float32());
+    else if (input == index_of<Lane_bfloat16>()) run(Lane_bfloat16());
+    else if (input == index_of<Lane_float16>()) run(Lane_float16());
+    else exit(2);
 }
 
 int main() {
@@ -99,18 +118,17 @@ int main() {
             if (ebits == 4) dequant_to<4>(out, op == 1, el, v, f, scales, by_byte != 0, m, rows, per_expert, quirks_of(quirks));
             else dequant_to<8>(out, op == 1, el, v, f, scales, by_byte != 0, m, rows, per_expert, quirks_of(quirks));
         } else if (op == 2) {
-            u8 in_bytes = get<u8>(), canonical = get<u8>();
+            u8 input = get<u8>(), default_nan = get<u8>();
             u32 kind = get<u32>();
             u64 a = get<u64>(), b = get<u64>(), rows = get<u64>(), cols = get<u64>(), count = get<u64>();
             std::vector<u8> src = get_bytes();
             ScaleMap m = scale_map(kind, a, b, cols);
-            if (in_bytes == 2) amax<2>(src, m, rows, count, canonical != 0);
-            else amax<4>(src, m, rows, count, canonical != 0);
+            with_input(input, [&](auto lane) { amax<decltype(lane)>(src, m, rows, count, default_nan != 0); });
         } else if (op == 3) {
-            u8 in_bytes = get<u8>(), element = get<u8>(), quirks = get<u8>();
+            u8 input = get<u8>(), element = get<u8>(), quirks = get<u8>();
             EncodeRules r;
             r.divide = get<u8>() != 0;
-            r.round_bf16 = get<u8>() != 0;
+            r.arithmetic = get<u8>();
             r.canonical_nan = get<u8>() != 0;
             r.ct_float4 = get<u8>() != 0;
             r.limit = get<float>();
@@ -119,8 +137,7 @@ int main() {
             std::vector<u8> factors = get_bytes(), src = get_bytes();
             ScaleMap m = scale_map(kind, a, b, cols);
             const float* f = (const float*)factors.data();
-            if (in_bytes == 2) encode_to<2>(element, src, f, m, rows, r, quirks_of(quirks));
-            else encode_to<4>(element, src, f, m, rows, r, quirks_of(quirks));
+            with_input(input, [&](auto lane) { encode_to<decltype(lane)>(element, src, f, m, rows, r, quirks_of(quirks)); });
         } else {
             return 2;
         }

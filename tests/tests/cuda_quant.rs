@@ -32,17 +32,21 @@ impl Rng {
     }
 }
 
-/// Every scheme the references name, for each input dtype it is named for; and the same rules
-/// over layouts no reference uses (blocks that are not square, groups of 8), so that the kernels'
-/// scale indexing is held to the CPU's for any granularity.
+/// Every scheme the references name, for each input dtype it is named for (float16 where the
+/// reference quantizes it: compressed-tensors'); and the same rules over layouts no reference
+/// uses (blocks that are not square, groups of 8), so that the kernels' scale indexing is held
+/// to the CPU's for any granularity.
 fn schemes() -> Vec<(&'static str, DType, Scheme)> {
     let mut all = Vec::new();
     for &name in Scheme::NAMES {
-        for dtype in [DType::Float32, DType::BFloat16] {
-            all.push((name, dtype, Scheme::named(name, dtype).unwrap()));
+        for dtype in [DType::Float32, DType::BFloat16, DType::Float16] {
+            let scheme = Scheme::named(name, dtype).unwrap();
+            if scheme.check_input(dtype).is_ok() {
+                all.push((name, dtype, scheme));
+            }
         }
     }
-    for dtype in [DType::Float32, DType::BFloat16] {
+    for dtype in [DType::Float32, DType::BFloat16, DType::Float16] {
         let block = Scheme::named("ct_fp8_block", dtype).unwrap();
         all.push((
             "ct_fp8 in 4x8 blocks",
@@ -60,15 +64,22 @@ fn schemes() -> Vec<(&'static str, DType, Scheme)> {
                 ..block
             },
         ));
-        let mx = Scheme::named("ao_mxfp4_even", dtype).unwrap();
-        all.push((
-            "ao_mxfp4_even in groups of 8",
-            dtype,
-            Scheme {
-                granularity: Granularity::Group(8),
-                ..mx
-            },
-        ));
+        for (name, label) in [
+            ("ao_mxfp4_even", "ao_mxfp4_even in groups of 8"),
+            ("ct_mxfp4", "ct_mxfp4 in groups of 8"),
+        ] {
+            let mx = Scheme::named(name, dtype).unwrap();
+            if mx.check_input(dtype).is_ok() {
+                all.push((
+                    label,
+                    dtype,
+                    Scheme {
+                        granularity: Granularity::Group(8),
+                        ..mx
+                    },
+                ));
+            }
+        }
     }
     all
 }
@@ -126,15 +137,28 @@ fn values(kind: usize, n: usize, rng: &mut Rng) -> Vec<f32> {
         .collect()
 }
 
-/// Values stored as `dtype` (bfloat16: the top half of the float32, NaN bits kept).
+/// Values stored as `dtype` (bfloat16: the top half of the float32, NaN bits kept; float16: the
+/// float32 cast to it, torch's rounding).
 fn stored(values: &[f32], dtype: DType) -> Vec<u8> {
+    let words: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     if dtype == DType::BFloat16 {
         values
             .iter()
             .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
             .collect()
+    } else if dtype == DType::Float16 {
+        let mut halves = vec![0u8; 2 * values.len()];
+        dtcast::cast(
+            &words,
+            DType::Float32,
+            &mut halves,
+            DType::Float16,
+            dtcast::CastMode::Torch,
+        )
+        .unwrap();
+        halves
     } else {
-        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+        words
     }
 }
 
@@ -188,11 +212,19 @@ fn quantize_cases() -> Vec<Case> {
         for shape in shapes(&scheme) {
             for kind in 0..5 {
                 let n: usize = shape.iter().product();
+                let src = if kind == 1 && dtype == DType::Float16 {
+                    // Every float16 bit pattern at random.
+                    (0..n)
+                        .flat_map(|_| (rng.next() as u16).to_le_bytes())
+                        .collect()
+                } else {
+                    stored(&values(kind, n, &mut rng), dtype)
+                };
                 cases.push(Case {
                     label: format!("{name} from {dtype}, shape {shape:?}, inputs of kind {kind}"),
                     scheme,
                     dtype,
-                    src: stored(&values(kind, n, &mut rng), dtype),
+                    src,
                     shape: shape.clone(),
                 });
             }
@@ -215,10 +247,7 @@ fn the_scaled_kernels_quantize_as_the_cpu_when_run_on_the_host() {
         let q = Quantizer::new(c.dtype, &c.shape, &c.scheme).unwrap();
         let (rows, cols) = q.rows_cols();
         jobs.push(2u8);
-        jobs.extend([
-            c.dtype.byte_size().unwrap() as u8,
-            u8::from(q.reads_nan_as_default()),
-        ]);
+        jobs.extend([c.dtype.index() as u8, u8::from(q.amax_nan_is_default())]);
         put_layout(&mut jobs, &c.scheme, rows, cols);
         jobs.extend((q.scale_count() as u64).to_le_bytes());
         put_bytes(&mut jobs, &c.src);
@@ -244,19 +273,14 @@ fn the_scaled_kernels_quantize_as_the_cpu_when_run_on_the_host() {
             .rows_cols();
         jobs.push(3u8);
         jobs.extend([
-            c.dtype.byte_size().unwrap() as u8,
+            c.dtype.index() as u8,
             c.scheme.element.index() as u8,
             quirk_bits(DType::Float32, c.scheme.element),
+            u8::from(plan.divide),
+            cuda::arithmetic_code(plan.arithmetic).unwrap() as u8,
+            u8::from(plan.canonical_nan),
+            u8::from(plan.compressed_tensors_float4),
         ]);
-        jobs.extend(
-            [
-                plan.divide,
-                plan.round_bf16,
-                plan.canonical_nan,
-                plan.compressed_tensors_float4,
-            ]
-            .map(u8::from),
-        );
         jobs.extend(plan.limit.to_le_bytes());
         put_layout(&mut jobs, &c.scheme, rows, cols);
         put_bytes(&mut jobs, &f32_bytes(&plan.factors));

@@ -30,7 +30,8 @@ mod staging;
 mod timing;
 pub use prepare::precompile;
 pub use scaled::{
-    compile_scaled_kernels, dequant_line, dequantize, quantize, quantize_line, DeviceQuantized,
+    arithmetic_code, compile_scaled_kernels, dequant_line, dequantize, quantize, quantize_line,
+    DeviceQuantized,
 };
 pub use source::{formats_cuh, kernel_source, lane, lanes_cuh};
 pub use timing::{

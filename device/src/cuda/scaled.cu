@@ -11,11 +11,11 @@
 //   dequantize: out[i] = round_out(values[code(i)] * factor(scale(i)))   (x86's NaN rules)
 //   gpt-oss:    out[transposed i] = round_out(float(ldexp(values[code(i)], byte(i) - 127)))
 //   amax:       per scale, the first NaN (in element order) else the largest magnitude
-//   encode:     code(i) = encode(clamp(round_bf16?(x(i) / or * factor(scale(i)))))
+//   encode:     code(i) = encode(clamp(round_in(arithmetic, x(i) / or * factor(scale(i)))))
 //
 // The host appends one line per program, e.g. (lanes and quirks written by dtcast-device)
 //   DTCAST_DEQUANT(4, Lane_bfloat16, false, true, false, false, false)
-//   DTCAST_QUANTIZE(2, Lane_float4_e2m1fn, false, false, false, false, true)
+//   DTCAST_QUANTIZE(Lane_float16, Lane_float4_e2m1fn, false, false, false, false, true)
 
 // ---- the references' arithmetic (dtcast-quant's arith.rs and quantize.rs)
 
@@ -35,17 +35,23 @@ DEV float q_div(float a, float b) {
     if (isnan_f(b)) return quiet_f(b);
     return as_on_x86(a / b);
 }
-// torch's bfloat16 arithmetic: nearest even, inf stays, a NaN the default NaN (quantize.rs
-// `round_bf16`).
-DEV float round_bf16_arith(float y) {
-    if (isnan_f(y)) return u2f(0x7FC00000u);
-    u32 b = f2u(y);
-    return u2f((b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u);
+// The dtype a reference's arithmetic rounds each scaled value to (ScalePlan::arithmetic; the
+// codes dtcast-device's `arithmetic_code` passes).
+#define DTCAST_ARITH_F32 0u
+#define DTCAST_ARITH_BF16 1u
+#define DTCAST_ARITH_F16 2u
+// `y` rounded as torch's arithmetic on tensors of that dtype rounds (arith.rs `round_in`): to
+// bfloat16 by nearest even, a NaN the default NaN; to float16 by nearest even with overflow to
+// inf, a NaN keeping its sign and top payload bits (the float16 cast and back).
+DEV float round_in(float y, u32 arithmetic) {
+    if (arithmetic == DTCAST_ARITH_BF16) return bf16_to_f32(f32_to_bf16(y));
+    if (arithmetic == DTCAST_ARITH_F16) return f16_to_f32(f32_to_f16(y));
+    return y;
 }
-// quantize.rs `finish`: rounded to bfloat16 where the reference computes there, then clamped to
-// ±limit (NaN stays).
-DEV float finish_scaled(float y, bool round, float limit) {
-    if (round) y = round_bf16_arith(y);
+// quantize.rs `clamp_to` of the value rounded in the reference's arithmetic: clamped to ±limit
+// (NaN stays).
+DEV float finish_scaled(float y, u32 arithmetic, float limit) {
+    y = round_in(y, arithmetic);
     if (y > limit) return limit;
     if (y < -limit) return -limit;
     return y;
@@ -130,11 +136,9 @@ template <int EBITS> DEV u32 code_at(const u8* elements, u64 i) {
     if (EBITS == 4) return (elements[i >> 1] >> (4 * (i & 1))) & 0xFu;
     return elements[i];
 }
-// Input element `i` (bfloat16 or float32) as float32 bits: a bfloat16 is the top half.
-template <int IN_BYTES> DEV u32 input_bits(const u8* src, u64 i) {
-    if (IN_BYTES == 2) return (u32)load_le<u16>(src + 2 * i) << 16;
-    return load_le<u32>(src + 4 * i);
-}
+// Input element `i` (of the lane I: float32, bfloat16 or float16) as float32 bits: exact, a
+// NaN's sign and payload kept (a float16 NaN quieted, as every use of it quiets it anyway).
+template <class I> DEV u32 input_bits(const u8* src, u64 i) { return f2u(I::load(src + i * I::SIZE).f); }
 
 // ---- dequantize
 
@@ -173,7 +177,7 @@ DEV void max_u64(u64* p, u64 v) { if (v > *p) *p = v; }
 // magnitude's bits (NaN aside), `nan_key[s]` the complement of the smallest index of a NaN (0:
 // none). Both start at 0; maxima commute, so any split of the elements among threads gives the
 // same result. Runs of one scale are folded locally first.
-template <int IN_BYTES>
+template <class I>
 DEV void amax_elements(const u8* src, const ScaleMap& m, u64 first, u64 end, u32* magnitude, u64* nan_key) {
     u64 current = ~0ull, key = 0;
     u32 best = 0;
@@ -188,7 +192,7 @@ DEV void amax_elements(const u8* src, const ScaleMap& m, u64 first, u64 end, u32
             best = 0;
             key = 0;
         }
-        u32 a = input_bits<IN_BYTES>(src, i) & 0x7FFFFFFFu;
+        u32 a = input_bits<I>(src, i) & 0x7FFFFFFFu;
         if (a > 0x7F800000u) {
             if (!key) key = ~i;
         } else if (a > best) {
@@ -201,42 +205,44 @@ DEV void amax_elements(const u8* src, const ScaleMap& m, u64 first, u64 end, u32
     }
 }
 // A scale's amax from its maxima (quantize.rs `Input::amax`): the first NaN as the input reads
-// (the default NaN where the reference computes on bfloat16 tensors), else the largest magnitude.
-template <int IN_BYTES>
-DEV float amax_value(const u8* src, u32 magnitude, u64 nan_key, bool canonical_nan) {
+// (the default NaN where `Quantizer::amax_nan_is_default`), else the largest magnitude.
+template <class I>
+DEV float amax_value(const u8* src, u32 magnitude, u64 nan_key, bool default_nan) {
     if (!nan_key) return u2f(magnitude);
-    return canonical_nan ? u2f(0x7FC00000u) : u2f(input_bits<IN_BYTES>(src, ~nan_key));
+    return default_nan ? u2f(0x7FC00000u) : u2f(input_bits<I>(src, ~nan_key));
 }
 
 // ---- quantize: the elements
 
 // dtcast_quant::ScalePlan's element rules.
 struct EncodeRules {
-    bool divide, round_bf16, canonical_nan, ct_float4;
+    bool divide;
+    u32 arithmetic;
+    bool canonical_nan, ct_float4;
     float limit;
 };
 // Element `i` scaled by its factor, rounded and clamped as the plan says, then encoded: float8 by
 // the cast's rule; float4 by the cast's rule too, except NaN and -0, where the references' own
 // float4 functions differ from it.
-template <int IN_BYTES, class E>
+template <class I, class E>
 DEV u32 encode_element(const u8* src, const float* factors, const ScaleMap& m, EncodeRules r, Quirks q, u64 i) {
-    float x = u2f(input_bits<IN_BYTES>(src, i));
+    float x = u2f(input_bits<I>(src, i));
     if (r.canonical_nan && isnan_f(x)) x = u2f(0x7FC00000u);
     float f = factors[scale_of(m, i)];
-    float y = finish_scaled(r.divide ? q_div(x, f) : q_mul(x, f), r.round_bf16, r.limit);
+    float y = finish_scaled(r.divide ? q_div(x, f) : q_mul(x, f), r.arithmetic, r.limit);
     if (E::BITS == 4 && (isnan_f(y) || f2u(y) == 0x80000000u)) return r.ct_float4 ? ct_fp4_code(y) : ao_fp4_code(y);
     u8 code = 0;
     E::torch(v_float(y), q, &code);
     return code;
 }
 // Byte `j` of the quantized elements (float4: elements 2j and 2j + 1).
-template <int IN_BYTES, class E>
+template <class I, class E>
 DEV void encode_byte(const u8* src, const float* factors, const ScaleMap& m, EncodeRules r, Quirks q, u64 j, u8* dst) {
     if (E::BITS == 4) {
-        dst[j] = (u8)(encode_element<IN_BYTES, E>(src, factors, m, r, q, 2 * j) |
-                      (encode_element<IN_BYTES, E>(src, factors, m, r, q, 2 * j + 1) << 4));
+        dst[j] = (u8)(encode_element<I, E>(src, factors, m, r, q, 2 * j) |
+                      (encode_element<I, E>(src, factors, m, r, q, 2 * j + 1) << 4));
     } else {
-        dst[j] = (u8)encode_element<IN_BYTES, E>(src, factors, m, r, q, j);
+        dst[j] = (u8)encode_element<I, E>(src, factors, m, r, q, j);
     }
 }
 
@@ -261,30 +267,30 @@ DEV void encode_byte(const u8* src, const float* factors, const ScaleMap& m, Enc
         DTCAST_GRID_LOOP(i, rows * cols) gpt_oss_element<EBITS, O>(elements, values, scales, m, per_expert, q, i, dst); \
     }
 
-// Inputs of IN_BYTES (2: bfloat16, 4: float32) to codes of the element lane E (quirks: the
+// Inputs of the lane I (float32, bfloat16, float16) to codes of the element lane E (quirks: the
 // float32 -> element cast's): dtcast_amax (each thread a run of AMAX_RUN elements),
 // dtcast_amax_value, dtcast_encode.
 #define DTCAST_AMAX_RUN 16
-#define DTCAST_QUANTIZE(IN_BYTES, E, ...)                                                               \
+#define DTCAST_QUANTIZE(I, E, ...)                                                                      \
     extern "C" __global__ void dtcast_amax(const u8* src, u32 kind, u64 a, u64 b, u64 rows, u64 cols,       \
                                            u32* magnitude, u64* nan_key) {                                    \
         ScaleMap m = scale_map(kind, a, b, cols);                                                            \
         u64 n = rows * cols;                                                                                 \
         DTCAST_GRID_LOOP(t, (n + DTCAST_AMAX_RUN - 1) / DTCAST_AMAX_RUN) {                                   \
             u64 first = t * DTCAST_AMAX_RUN, end = first + DTCAST_AMAX_RUN < n ? first + DTCAST_AMAX_RUN : n; \
-            amax_elements<IN_BYTES>(src, m, first, end, magnitude, nan_key);                                 \
+            amax_elements<I>(src, m, first, end, magnitude, nan_key);                                        \
         }                                                                                                    \
     }                                                                                                        \
     extern "C" __global__ void dtcast_amax_value(const u8* src, const u32* magnitude, const u64* nan_key,   \
-                                                 u64 count, u32 canonical_nan, float* amax) {                 \
-        DTCAST_GRID_LOOP(s, count) amax[s] = amax_value<IN_BYTES>(src, magnitude[s], nan_key[s], canonical_nan != 0); \
+                                                 u64 count, u32 default_nan, float* amax) {                   \
+        DTCAST_GRID_LOOP(s, count) amax[s] = amax_value<I>(src, magnitude[s], nan_key[s], default_nan != 0);  \
     }                                                                                                        \
     extern "C" __global__ void dtcast_encode(const u8* src, const float* factors, u32 kind, u64 a, u64 b,   \
-                                             u64 rows, u64 cols, u32 divide, u32 round_bf16,                  \
+                                             u64 rows, u64 cols, u32 divide, u32 arithmetic,                  \
                                              u32 canonical_nan, u32 ct_float4, float limit, u8* dst) {        \
         Quirks q = {__VA_ARGS__};                                                                            \
         ScaleMap m = scale_map(kind, a, b, cols);                                                            \
-        EncodeRules r = {divide != 0, round_bf16 != 0, canonical_nan != 0, ct_float4 != 0, limit};          \
-        DTCAST_GRID_LOOP(j, rows * cols * E::BITS / 8) encode_byte<IN_BYTES, E>(src, factors, m, r, q, j, dst); \
+        EncodeRules r = {divide != 0, arithmetic, canonical_nan != 0, ct_float4 != 0, limit};               \
+        DTCAST_GRID_LOOP(j, rows * cols * E::BITS / 8) encode_byte<I, E>(src, factors, m, r, q, j, dst);      \
     }
 #endif

@@ -54,11 +54,11 @@ pub fn dequant_line(element: DType, out: DType) -> Result<String, TensorError> {
     ))
 }
 
-/// The program line for quantizing `input` (float32, bfloat16) into `element` codes.
+/// The program line for quantizing `input` (float32, bfloat16, float16) into `element` codes.
 pub fn quantize_line(input: DType, element: DType) -> Result<String, TensorError> {
     Ok(format!(
         "DTCAST_QUANTIZE({}, {}, {})\n",
-        input.byte_size().unwrap_or(0),
+        lane_or_error(input)?,
         lane_or_error(element)?,
         quirk_args(DType::Float32, element)
     ))
@@ -66,6 +66,22 @@ pub fn quantize_line(input: DType, element: DType) -> Result<String, TensorError
 
 fn lane_or_error(dtype: DType) -> Result<String, TensorError> {
     lane(dtype).ok_or_else(|| TensorError::Cuda(format!("no CUDA lane for {dtype}")))
+}
+
+/// The dtypes a plan's scaled values are rounded to
+/// ([`ScalePlan::arithmetic`](dtcast_quant::ScalePlan::arithmetic)), each at the code
+/// `dtcast_encode` takes for it (`DTCAST_ARITH_*` in `scaled.cu`).
+const ARITHMETIC: [DType; 3] = [DType::Float32, DType::BFloat16, DType::Float16];
+
+/// The code `dtcast_encode` takes for rounding to `arithmetic`.
+pub fn arithmetic_code(arithmetic: DType) -> Result<u32, TensorError> {
+    (ARITHMETIC.iter().position(|&d| d == arithmetic))
+        .map(|code| code as u32)
+        .ok_or_else(|| {
+            TensorError::Cuda(format!(
+                "the scaled kernels round in float32, bfloat16 or float16, not {arithmetic}"
+            ))
+        })
 }
 
 /// Every program the scaled kernels need: (line, functions).
@@ -76,7 +92,7 @@ fn programs() -> Result<Vec<(String, &'static [&'static str])>, TensorError> {
         for out in [DType::Float32, DType::BFloat16, DType::Float16] {
             lines.push((dequant_line(element, out)?, &DEQUANT_FUNCTIONS[..]));
         }
-        for input in [DType::Float32, DType::BFloat16] {
+        for input in [DType::Float32, DType::BFloat16, DType::Float16] {
             lines.push((quantize_line(input, element)?, &QUANTIZE_FUNCTIONS[..]));
         }
     }
@@ -263,7 +279,8 @@ pub fn dequantize(
     Tensor::from_storage(cuda.wrap(dst, len), out, &out_shape)
 }
 
-/// A float32 or bfloat16 tensor on a CUDA device quantized with `scheme`, bit for bit as
+/// A float32, bfloat16 or float16 tensor on a CUDA device quantized with `scheme` (float16 under
+/// compressed-tensors' rules, as on the CPU), bit for bit as
 /// [`dtcast_quant::quantize`] does it on the CPU: every scale's amax on the GPU, the scheme's
 /// scale rules on the host (dtcast-quant's), the elements on the GPU.
 ///
@@ -317,14 +334,14 @@ pub fn quantize(x: &Tensor, scheme: &Scheme) -> Result<DeviceQuantized, TensorEr
             // `DTCAST_AMAX_RUN` elements (its grid-stride loop covers any other grid).
             unsafe { launch.launch(grid(n.div_ceil(AMAX_RUN))) }.map_err(cuda_error)?;
         }
-        let canonical = u32::from(quantizer.reads_nan_as_default());
+        let default_nan = u32::from(quantizer.amax_nan_is_default());
         let mut launch = cuda.stream.launch_builder(&amax_value);
         launch
             .arg(src)
             .arg(&magnitude)
             .arg(&nan_key)
             .arg(&count64)
-            .arg(&canonical);
+            .arg(&default_nan);
         launch.arg(&mut amax_buf);
         // SAFETY: `dtcast_amax_value` reads `count` maxima (and an input element where one is a
         // NaN's index) and writes `count` float32s.
@@ -352,12 +369,11 @@ pub fn quantize(x: &Tensor, scheme: &Scheme) -> Result<DeviceQuantized, TensorEr
     if element_len > 0 {
         let factors = cuda.upload_f32(&plan.factors)?;
         let flags = [
-            plan.divide,
-            plan.round_bf16,
-            plan.canonical_nan,
-            plan.compressed_tensors_float4,
-        ]
-        .map(u32::from);
+            u32::from(plan.divide),
+            arithmetic_code(plan.arithmetic)?,
+            u32::from(plan.canonical_nan),
+            u32::from(plan.compressed_tensors_float4),
+        ];
         let mut launch = cuda.stream.launch_builder(&encode);
         launch
             .arg(src)
