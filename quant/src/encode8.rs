@@ -4,11 +4,12 @@
 //! (compressed-tensors' bfloat16 and float16 weights), clamped to 448 and rounded to float8
 //! (nearest-even: three mantissa bits kept from 2^-6, steps of 2^-9 below) — instead of a
 //! float32 buffer written and read back by the SIMD cast. On AVX-512 16 elements per step in
-//! registers (`narrow::code`; float16 read by `vcvtph2ps` and rounded by `vcvtps2ph`, which AVX2
-//! with F16C does 8 a step, `x86::halves_avx2`), or 32 where the products are rounded to
-//! bfloat16 (compressed-tensors' arithmetic on bfloat16 weights): the float8 rounding then runs
-//! on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has it;
-//! on AVX2 `x86::words_avx2`, 16 a step); elsewhere the same steps on one element, a loop LLVM
+//! registers (`narrow::code`), or 32 where the products are rounded to bfloat16 or float16
+//! (compressed-tensors' arithmetic on bfloat16 and float16 weights): the float8 rounding then
+//! runs on 16-bit lanes (`x86::words`, with AVX512_BF16's rounding instruction where the CPU has
+//! it, on AVX2 `x86::words_avx2`, 16 a step; `x86::halves_words`, float16 read by `vcvtph2ps`
+//! and rounded by `vcvtps2ph`, on AVX2 with F16C `x86::halves_words_avx2`, 16 a step);
+//! elsewhere the same steps on one element, a loop LLVM
 //! vectorises for the chosen instruction set ([`by_lanes`], [`by_halves`]). MX groups of
 //! bfloat16, whose factors are powers of two, skip the float32 lanes: an exponent shift and the
 //! rounding on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are
@@ -50,9 +51,10 @@ fn x86_kernel(input: DType, rules: Rules) -> Option<Kernel> {
         let round = rules.arithmetic == DType::Float16;
         if avx512 {
             return Some(match (rules.divide, round) {
-                (true, true) => x86::run::<false, true, true, true>,
+                // The products rounded to float16 are rounded to float8 on 16-bit lanes.
+                (true, true) => x86::halves_words::<true>,
                 (true, false) => x86::run::<false, true, true, false>,
-                (false, true) => x86::run::<false, true, false, true>,
+                (false, true) => x86::halves_words::<false>,
                 (false, false) => x86::run::<false, true, false, false>,
             });
         }
@@ -83,14 +85,15 @@ fn x86_kernel(input: DType, rules: Rules) -> Option<Kernel> {
     })
 }
 
-/// `x86::halves_avx2` for these rules.
+/// `x86::halves_words_avx2` or `x86::halves_avx2` for these rules.
 #[cfg(target_arch = "x86_64")]
 fn x86_halves_avx2(divide: bool, round: bool) -> Kernel {
     match (divide, round) {
-        (true, true) => x86::halves_avx2::<true, true>,
-        (true, false) => x86::halves_avx2::<true, false>,
-        (false, true) => x86::halves_avx2::<false, true>,
-        (false, false) => x86::halves_avx2::<false, false>,
+        // The products rounded to float16 are rounded to float8 on 16-bit lanes.
+        (true, true) => x86::halves_words_avx2::<true>,
+        (true, false) => x86::halves_avx2::<true>,
+        (false, true) => x86::halves_words_avx2::<false>,
+        (false, false) => x86::halves_avx2::<false>,
     }
 }
 
@@ -283,27 +286,24 @@ fn codes_with<const DIVIDE: bool, const N: usize>(
 mod x86 {
     use core::arch::x86_64::*;
 
+    use dtcast_dtype::DType;
+
     use crate::narrow;
 
     /// The float8_e4m3fn codes (one per 32-bit lane) of 16 elements (`x`: float32 bits) scaled
-    /// by `f`, rounded first when `ROUND` — to float16 where `F16` (the CPU's `vcvtps2ph`,
-    /// nearest-even, as torch's float16 arithmetic rounds), else to bfloat16 — clamped to 448;
-    /// lanes whose result is inf or NaN are added to `bad`.
+    /// by `f`, rounded to bfloat16 first when `ROUND`, clamped to 448; lanes whose result is inf
+    /// or NaN are added to `bad`. (float16 products rounded to float16 take [`halves_words`].)
     #[inline(always)]
     unsafe fn codes<const F16: bool, const DIVIDE: bool, const ROUND: bool>(
         x: __m512i,
         f: __m512,
         bad: &mut __mmask16,
     ) -> __m512i {
+        const { assert!(!(F16 && ROUND), "float16 rounding is halves_words'") };
         // SAFETY: AVX-512 F by the caller's contract.
         unsafe {
             let mut y = product::<DIVIDE>(x, f);
-            if ROUND && F16 {
-                // NaN and inf are reported below, whatever their bits become.
-                const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-                let half = _mm512_cvtps_ph::<NEAREST>(_mm512_castsi512_ps(y));
-                y = _mm512_castps_si512(_mm512_cvtph_ps(half));
-            } else if ROUND {
+            if ROUND {
                 // NaN is reported below, whatever its bits become.
                 y = narrow::round_bf16(y);
             }
@@ -345,7 +345,7 @@ mod x86 {
     }
 
     /// [`super::kernel`]'s run on AVX-512 (bfloat16 input where `BF16`, float16 where `F16`,
-    /// else float32).
+    /// else float32; float16 products are not rounded here).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds `out.len()` elements.
@@ -426,26 +426,12 @@ mod x86 {
         f: f32,
         out: &mut [u8],
     ) -> bool {
-        debug_assert_eq!(src.len(), out.len() * 2);
         // SAFETY: AVX-512 F by the caller's contract.
         let f = unsafe { _mm512_set1_ps(f) };
-        // SAFETY: as above.
-        let set = |v: u16| unsafe { _mm512_set1_epi16(v as i16) };
-        let mut bad: __mmask32 = 0;
-        let mut i = 0;
-        while i < out.len() {
-            let count = (out.len() - i).min(32);
-            let mask = (1u64 << count).wrapping_sub(1) as u32;
-            // SAFETY: elements i..i + count of `src` and bytes i..i + count of `out` are inside
-            // both (the masked forms touch no others); the instruction sets by the contract.
+        let rounded = |x: __m512i| {
+            // SAFETY: AVX-512 F and BW, and BF16 where `CPU_BF16`, by the caller's contract.
             unsafe {
-                let at = src.as_ptr().add(2 * i);
-                let x = if count == 32 {
-                    _mm512_loadu_si512(at.cast())
-                } else {
-                    _mm512_maskz_loadu_epi16(mask, at.cast())
-                };
-                let y = if CPU_BF16 {
+                if CPU_BF16 {
                     // Elements 0..16 into the top halves of 32-bit lanes, 16..32 into the
                     // bottom halves, so that the two products come back in element order.
                     let order = _mm512_set_epi16(
@@ -468,11 +454,51 @@ mod x86 {
                     let odd = narrow::round_bf16(product::<DIVIDE>(high, f));
                     // Each product's bfloat16 bits back in its element's 16-bit lane.
                     _mm512_mask_blend_epi16(0xAAAA_AAAA, _mm512_srli_epi32::<16>(even), odd)
+                }
+            }
+        };
+        // SAFETY: the caller's contract is `words_loop`'s.
+        unsafe { words_loop(src, out, &BF16, rounded) }
+    }
+
+    /// The loop of the 16-bit lane forms ([`words`], [`halves_words`]): 32 elements of `src`
+    /// (16-bit floats of the format `w`) a step, `rounded` giving their scaled values rounded
+    /// to that format (in element order), which are clamped to 448, rounded to float8 and
+    /// stored; false where a scaled value is inf or NaN.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ, and what `rounded` needs; `src` holds
+    /// `out.len()` elements.
+    #[inline(always)]
+    unsafe fn words_loop(
+        src: &[u8],
+        out: &mut [u8],
+        w: &Word,
+        rounded: impl Fn(__m512i) -> __m512i,
+    ) -> bool {
+        debug_assert_eq!(src.len(), out.len() * 2);
+        let mut bad: __mmask32 = 0;
+        let mut i = 0;
+        while i < out.len() {
+            let count = (out.len() - i).min(32);
+            let mask = (1u64 << count).wrapping_sub(1) as u32;
+            // SAFETY: elements i..i + count of `src` and bytes i..i + count of `out` are inside
+            // both (the masked forms touch no others); the instruction sets by the contract.
+            unsafe {
+                let at = src.as_ptr().add(2 * i);
+                let x = if count == 32 {
+                    _mm512_loadu_si512(at.cast())
+                } else {
+                    _mm512_maskz_loadu_epi16(mask, at.cast())
                 };
+                let y = rounded(x);
+                // (No closures here: outside a `#[target_feature]` function one may be compiled
+                // for the baseline.)
+                let set = _mm512_set1_epi16;
                 let a = _mm512_and_si512(y, set(0x7FFF));
-                bad |= _mm512_cmpge_epu16_mask(a, set(0x7F80));
+                bad |= _mm512_cmpge_epu16_mask(a, set(w.inf() as i16));
                 // Clamped to 448, as the references clamp before encoding.
-                let codes = e4m3_codes16(_mm512_min_epu16(a, set(0x43E0)));
+                let codes = e4m3_codes16(_mm512_min_epu16(a, set(w.e4m3_max() as i16)), w);
                 // The sign bit to the code's top bit.
                 let signed =
                     _mm512_ternarylogic_epi32::<0xF8>(codes, _mm512_srli_epi16::<8>(y), set(0x80));
@@ -489,9 +515,44 @@ mod x86 {
         bad == 0
     }
 
+    /// [`super::kernel`]'s run on AVX-512 for float16 input whose products are rounded to
+    /// float16 (compressed-tensors' arithmetic on float16 weights), 32 elements a step: each
+    /// half of the step read by `vcvtph2ps`, scaled, and rounded back to float16 by
+    /// `vcvtps2ph` (nearest-even, as torch's float16 arithmetic rounds), the halves joined on
+    /// 16-bit lanes, where the clamp and the float8 rounding do 32 at once ([`e4m3_codes16`]
+    /// over float16 bits).
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds `out.len()` float16 elements.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn halves_words<const DIVIDE: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        // NaN and inf are reported, whatever their bits become.
+        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let f = _mm512_set1_ps(f);
+        let half = |h: __m256i| {
+            // SAFETY: AVX-512 F by this function's contract.
+            unsafe {
+                let y = product::<DIVIDE>(_mm512_castps_si512(_mm512_cvtph_ps(h)), f);
+                _mm512_cvtps_ph::<NEAREST>(_mm512_castsi512_ps(y))
+            }
+        };
+        let rounded = |x: __m512i| {
+            let low = half(_mm512_castsi512_si256(x));
+            let high = half(_mm512_extracti64x4_epi64::<1>(x));
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
+        };
+        // SAFETY: this function's contract is `words_loop`'s.
+        unsafe { words_loop(src, out, &F16, rounded) }
+    }
+
     /// [`super::kernel`]'s run for float16 input on AVX2 (with F16C, which dtcast's AVX2 set
-    /// implies), 8 elements a step on 32-bit lanes: each element read by `vcvtph2ps`, scaled,
-    /// rounded to float16 by `vcvtps2ph` when `ROUND`, then `narrow::code`'s steps for
+    /// implies) whose products are not rounded to float16 ([`halves_words_avx2`] takes those),
+    /// 8 elements a step on 32-bit lanes: each element read by `vcvtph2ps`, scaled, then
+    /// `narrow::code`'s steps for
     /// float8_e4m3fn (clamped to 448; from 2^-6 three mantissa bits kept by one addition on
     /// the bits, below a multiple of 2^-9 by the conversion to an integer, nearest-even); the
     /// last partial step by the loop form ([`super::by_halves`]).
@@ -499,14 +560,12 @@ mod x86 {
     /// # Safety
     /// The CPU runs AVX2 and F16C; `src` holds `out.len()` float16 elements.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn halves_avx2<const DIVIDE: bool, const ROUND: bool>(
+    pub(super) unsafe fn halves_avx2<const DIVIDE: bool>(
         src: &[u8],
         f: f32,
         out: &mut [u8],
     ) -> bool {
         debug_assert_eq!(src.len(), out.len() * 2);
-        // (F16C's immediate has no exception bit: nearest-even alone.)
-        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT;
         let factor = _mm256_set1_ps(f);
         let set = |v: u32| _mm256_set1_epi32(v as i32);
         // Byte 0 of each 32-bit lane to the low four bytes of each 128-bit half.
@@ -526,11 +585,6 @@ mod x86 {
                     _mm256_div_ps(x, factor)
                 } else {
                     _mm256_mul_ps(x, factor)
-                };
-                let y = if ROUND {
-                    _mm256_cvtph_ps(_mm256_cvtps_ph::<NEAREST>(y))
-                } else {
-                    y
                 };
                 let y = _mm256_castps_si256(y);
                 // (Magnitudes are below 0x8000_0000: signed compares serve.) inf and NaN are
@@ -555,15 +609,13 @@ mod x86 {
             }
         }
         let done = 8 * steps;
-        let tail = super::by_halves::<DIVIDE, ROUND>(&src[2 * done..], f, &mut out[done..]);
+        let tail = super::by_halves::<DIVIDE, false>(&src[2 * done..], f, &mut out[done..]);
         tail && _mm256_testz_si256(bad, bad) == 1
     }
 
     /// [`words`] on AVX2, 16 elements a step: the products on two vectors of 32-bit lanes,
     /// rounded to bfloat16 on the bits and merged back into element order, then clamped and
-    /// rounded to float8 on 16-bit lanes. AVX2 has no variable 16-bit shifts: a step with an
-    /// element between 2^-10 and 2^-6 (a float8 subnormal other than 0; rare in scaled weights)
-    /// takes the loop form ([`super::by_lanes`]) instead, as does the last partial step.
+    /// rounded to float8 on 16-bit lanes ([`words_avx2_loop`]).
     ///
     /// # Safety
     /// The CPU runs AVX2; `src` holds `out.len()` bfloat16 elements.
@@ -573,11 +625,7 @@ mod x86 {
         f: f32,
         out: &mut [u8],
     ) -> bool {
-        debug_assert_eq!(src.len(), out.len() * 2);
-        let by_loop =
-            |src: &[u8], out: &mut [u8]| super::by_lanes::<true, DIVIDE, true>(src, f, out);
         let factor = _mm256_set1_ps(f);
-        let set = |v: u16| _mm256_set1_epi16(v as i16);
         let product = |x: __m256i| {
             let xf = _mm256_castsi256_ps(x);
             let y = _mm256_castps_si256(if DIVIDE {
@@ -589,38 +637,91 @@ mod x86 {
             let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(y), _mm256_set1_epi32(1));
             _mm256_add_epi32(y, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)))
         };
-        let mut bad = _mm256_setzero_si256();
-        let codes = |s: &[u8], bad: &mut __m256i| {
-            // SAFETY: `s` holds 32 bytes; AVX2 by this function's contract.
-            let x = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
+        let rounded = |x: __m256i| {
             let even = product(_mm256_slli_epi32::<16>(x));
             let odd = product(_mm256_and_si256(
                 x,
                 _mm256_set1_epi32(0xFFFF_0000u32 as i32),
             ));
             // Each product's bfloat16 bits back in its element's 16-bit lane.
-            let y = _mm256_blend_epi16::<0xAA>(_mm256_srli_epi32::<16>(even), odd);
-            let a = _mm256_and_si256(y, set(0x7FFF));
-            // (Magnitudes are below 0x8000: signed compares serve.)
-            *bad = _mm256_or_si256(*bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
-            // SAFETY: AVX2 by this function's contract.
-            unsafe { e4m3_codes_avx2(_mm256_min_epu16(a, set(0x43E0)), y) }
+            _mm256_blend_epi16::<0xAA>(_mm256_srli_epi32::<16>(even), odd)
         };
-        // One step of 16 with an ordinary store, or by the loop form where a code needs it.
-        let single = |s: &[u8], o: &mut [u8], bad: &mut __m256i| match codes(s, bad) {
-            // SAFETY: `o` holds 16 bytes.
-            Some(c) => unsafe {
-                _mm_storeu_si128(o.as_mut_ptr().cast(), c);
-                true
-            },
-            None => by_loop(s, o),
+        let by_loop =
+            |src: &[u8], out: &mut [u8]| super::by_lanes::<true, DIVIDE, true>(src, f, out);
+        // SAFETY: this function's contract is `words_avx2_loop`'s.
+        unsafe { words_avx2_loop(src, out, &BF16, rounded, by_loop) }
+    }
+
+    /// [`halves_words`] on AVX2 (with F16C, which dtcast's AVX2 set implies), 16 elements a
+    /// step: each half read by `vcvtph2ps`, scaled, rounded back to float16 by `vcvtps2ph`, the
+    /// halves joined on 16-bit lanes, then clamped and rounded to float8 there
+    /// ([`words_avx2_loop`]).
+    ///
+    /// # Safety
+    /// The CPU runs AVX2 and F16C; `src` holds `out.len()` float16 elements.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn halves_words_avx2<const DIVIDE: bool>(
+        src: &[u8],
+        f: f32,
+        out: &mut [u8],
+    ) -> bool {
+        // (F16C's immediate has no exception bit: nearest-even alone.)
+        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT;
+        let factor = _mm256_set1_ps(f);
+        let half = |h: __m128i| {
+            let x = _mm256_cvtph_ps(h);
+            let y = if DIVIDE {
+                _mm256_div_ps(x, factor)
+            } else {
+                _mm256_mul_ps(x, factor)
+            };
+            _mm256_cvtps_ph::<NEAREST>(y)
         };
+        let rounded = |x: __m256i| {
+            let low = half(_mm256_castsi256_si128(x));
+            _mm256_set_m128i(half(_mm256_extracti128_si256::<1>(x)), low)
+        };
+        let by_loop = |src: &[u8], out: &mut [u8]| super::by_halves::<DIVIDE, true>(src, f, out);
+        // SAFETY: this function's contract is `words_avx2_loop`'s.
+        unsafe { words_avx2_loop(src, out, &F16, rounded, by_loop) }
+    }
+
+    /// The loop of the AVX2 16-bit lane forms ([`words_avx2`], [`halves_words_avx2`]): 16
+    /// elements of `src` (16-bit floats of the format `w`) a step, `rounded` giving their scaled
+    /// values rounded to that format (in element order), clamped to 448 and rounded to float8
+    /// ([`e4m3_codes_avx2`]). AVX2 has no variable 16-bit shifts: a step with an element between
+    /// 2^-10 and 2^-6 (a float8 subnormal other than 0; rare in scaled weights) takes the loop
+    /// form `by_loop` instead, as does the last partial step. False where a scaled value is inf
+    /// or NaN.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, and what `rounded` needs; `src` holds `out.len()` elements.
+    #[inline(always)]
+    unsafe fn words_avx2_loop(
+        src: &[u8],
+        out: &mut [u8],
+        w: &Word,
+        rounded: impl Fn(__m256i) -> __m256i,
+        by_loop: impl Fn(&[u8], &mut [u8]) -> bool,
+    ) -> bool {
+        debug_assert_eq!(src.len(), out.len() * 2);
+        // (No closures here: outside a `#[target_feature]` function one may be compiled for the
+        // baseline. `rounded` and `by_loop` are the caller's.)
+        // SAFETY: AVX2 by the caller's contract.
+        let mut bad = unsafe { _mm256_setzero_si256() };
         // Two steps an iteration, one 32-byte store (measured: 5% faster than a step and a
         // 16-byte store each; streaming stores were slower, even aligned).
         let mut ok = true;
         let pairs = out.len() / 32;
         for (s, o) in src.chunks_exact(64).zip(out.chunks_exact_mut(32)) {
-            match (codes(&s[..32], &mut bad), codes(&s[32..], &mut bad)) {
+            // SAFETY: `s` holds 64 bytes; AVX2 by the caller's contract.
+            let (lo, hi) = unsafe {
+                (
+                    step_avx2(&s[..32], &mut bad, w, &rounded),
+                    step_avx2(&s[32..], &mut bad, w, &rounded),
+                )
+            };
+            match (lo, hi) {
                 // SAFETY: `o` holds 32 bytes.
                 (Some(lo), Some(hi)) => unsafe {
                     _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm256_set_m128i(hi, lo));
@@ -628,36 +729,68 @@ mod x86 {
                 _ => ok &= by_loop(s, o),
             }
         }
+        // One step of 16 with an ordinary store, or by the loop form where a code needs it.
         let done = 32 * pairs;
         let last = done + (out.len() - done) / 16 * 16;
         if last > done {
-            ok &= single(&src[2 * done..2 * last], &mut out[done..last], &mut bad);
+            let (s, o) = (&src[2 * done..2 * last], &mut out[done..last]);
+            // SAFETY: `s` holds 32 bytes; AVX2 by the caller's contract.
+            match unsafe { step_avx2(s, &mut bad, w, &rounded) } {
+                // SAFETY: `o` holds 16 bytes.
+                Some(c) => unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), c) },
+                None => ok &= by_loop(s, o),
+            }
         }
         ok &= by_loop(&src[2 * last..], &mut out[last..]);
-        ok && _mm256_testz_si256(bad, bad) == 1
+        // SAFETY: AVX2 by the caller's contract.
+        ok && unsafe { _mm256_testz_si256(bad, bad) } == 1
     }
 
-    /// The float8_e4m3fn codes (bytes) of 16 bfloat16 magnitudes `a` at most 448 (16-bit lanes,
-    /// [`super::e4m3_code16`]), each with the sign bit of its lane of `y`; `None` where a lane
-    /// lies between 2^-10 and 2^-6, whose rounding needs the shifts AVX2 lacks (at most 2^-10
-    /// rounds to 0).
+    /// One step of [`words_avx2_loop`]: the codes of the 16 elements at `s` (32 bytes), inf
+    /// and NaN results added to `bad`.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, and what `rounded` needs; `s` holds 32 bytes.
+    #[inline(always)]
+    unsafe fn step_avx2(
+        s: &[u8],
+        bad: &mut __m256i,
+        w: &Word,
+        rounded: &impl Fn(__m256i) -> __m256i,
+    ) -> Option<__m128i> {
+        // SAFETY: by this function's contract.
+        unsafe {
+            let set = _mm256_set1_epi16;
+            let y = rounded(_mm256_loadu_si256(s.as_ptr().cast()));
+            let a = _mm256_and_si256(y, set(0x7FFF));
+            // (Magnitudes are below 0x8000: signed compares serve.)
+            *bad = _mm256_or_si256(*bad, _mm256_cmpgt_epi16(a, set(w.inf() as i16 - 1)));
+            e4m3_codes_avx2(_mm256_min_epu16(a, set(w.e4m3_max() as i16)), y, w)
+        }
+    }
+
+    /// The float8_e4m3fn codes (bytes) of 16 magnitudes `a` of the format `w` at most 448
+    /// (16-bit lanes, [`super::e4m3_code16`]), each with the sign bit of its lane of `y`; `None`
+    /// where a lane lies between 2^-10 and 2^-6, whose rounding needs the shifts AVX2 lacks (at
+    /// most 2^-10 rounds to 0).
     ///
     /// # Safety
     /// The CPU runs AVX2.
     #[inline(always)]
-    unsafe fn e4m3_codes_avx2(a: __m256i, y: __m256i) -> Option<__m128i> {
+    unsafe fn e4m3_codes_avx2(a: __m256i, y: __m256i, w: &Word) -> Option<__m128i> {
         // SAFETY: AVX2 by the caller's contract.
         unsafe {
             let set = |v: u16| _mm256_set1_epi16(v as i16);
             // (Magnitudes are below 0x8000: signed compares serve.)
-            let below = _mm256_cmpgt_epi16(set(0x3C80), a);
-            let zero = _mm256_cmpgt_epi16(set(0x3A81), a);
+            let below = _mm256_cmpgt_epi16(set(w.pow2(-6)), a);
+            let zero = _mm256_cmpgt_epi16(set(w.pow2(-10) + 1), a);
             if _mm256_movemask_epi8(_mm256_andnot_si256(zero, below)) != 0 {
                 return None;
             }
-            let half_up = _mm256_and_si256(_mm256_srli_epi16::<4>(a), set(1));
-            let rounded = _mm256_add_epi16(_mm256_add_epi16(a, set(7)), half_up);
-            let normal = _mm256_sub_epi16(_mm256_srli_epi16::<4>(rounded), set(120 << 3));
+            let dropped = _mm_cvtsi32_si128(i32::from(w.dropped()));
+            let odd = _mm256_and_si256(_mm256_srl_epi16(a, dropped), set(1));
+            let rounded = _mm256_add_epi16(_mm256_add_epi16(a, set(w.half_less_one())), odd);
+            let normal = _mm256_sub_epi16(_mm256_srl_epi16(rounded, dropped), set(w.rebias()));
             let code = _mm256_andnot_si256(below, normal);
             let sign = _mm256_and_si256(_mm256_srli_epi16::<8>(y), set(0x80));
             // Codes to bytes (packing works per 128-bit lane: the two halves put side by side).
@@ -705,7 +838,9 @@ mod x86 {
                     _mm256_subs_epu16(a, field)
                 };
                 // SAFETY: AVX2 by this function's contract.
-                match unsafe { e4m3_codes_avx2(_mm256_min_epu16(scaled, set(0x43E0)), x) } {
+                match unsafe {
+                    e4m3_codes_avx2(_mm256_min_epu16(scaled, set(BF16.e4m3_max())), x, &BF16)
+                } {
                     Some(bytes) => *c = bytes,
                     None => by_shifts = false,
                 }
@@ -737,25 +872,90 @@ mod x86 {
         }
     }
 
-    /// [`super::e4m3_code16`] on 32 magnitudes (16-bit lanes) at once.
+    /// A 16-bit float input (bfloat16, float16) as the float8_e4m3fn rounding on its bits needs
+    /// it: its mantissa bits and bias, from the dtype table.
+    pub(super) struct Word {
+        mantissa: u16,
+        bias: u16,
+    }
+
+    impl Word {
+        const fn of(dtype: DType) -> Word {
+            match dtype.float_format() {
+                Some(f) => Word {
+                    mantissa: f.mantissa_bits as u16,
+                    bias: f.bias as u16,
+                },
+                None => panic!("a 16-bit float dtype"),
+            }
+        }
+
+        /// The bits of `2^e` (normal in this format).
+        const fn pow2(&self, e: i16) -> u16 {
+            ((self.bias as i16 + e) as u16) << self.mantissa
+        }
+
+        /// The mantissa bits float8_e4m3fn lacks (it keeps 3).
+        const fn dropped(&self) -> u16 {
+            self.mantissa - 3
+        }
+
+        /// What rounds a normal magnitude to float8 when added with the lowest kept bit: half
+        /// a unit of that bit, less one.
+        const fn half_less_one(&self) -> u16 {
+            (1 << (self.dropped() - 1)) - 1
+        }
+
+        /// A normal magnitude's bits, shifted right by [`dropped`](Word::dropped), less this
+        /// are its float8 code (float8's exponent bias is 7).
+        const fn rebias(&self) -> u16 {
+            (self.bias - 7) << 3
+        }
+
+        /// float8_e4m3fn's largest value, 448 = 1.75 · 2^8, the clamp.
+        pub(super) const fn e4m3_max(&self) -> u16 {
+            self.pow2(8) | (3 << (self.mantissa - 2))
+        }
+
+        /// Infinity's magnitude (the exponent field all ones; NaN above).
+        pub(super) const fn inf(&self) -> u16 {
+            0x7FFF & !((1 << self.mantissa) - 1)
+        }
+    }
+
+    /// bfloat16 and float16, as [`e4m3_codes16`] reads them.
+    pub(super) const BF16: Word = Word::of(DType::BFloat16);
+    pub(super) const F16: Word = Word::of(DType::Float16);
+
+    /// [`super::e4m3_code16`] on 32 magnitudes `a` of the format `w` (16-bit lanes) at once, at
+    /// most 448: from float8's smallest normal (2^-6) up, the mantissa bits float8 lacks
+    /// dropped to nearest-even and the exponent rebiased; below, the value as a multiple of
+    /// 2^-9 by a shift of the significand, nearest-even.
     #[inline(always)]
-    unsafe fn e4m3_codes16(a: __m512i) -> __m512i {
+    unsafe fn e4m3_codes16(a: __m512i, w: &Word) -> __m512i {
         // SAFETY: AVX-512 F and BW by the caller's contract.
         unsafe {
             let set = |v: u16| _mm512_set1_epi16(v as i16);
-            let odd = _mm512_and_si512(_mm512_srli_epi16::<4>(a), set(1));
-            let rounded = _mm512_add_epi16(_mm512_add_epi16(a, set(7)), odd);
-            let normal = _mm512_sub_epi16(_mm512_srli_epi16::<4>(rounded), set(120 << 3));
-            let below = _mm512_cmplt_epu16_mask(a, set(0x3C80));
-            // At most 2^-10 (0x3A80) rounds to 0. Scaled weights rarely fall between that and
-            // 2^-6: where no lane does, the shifts below are not needed.
-            let zero = _mm512_cmple_epu16_mask(a, set(0x3A80));
+            let dropped = _mm_cvtsi32_si128(i32::from(w.dropped()));
+            let odd = _mm512_and_si512(_mm512_srl_epi16(a, dropped), set(1));
+            let rounded = _mm512_add_epi16(_mm512_add_epi16(a, set(w.half_less_one())), odd);
+            let normal = _mm512_sub_epi16(_mm512_srl_epi16(rounded, dropped), set(w.rebias()));
+            let below = _mm512_cmplt_epu16_mask(a, set(w.pow2(-6)));
+            // At most 2^-10 rounds to 0. Scaled weights rarely fall between that and 2^-6:
+            // where no lane does, the shifts below are not needed.
+            let zero = _mm512_cmple_epu16_mask(a, set(w.pow2(-10)));
             if below & !zero == 0 {
                 return _mm512_maskz_mov_epi16(!below, normal);
             }
-            let exponent = _mm512_srli_epi16::<7>(a);
-            let shift = _mm512_min_epu16(_mm512_subs_epu16(set(125), exponent), set(15));
-            let significand = _mm512_or_si512(_mm512_and_si512(a, set(0x7F)), set(0x80));
+            // The value is significand · 2^(exponent - bias - mantissa): a multiple of 2^-9
+            // once shifted right by bias + mantissa - 9 - exponent (at most 15: only zeros
+            // come from further down).
+            let exponent = _mm512_srl_epi16(a, _mm_cvtsi32_si128(i32::from(w.mantissa)));
+            let top = set(w.bias + w.mantissa - 9);
+            let shift = _mm512_min_epu16(_mm512_subs_epu16(top, exponent), set(15));
+            let fraction = (1 << w.mantissa) - 1;
+            let significand =
+                _mm512_or_si512(_mm512_and_si512(a, set(fraction)), set(fraction + 1));
             let half = _mm512_sub_epi16(
                 _mm512_sllv_epi16(set(1), _mm512_sub_epi16(shift, set(1))),
                 set(1),
@@ -796,7 +996,7 @@ mod x86 {
                     // code is zero either way.
                     _mm512_subs_epu16(a, field)
                 };
-                let codes = e4m3_codes16(_mm512_min_epu16(scaled, set(0x43E0)));
+                let codes = e4m3_codes16(_mm512_min_epu16(scaled, set(BF16.e4m3_max())), &BF16);
                 // The sign bit to the code's top bit.
                 let signed =
                     _mm512_ternarylogic_epi32::<0xF8>(codes, _mm512_srli_epi16::<8>(x), set(0x80));
@@ -890,6 +1090,16 @@ mod tests {
                         && std::arch::is_x86_feature_detected!("f16c")
                     {
                         kernels.push(("AVX2 halves", x86_halves_avx2(divide, round_narrow)));
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if input == DType::Float16 && crate::lookup4::avx512() {
+                        let run: Kernel = match (divide, round_narrow) {
+                            (true, true) => x86::halves_words::<true>,
+                            (false, true) => x86::halves_words::<false>,
+                            (true, false) => x86::run::<false, true, true, false>,
+                            (false, false) => x86::run::<false, true, false, false>,
+                        };
+                        kernels.push(("AVX-512 halves", run));
                     }
                     #[cfg(target_arch = "x86_64")]
                     if bf16 && round_narrow {
