@@ -552,10 +552,9 @@ mod x86 {
     /// [`super::kernel`]'s run for float16 input on AVX2 (with F16C, which dtcast's AVX2 set
     /// implies) whose products are not rounded to float16 ([`halves_words_avx2`] takes those),
     /// 8 elements a step on 32-bit lanes: each element read by `vcvtph2ps`, scaled, then
-    /// `narrow::code`'s steps for
-    /// float8_e4m3fn (clamped to 448; from 2^-6 three mantissa bits kept by one addition on
-    /// the bits, below a multiple of 2^-9 by the conversion to an integer, nearest-even); the
-    /// last partial step by the loop form ([`super::by_halves`]).
+    /// `narrow::code`'s steps for float8_e4m3fn (clamped to 448; from 2^-6 three mantissa bits
+    /// kept by one addition on the bits, below a multiple of 2^-9 by the conversion to an
+    /// integer, nearest-even); the last partial step by the loop form ([`super::by_halves`]).
     ///
     /// # Safety
     /// The CPU runs AVX2 and F16C; `src` holds `out.len()` float16 elements.
@@ -874,7 +873,7 @@ mod x86 {
 
     /// A 16-bit float input (bfloat16, float16) as the float8_e4m3fn rounding on its bits needs
     /// it: its mantissa bits and bias, from the dtype table.
-    pub(super) struct Word {
+    struct Word {
         mantissa: u16,
         bias: u16,
     }
@@ -913,19 +912,19 @@ mod x86 {
         }
 
         /// float8_e4m3fn's largest value, 448 = 1.75 · 2^8, the clamp.
-        pub(super) const fn e4m3_max(&self) -> u16 {
+        const fn e4m3_max(&self) -> u16 {
             self.pow2(8) | (3 << (self.mantissa - 2))
         }
 
         /// Infinity's magnitude (the exponent field all ones; NaN above).
-        pub(super) const fn inf(&self) -> u16 {
+        const fn inf(&self) -> u16 {
             0x7FFF & !((1 << self.mantissa) - 1)
         }
     }
 
     /// bfloat16 and float16, as [`e4m3_codes16`] reads them.
-    pub(super) const BF16: Word = Word::of(DType::BFloat16);
-    pub(super) const F16: Word = Word::of(DType::Float16);
+    const BF16: Word = Word::of(DType::BFloat16);
+    const F16: Word = Word::of(DType::Float16);
 
     /// [`super::e4m3_code16`] on 32 magnitudes `a` of the format `w` (16-bit lanes) at once, at
     /// most 448: from float8's smallest normal (2^-6) up, the mantissa bits float8 lacks
