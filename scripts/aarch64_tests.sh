@@ -7,7 +7,7 @@
 #
 # Needs (Debian): qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross, the rustup target
 # aarch64-unknown-linux-gnu, and, for the tests that start dtcast as a child process, qemu
-# registered with binfmt_misc (root; done below when missing). About 12 minutes on 2 cores.
+# registered with binfmt_misc (root; done below when missing). 9–12 minutes on 2 cores.
 #     scripts/aarch64_tests.sh [cargo test arguments...]   (default: --workspace)
 set -euo pipefail
 cd "$(dirname "$0")/.."

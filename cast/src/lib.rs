@@ -60,7 +60,7 @@
 //! the pool); small ones are converted on the calling thread. The hot pairs ([`hot_pairs`]) have
 //! SIMD kernels, each algorithm written once and built for every instruction set ([`Isa`]): AVX-512
 //! and AVX2 on x86-64, and portable Rust that LLVM vectorises for any CPU. The best set this
-//! machine runs is chosen once at run time ([`isa`]); every set gives the same bytes as the scalar
+//! machine runs is chosen once at run time ([`isa()`]); every set gives the same bytes as the scalar
 //! rules for every input. Build with `DTCAST_ISA=portable` in the environment to leave the x86
 //! sets out (what other CPUs run).
 #![deny(missing_docs)]

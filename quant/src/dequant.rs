@@ -316,7 +316,7 @@ pub(crate) fn plan(
 }
 
 impl DequantPlan {
-    /// The plan for `q` under `scheme` into `out`, after every check [`dequantize`](crate::dequantize)
+    /// The plan for `q` under `scheme` into `out`, after every check [`dequantize`](fn@crate::dequantize)
     /// makes (shape, lengths, scheme, global scale, output dtype).
     ///
     /// ```

@@ -9,7 +9,7 @@
 //! E8M0 bytes 0 and 255, a global scale that divides or multiplies); each is followed exactly
 //! where its own checkpoints are read.
 //!
-//! [`quantize`] and [`dequantize`] give the references' bytes (every dequantization case of
+//! [`quantize()`] and [`dequantize()`] give the references' bytes (every dequantization case of
 //! their vectors; every quantization case but nine). The nine hold inf and NaN: there the NaN
 //! torch writes — payload and sign — depends on which ATen kernel ran vectorised, and dtcast
 //! writes NaN by fixed rules instead (the input's NaN as it is, a scale's NaN over its element's,

@@ -77,7 +77,7 @@ impl std::fmt::Debug for Quantizer<'_> {
 }
 
 impl<'a> Quantizer<'a> {
-    /// The checks [`quantize`](crate::quantize) makes: an input dtype the scheme's reference
+    /// The checks [`quantize`](fn@crate::quantize) makes: an input dtype the scheme's reference
     /// quantizes (float32 and bfloat16, and float16 under compressed-tensors' rules), a valid
     /// scheme, a shape it accepts.
     pub fn new(

@@ -397,7 +397,7 @@ impl Scheme {
         (0..cols.div_ceil(len)).map(move |i| (i * len, ((i + 1) * len).min(cols), first + i))
     }
 
-    /// Whether [`quantize`](crate::quantize) writes this scheme (every one but ModelOpt's NVFP4,
+    /// Whether [`quantize`](fn@crate::quantize) writes this scheme (every one but ModelOpt's NVFP4,
     /// which dtcast reads only: [`Convention::ModelOpt`]).
     ///
     /// ```

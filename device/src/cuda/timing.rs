@@ -192,11 +192,11 @@ pub fn time_transfers(
 /// the CPU's bytes).
 #[derive(Clone, Debug)]
 pub struct ScaledTiming {
-    /// [`quantize`](super::quantize) whole, wall clock until the device is idle: the amax
+    /// [`quantize`](super::quantize()) whole, wall clock until the device is idle: the amax
     /// kernels, the amaxes' download, the scale rules on the host, the factors' upload and the
     /// element kernel.
     pub quantize: Duration,
-    /// [`dequantize`](super::dequantize) whole, wall clock until the device is idle (wide scales
+    /// [`dequantize`](super::dequantize()) whole, wall clock until the device is idle (wide scales
     /// downloaded for their factors, the factors uploaded, the kernel).
     pub dequantize: Duration,
     /// A device-to-device copy that reads and writes as many bytes as quantizing (the dense

@@ -181,7 +181,7 @@ impl ShardedCheckpoint {
 
     /// The quantized weights of each shard, in the order of [`shards`](Self::shards), found as
     /// [`detect_quantized`](super::detect_quantized) finds them in one file (`config`: the
-    /// checkpoint's `config.json`, [`read_config`](super::read_config)). A weight's parts may be
+    /// checkpoint's `config.json`, [`read_config`](super::read_config())). A weight's parts may be
     /// stored in different shards (the tools that shard checkpoints cut between any two
     /// tensors): each shard's weights are found among its own tensors and those of other shards
     /// in the same modules ([`ShardWeights`]). A `config.json` whose `quantization_config` names

@@ -1,4 +1,4 @@
-//! x86-64: the AVX2 and AVX-512 implementations of [`Vector`], their run-time detection, and the
+//! x86-64: the AVX2 and AVX-512 implementations of [`Vector`](super::vector::Vector), their run-time detection, and the
 //! cache hints every kernel uses. The one place that names x86: `kernels/mod.rs` declares this
 //! module for x86-64 builds and `x86_absent.rs` in its place elsewhere (or with
 //! `DTCAST_ISA=portable`).

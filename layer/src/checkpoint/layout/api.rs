@@ -153,7 +153,7 @@ pub(crate) fn module(name: &str) -> &str {
 }
 
 /// Adds the modules of `weights` (dense names) to the lists of modules that `layout`'s
-/// `quantization_config` (`config`) says are stored dense ([`Layout::dense_modules_keys`]),
+/// `quantization_config` (`config`) says are stored dense ([`Reader::dense_modules_keys`]),
 /// each once, in name order.
 pub(crate) fn mark_dense(
     layout: &dyn Reader,
