@@ -29,7 +29,9 @@ export QEMU_LD_PREFIX=/usr/aarch64-linux-gnu
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64
 export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/aarch64}
+# Absolute: the derive's compile-fail test runs cargo from `layer/ui/` (trybuild), where a relative
+# path would put a second target directory.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/aarch64}
 # Optimised: the exhaustive tests run ~10x slower emulated. Doctests run on the host (stable cargo
 # does not cross-run them).
 cargo test --release --locked --target "$target" --no-fail-fast "${@:---workspace}"

@@ -11,14 +11,15 @@
 //! and rounded by `vcvtps2ph`, on AVX2 with F16C `x86::halves_words_avx2`, 16 a step);
 //! elsewhere the same steps on one element, a loop LLVM
 //! vectorises for the chosen instruction set ([`by_lanes`], [`by_halves`]). MX groups of
-//! bfloat16, whose factors are powers of two, skip the float32 lanes: an exponent shift and the
-//! rounding on 16-bit lanes, 32 elements a step on AVX-512 ([`pow2_groups`]). inf and NaN are
+//! bfloat16 and float16, whose factors are powers of two, skip the float32 lanes: an exponent
+//! shift (a subnormal shifted up normalised first) and the rounding on 16-bit lanes, 32 elements
+//! a step on AVX-512 ([`pow2_groups`]). inf and NaN are
 //! reported for the general path (`quantize::encode_general`, the definition the tests there
 //! hold this to).
 
 use dtcast_dtype::DType;
 
-use crate::arith::{f16_value, round_f16};
+use crate::arith::{f16_value, half_value, round_f16};
 use crate::encode4::Rules;
 
 /// Whether the one-pass form serves: float8_e4m3fn elements, clamped.
@@ -120,42 +121,164 @@ fn loop_kernel(input: DType, rules: Rules) -> Kernel {
     }
 }
 
-/// MX float8 of bfloat16 groups of 32 whose factors are powers of two: group `g`'s elements
-/// times `2^shifts[g]` (-127 ..= 127), clamped to 448 and rounded to float8_e4m3fn on 16-bit
-/// lanes (AVX-512: 32 a step; AVX2: 16; elsewhere [`pow2_lanes`], a loop LLVM vectorises). The
-/// product is an exponent shift, exact wherever it is normal — and where it is not, its code is zero
-/// whatever the arithmetic before it (bfloat16 rounding or not), the sign kept. False, with
-/// `out` unspecified, where an element is inf or NaN, or subnormal with a shift up (the per-run
-/// kernels' business).
-pub(crate) fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+/// A 16-bit float input (bfloat16, float16) as the float8_e4m3fn rounding on its bits needs
+/// it: its dtype, mantissa bits and bias, from the dtype table.
+struct Word {
+    dtype: DType,
+    mantissa: u16,
+    bias: u16,
+}
+
+impl Word {
+    const fn of(dtype: DType) -> Word {
+        match dtype.float_format() {
+            Some(f) => Word {
+                dtype,
+                mantissa: f.mantissa_bits as u16,
+                bias: f.bias as u16,
+            },
+            None => panic!("a 16-bit float dtype"),
+        }
+    }
+
+    /// The bits of `2^e` (normal in this format).
+    const fn pow2(&self, e: i16) -> u16 {
+        ((self.bias as i16 + e) as u16) << self.mantissa
+    }
+
+    /// The mantissa bits float8_e4m3fn lacks (it keeps 3).
+    const fn dropped(&self) -> u16 {
+        self.mantissa - 3
+    }
+
+    /// What rounds a normal magnitude to float8 when added with the lowest kept bit: half
+    /// a unit of that bit, less one.
+    const fn half_less_one(&self) -> u16 {
+        (1 << (self.dropped() - 1)) - 1
+    }
+
+    /// A normal magnitude's bits, shifted right by [`dropped`](Word::dropped), less this
+    /// are its float8 code (float8's exponent bias is 7).
+    const fn rebias(&self) -> u16 {
+        (self.bias - 7) << 3
+    }
+
+    /// float8_e4m3fn's largest value, 448 = 1.75 · 2^8, the clamp.
+    const fn e4m3_max(&self) -> u16 {
+        self.pow2(8) | (3 << (self.mantissa - 2))
+    }
+
+    /// Infinity's magnitude (the exponent field all ones; NaN above).
+    const fn inf(&self) -> u16 {
+        0x7FFF & !((1 << self.mantissa) - 1)
+    }
+
+    /// The smallest normal magnitude (below it, subnormals).
+    const fn min_normal(&self) -> u16 {
+        1 << self.mantissa
+    }
+
+    /// Whether [`pow2_groups`] takes a shift by `k`: -127 ..= 127, and `|k|` moved into the
+    /// exponent field fits 16 bits (bfloat16: every such `k`; float16: -63 ..= 63).
+    const fn takes_shift(&self, k: i32) -> bool {
+        k.unsigned_abs() <= 127 && k.unsigned_abs() << self.mantissa <= 0xFFFF
+    }
+
+    /// The exponent field's part of a shift by `|k|` (which [`takes_shift`](Word::takes_shift)).
+    const fn field(&self, k: i32) -> u16 {
+        (k.unsigned_abs() << self.mantissa) as u16
+    }
+
+    /// The magnitude bits of subnormal `a` times `2^k` (`k` from 1 up, taken by
+    /// [`takes_shift`](Word::takes_shift)), exact where the product is normal; where it is not,
+    /// 0 (its float8 code is zero either way: it is below 2^-14). The subnormal is
+    /// `a · 2^(1 - bias - mantissa)`, and `a` as a float32 is `a` normalised: its bits moved to
+    /// this format's places are `a · 2^(127 - bias)`'s, so the exponent field takes
+    /// `k + 1 - mantissa - 127`. (float16's largest, 9 significant bits shifted by 63, stays
+    /// below 2^16.)
+    #[inline(always)]
+    fn lifted(&self, a: u16, k: i32) -> u16 {
+        let moved = (f32::from(a).to_bits() >> (23 - self.mantissa)) as i32;
+        let product = moved + ((k - 126 - i32::from(self.mantissa)) << self.mantissa);
+        product.clamp(0, 0xFFFF) as u16
+    }
+
+    /// The value of magnitude bits `a` (exact).
+    #[inline(always)]
+    fn value(&self, a: u16) -> f32 {
+        half_value(a, self.dtype)
+    }
+}
+
+/// bfloat16 and float16, as the float8 rounding on 16-bit lanes reads them.
+const BFLOAT16: Word = Word::of(DType::BFloat16);
+const FLOAT16: Word = Word::of(DType::Float16);
+
+/// MX float8 of bfloat16 or float16 (`input`) groups of 32 whose factors are powers of two:
+/// group `g`'s elements times `2^shifts[g]`, clamped to 448 and rounded to float8_e4m3fn on
+/// 16-bit lanes (AVX-512: 32 a step; AVX2: 16; elsewhere [`pow2_lanes`], a loop LLVM
+/// vectorises). The product is an exponent shift, exact wherever it is normal, and where it is
+/// not its code is zero whatever the arithmetic before it (rounding to the input's dtype or
+/// not), the sign kept; a subnormal shifted up is normalised first ([`Word::lifted`]). False,
+/// with `out` unspecified, where an element is inf or NaN (the per-run kernels' business), or
+/// where `input` or a shift is not one this form takes (bfloat16: -127 ..= 127; float16:
+/// -63 ..= 63).
+pub(crate) fn pow2_groups(src: &[u8], input: DType, shifts: &[i32], out: &mut [u8]) -> bool {
+    let w = match input {
+        DType::BFloat16 => &BFLOAT16,
+        DType::Float16 => &FLOAT16,
+        _ => return false,
+    };
     if src.len() != out.len() * 2
         || out.len() != shifts.len() * 32
-        || shifts.iter().any(|k| !(-127..=127).contains(k))
+        || shifts.iter().any(|&k| !w.takes_shift(k))
     {
         return false;
     }
+    let f16 = input == DType::Float16;
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() {
         // SAFETY: `avx512()` says this CPU runs AVX-512 F, BW, VL and DQ; the lengths match
-        // and every shift is in range (checked above).
-        return unsafe { x86::pow2_groups(src, shifts, out) };
+        // and the format takes every shift (checked above).
+        return unsafe {
+            if f16 {
+                x86::pow2_groups::<true>(src, shifts, out)
+            } else {
+                x86::pow2_groups::<false>(src, shifts, out)
+            }
+        };
     }
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx2() {
-        // SAFETY: `avx2()` says this CPU runs AVX2; the lengths match and every shift is in
-        // range (checked above).
-        return unsafe { x86::pow2_groups_avx2(src, shifts, out) };
+        // SAFETY: `avx2()` says this CPU runs AVX2; the lengths match and the format takes
+        // every shift (checked above).
+        return unsafe {
+            if f16 {
+                x86::pow2_groups_avx2::<true>(src, shifts, out)
+            } else {
+                x86::pow2_groups_avx2::<false>(src, shifts, out)
+            }
+        };
     }
     crate::simd::with_best_isa(
         #[inline(always)]
-        || pow2_lanes(src, shifts, out),
+        || {
+            if f16 {
+                pow2_lanes(src, &FLOAT16, shifts, out)
+            } else {
+                pow2_lanes(src, &BFLOAT16, shifts, out)
+            }
+        },
     )
 }
 
-/// [`pow2_groups`] as a loop over each group's elements (shifts already checked), the steps of
-/// the AVX-512 form on one element: the definition it is tested against.
+/// [`pow2_groups`] as a loop over each group's elements of the format `w` (shifts already
+/// checked), the steps of the AVX-512 form on one element: the definition it is tested against.
+/// A group holding a subnormal shifted up is done again, normalising it ([`Word::lifted`]): only
+/// then, because the conversion it takes would cost every group (bfloat16 `--backend portable`
+/// mxfp8 in cache 1.5 → 1.0 Gelem/s on one thread when every group took it).
 #[inline(always)]
-fn pow2_lanes(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+fn pow2_lanes(src: &[u8], w: &Word, shifts: &[i32], out: &mut [u8]) -> bool {
     let mut bad = false;
     let groups = src
         .as_chunks::<64>()
@@ -163,38 +286,63 @@ fn pow2_lanes(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
         .iter()
         .zip(out.as_chunks_mut::<32>().0);
     for ((group, codes), &k) in groups.zip(shifts) {
-        let field = (k.unsigned_abs() as u16) << 7;
-        for (code, x) in codes.iter_mut().zip(group.as_chunks::<2>().0) {
-            let x = u16::from_le_bytes(*x);
-            let a = x & 0x7FFF;
-            // inf and NaN; a subnormal scaled up is not an exponent shift.
-            bad |= (a >= 0x7F80) | ((k > 0) & (a != 0) & (a < 0x80));
-            // Zeros stay zero; below the smallest normal the difference saturates or is tiny:
-            // its code is zero either way.
-            let scaled = match (k >= 0, a != 0) {
-                (true, true) => a.saturating_add(field),
-                (true, false) => 0,
-                (false, _) => a.saturating_sub(field),
-            };
-            *code = e4m3_code16(scaled.min(0x43E0)) | ((x >> 8) & 0x80) as u8;
+        let (ok, subnormal) = pow2_group::<false>(group, w, k, codes);
+        bad |= !ok;
+        if subnormal && k > 0 {
+            pow2_group::<true>(group, w, k, codes);
         }
     }
     !bad
 }
 
-/// The float8_e4m3fn code of a bfloat16 magnitude `a` at most 448 (`0x43E0`): from float8's
-/// smallest normal (2^-6, `0x3C80`) up, four mantissa bits dropped to nearest-even and the
-/// exponent rebiased; below it a count of 2^-9, the value times 2^9 (exact: a power of two
-/// that only raises it) rounded to an integer nearest-even by adding 2^23 in float32 — the
-/// float addition instead of a variable shift of the significand, which targets without
-/// per-lane shifts (the x86-64 baseline's SSE2) cannot vectorise: `--backend portable` mxfp8
-/// quantize 1.0–1.2 → 1.5–2.7 Gelem/s (64M, 2 threads, three interleaved runs).
+/// One group of [`pow2_lanes`] (`LIFT`: with its subnormals normalised): whether no element is
+/// inf or NaN, and whether one is a subnormal other than zero. (Both as values returned, not
+/// written through a reference: measured 3% faster on bfloat16 in the portable set.)
 #[inline(always)]
-fn e4m3_code16(a: u16) -> u8 {
-    let normal = ((a + 7 + ((a >> 4) & 1)) >> 4).wrapping_sub(120 << 3);
-    let quanta = f32::from_bits(u32::from(a) << 16) * 512.0 + 8_388_608.0;
+fn pow2_group<const LIFT: bool>(
+    group: &[u8; 64],
+    w: &Word,
+    k: i32,
+    codes: &mut [u8; 32],
+) -> (bool, bool) {
+    let field = w.field(k);
+    let (mut bad, mut subnormal) = (false, false);
+    for (code, x) in codes.iter_mut().zip(group.as_chunks::<2>().0) {
+        let x = u16::from_le_bytes(*x);
+        let a = x & 0x7FFF;
+        bad |= a >= w.inf();
+        // (Zero wraps to the top: one compare.)
+        subnormal |= a.wrapping_sub(1) < w.min_normal() - 1;
+        // Below the smallest normal a difference saturates or is tiny: its code is zero either
+        // way. Zeros stay zero.
+        let scaled = if k < 0 {
+            a.saturating_sub(field)
+        } else if LIFT && a < w.min_normal() {
+            w.lifted(a, k)
+        } else if a == 0 {
+            0
+        } else {
+            a.saturating_add(field)
+        };
+        *code = e4m3_code16(scaled.min(w.e4m3_max()), w) | ((x >> 8) & 0x80) as u8;
+    }
+    (!bad, subnormal)
+}
+
+/// The float8_e4m3fn code of a magnitude `a` of the format `w` at most 448: from float8's
+/// smallest normal (2^-6) up, the mantissa bits float8 lacks dropped to nearest-even and the
+/// exponent rebiased; below it a count of 2^-9, the value times 2^9 (exact: a power of two that
+/// only raises it) rounded to an integer nearest-even by adding 2^23 in float32 — the float
+/// addition instead of a variable shift of the significand, which targets without per-lane
+/// shifts (the x86-64 baseline's SSE2) cannot vectorise: `--backend portable` mxfp8 quantize
+/// 1.0–1.2 → 1.5–2.7 Gelem/s (64M, 2 threads, three interleaved runs).
+#[inline(always)]
+fn e4m3_code16(a: u16, w: &Word) -> u8 {
+    let rounded = a + w.half_less_one() + ((a >> w.dropped()) & 1);
+    let normal = (rounded >> w.dropped()).wrapping_sub(w.rebias());
+    let quanta = w.value(a) * 512.0 + 8_388_608.0;
     let small = quanta.to_bits().wrapping_sub(0x4B00_0000) as u16;
-    (if a < 0x3C80 { small } else { normal }) as u8
+    (if a < w.pow2(-6) { small } else { normal }) as u8
 }
 
 /// [`kernel`]'s run as a loop over the elements, compiled for the chosen instruction set: each
@@ -286,8 +434,7 @@ fn codes_with<const DIVIDE: bool, const N: usize>(
 mod x86 {
     use core::arch::x86_64::*;
 
-    use dtcast_dtype::DType;
-
+    use super::{Word, BFLOAT16, FLOAT16};
     use crate::narrow;
 
     /// The float8_e4m3fn codes (one per 32-bit lane) of 16 elements (`x`: float32 bits) scaled
@@ -458,7 +605,7 @@ mod x86 {
             }
         };
         // SAFETY: the caller's contract is `words_loop`'s.
-        unsafe { words_loop(src, out, &BF16, rounded) }
+        unsafe { words_loop(src, out, &BFLOAT16, rounded) }
     }
 
     /// The loop of the 16-bit lane forms ([`words`], [`halves_words`]): 32 elements of `src`
@@ -546,7 +693,7 @@ mod x86 {
             _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
         };
         // SAFETY: this function's contract is `words_loop`'s.
-        unsafe { words_loop(src, out, &F16, rounded) }
+        unsafe { words_loop(src, out, &FLOAT16, rounded) }
     }
 
     /// [`super::kernel`]'s run for float16 input on AVX2 (with F16C, which dtcast's AVX2 set
@@ -648,7 +795,7 @@ mod x86 {
         let by_loop =
             |src: &[u8], out: &mut [u8]| super::by_lanes::<true, DIVIDE, true>(src, f, out);
         // SAFETY: this function's contract is `words_avx2_loop`'s.
-        unsafe { words_avx2_loop(src, out, &BF16, rounded, by_loop) }
+        unsafe { words_avx2_loop(src, out, &BFLOAT16, rounded, by_loop) }
     }
 
     /// [`halves_words`] on AVX2 (with F16C, which dtcast's AVX2 set implies), 16 elements a
@@ -682,7 +829,7 @@ mod x86 {
         };
         let by_loop = |src: &[u8], out: &mut [u8]| super::by_halves::<DIVIDE, true>(src, f, out);
         // SAFETY: this function's contract is `words_avx2_loop`'s.
-        unsafe { words_avx2_loop(src, out, &F16, rounded, by_loop) }
+        unsafe { words_avx2_loop(src, out, &FLOAT16, rounded, by_loop) }
     }
 
     /// The loop of the AVX2 16-bit lane forms ([`words_avx2`], [`halves_words_avx2`]): 16
@@ -800,46 +947,56 @@ mod x86 {
         }
     }
 
-    /// [`super::pow2_groups`] on AVX2: each half group an exponent shift and the float8
+    /// [`super::pow2_groups`] on AVX2 for bfloat16 or float16 (`F16`): each half group an
+    /// exponent shift (a subnormal shifted up normalised first, [`lifted_avx2`]) and the float8
     /// rounding on 16-bit lanes ([`e4m3_codes_avx2`]); a group with a float8 subnormal other
     /// than 0 by the loop form ([`super::pow2_lanes`]).
     ///
     /// # Safety
-    /// The CPU runs AVX2; `src` holds 64 bytes and `out` 32 per shift, each shift in
-    /// -127 ..= 127.
+    /// The CPU runs AVX2; `src` holds 64 bytes and `out` 32 per shift, each shift one the
+    /// format takes ([`Word::takes_shift`]).
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn pow2_groups_avx2(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+    pub(super) unsafe fn pow2_groups_avx2<const F16: bool>(
+        src: &[u8],
+        shifts: &[i32],
+        out: &mut [u8],
+    ) -> bool {
+        let w = if F16 { &FLOAT16 } else { &BFLOAT16 };
         let set = |v: u16| _mm256_set1_epi16(v as i16);
         let (mut bad, mut ok) = (_mm256_setzero_si256(), true);
         for (g, &k) in shifts.iter().enumerate() {
             let (s, o) = (&src[64 * g..64 * g + 64], &mut out[32 * g..32 * g + 32]);
-            let field = set((k.unsigned_abs() as u16) << 7);
+            let field = set(w.field(k));
             let mut codes = [_mm_setzero_si128(); 2];
             let mut by_shifts = true;
             for (half, c) in codes.iter_mut().enumerate() {
                 // SAFETY: `s` holds 64 bytes.
                 let x = unsafe { _mm256_loadu_si256(s.as_ptr().add(32 * half).cast()) };
                 let a = _mm256_and_si256(x, set(0x7FFF));
-                // inf and NaN; a subnormal scaled up is not an exponent shift (signed compares
-                // serve: magnitudes are below 0x8000).
-                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(0x7F7F)));
+                // inf and NaN (signed compares serve: magnitudes are below 0x8000).
+                bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(a, set(w.inf() - 1)));
                 let scaled = if k >= 0 {
                     let zero = _mm256_cmpeq_epi16(a, _mm256_setzero_si256());
-                    if k > 0 {
-                        let subnormal = _mm256_andnot_si256(zero, _mm256_cmpgt_epi16(set(0x80), a));
-                        bad = _mm256_or_si256(bad, subnormal);
+                    // Zeros stay zero; a sum past the top of the 16 bits saturates, and is
+                    // clamped below.
+                    let sum = _mm256_andnot_si256(zero, _mm256_adds_epu16(a, field));
+                    let subnormal =
+                        _mm256_andnot_si256(zero, _mm256_cmpgt_epi16(set(w.min_normal()), a));
+                    if k > 0 && _mm256_movemask_epi8(subnormal) != 0 {
+                        // SAFETY: AVX2 by this function's contract; the format takes `k`.
+                        let lifted = unsafe { lifted_avx2(a, k, w) };
+                        _mm256_blendv_epi8(sum, lifted, subnormal)
+                    } else {
+                        sum
                     }
-                    // Zeros stay zero; the sum saturates far above the clamp.
-                    _mm256_andnot_si256(zero, _mm256_adds_epu16(a, field))
                 } else {
                     // Below the smallest normal the difference is tiny or saturates at zero: its
                     // code is zero either way.
                     _mm256_subs_epu16(a, field)
                 };
                 // SAFETY: AVX2 by this function's contract.
-                match unsafe {
-                    e4m3_codes_avx2(_mm256_min_epu16(scaled, set(BF16.e4m3_max())), x, &BF16)
-                } {
+                match unsafe { e4m3_codes_avx2(_mm256_min_epu16(scaled, set(w.e4m3_max())), x, w) }
+                {
                     Some(bytes) => *c = bytes,
                     None => by_shifts = false,
                 }
@@ -851,10 +1008,43 @@ mod x86 {
                     _mm_storeu_si128(o.as_mut_ptr().add(16).cast(), codes[1]);
                 }
             } else {
-                ok &= super::pow2_lanes(s, &[k], o);
+                ok &= super::pow2_lanes(s, w, &[k], o);
             }
         }
         ok && _mm256_testz_si256(bad, bad) == 1
+    }
+
+    /// [`Word::lifted`] on 16 magnitudes `a` of the format `w` (16-bit lanes) at once: each
+    /// converted to float32 (normalised), its bits moved to the format's places and its
+    /// exponent raised by `k`; negative results (products below the format's normals) saturate
+    /// to 0 in the packing.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2; `w` takes the shift `k` (from 1 up).
+    #[inline(always)]
+    unsafe fn lifted_avx2(a: __m256i, k: i32, w: &Word) -> __m256i {
+        // SAFETY: AVX2 by the caller's contract.
+        unsafe {
+            let moved = _mm_cvtsi32_si128(i32::from(23 - w.mantissa));
+            let raise = _mm256_set1_epi32((k - 126 - i32::from(w.mantissa)) << w.mantissa);
+            let low = lifted_eight(_mm256_castsi256_si128(a), moved, raise);
+            let high = lifted_eight(_mm256_extracti128_si256::<1>(a), moved, raise);
+            // The packing works per 128-bit half: low 0-3, high 0-3, low 4-7, high 4-7.
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(low, high))
+        }
+    }
+
+    /// [`lifted_avx2`] on eight magnitudes, as 32-bit lanes.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[inline(always)]
+    unsafe fn lifted_eight(h: __m128i, moved: __m128i, raise: __m256i) -> __m256i {
+        // SAFETY: AVX2 by the caller's contract.
+        unsafe {
+            let v = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(h)));
+            _mm256_add_epi32(_mm256_srl_epi32(v, moved), raise)
+        }
     }
 
     /// `x` (float32 bits) divided or multiplied by `f`, as float32 bits.
@@ -870,61 +1060,6 @@ mod x86 {
             })
         }
     }
-
-    /// A 16-bit float input (bfloat16, float16) as the float8_e4m3fn rounding on its bits needs
-    /// it: its mantissa bits and bias, from the dtype table.
-    struct Word {
-        mantissa: u16,
-        bias: u16,
-    }
-
-    impl Word {
-        const fn of(dtype: DType) -> Word {
-            match dtype.float_format() {
-                Some(f) => Word {
-                    mantissa: f.mantissa_bits as u16,
-                    bias: f.bias as u16,
-                },
-                None => panic!("a 16-bit float dtype"),
-            }
-        }
-
-        /// The bits of `2^e` (normal in this format).
-        const fn pow2(&self, e: i16) -> u16 {
-            ((self.bias as i16 + e) as u16) << self.mantissa
-        }
-
-        /// The mantissa bits float8_e4m3fn lacks (it keeps 3).
-        const fn dropped(&self) -> u16 {
-            self.mantissa - 3
-        }
-
-        /// What rounds a normal magnitude to float8 when added with the lowest kept bit: half
-        /// a unit of that bit, less one.
-        const fn half_less_one(&self) -> u16 {
-            (1 << (self.dropped() - 1)) - 1
-        }
-
-        /// A normal magnitude's bits, shifted right by [`dropped`](Word::dropped), less this
-        /// are its float8 code (float8's exponent bias is 7).
-        const fn rebias(&self) -> u16 {
-            (self.bias - 7) << 3
-        }
-
-        /// float8_e4m3fn's largest value, 448 = 1.75 · 2^8, the clamp.
-        const fn e4m3_max(&self) -> u16 {
-            self.pow2(8) | (3 << (self.mantissa - 2))
-        }
-
-        /// Infinity's magnitude (the exponent field all ones; NaN above).
-        const fn inf(&self) -> u16 {
-            0x7FFF & !((1 << self.mantissa) - 1)
-        }
-    }
-
-    /// bfloat16 and float16, as [`e4m3_codes16`] reads them.
-    const BF16: Word = Word::of(DType::BFloat16);
-    const F16: Word = Word::of(DType::Float16);
 
     /// [`super::e4m3_code16`] on 32 magnitudes `a` of the format `w` (16-bit lanes) at once, at
     /// most 448: from float8's smallest normal (2^-6) up, the mantissa bits float8 lacks
@@ -966,13 +1101,18 @@ mod x86 {
         }
     }
 
-    /// [`super::pow2_groups`] on AVX-512.
+    /// [`super::pow2_groups`] on AVX-512 for bfloat16 or float16 (`F16`).
     ///
     /// # Safety
     /// The CPU runs AVX-512 F, BW, VL and DQ; `src` holds 64 bytes and `out` 32 per shift, each
-    /// shift in -127 ..= 127.
+    /// shift one the format takes ([`Word::takes_shift`]).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn pow2_groups(src: &[u8], shifts: &[i32], out: &mut [u8]) -> bool {
+    pub(super) unsafe fn pow2_groups<const F16: bool>(
+        src: &[u8],
+        shifts: &[i32],
+        out: &mut [u8],
+    ) -> bool {
+        let w = if F16 { &FLOAT16 } else { &BFLOAT16 };
         let set = |v: u16| _mm512_set1_epi16(v as i16);
         let mut bad: __mmask32 = 0;
         for (g, &k) in shifts.iter().enumerate() {
@@ -980,22 +1120,27 @@ mod x86 {
             unsafe {
                 let x = _mm512_loadu_si512(src.as_ptr().add(64 * g).cast());
                 let a = _mm512_and_si512(x, set(0x7FFF));
-                // inf and NaN; a subnormal scaled up is not an exponent shift.
-                bad |= _mm512_cmpge_epu16_mask(a, set(0x7F80));
-                let field = set((k.unsigned_abs() as u16) << 7);
+                // inf and NaN.
+                bad |= _mm512_cmpge_epu16_mask(a, set(w.inf()));
+                let field = set(w.field(k));
                 let scaled = if k >= 0 {
                     let nonzero = _mm512_test_epi16_mask(a, a);
-                    let subnormal = _mm512_cmplt_epu16_mask(a, set(0x80)) & nonzero;
-                    bad |= if k > 0 { subnormal } else { 0 };
-                    // Zeros stay zero; nothing else comes near the top of the 16 bits (the
-                    // largest finite bfloat16 plus the largest shift), and the sum is clamped.
-                    _mm512_maskz_adds_epu16(nonzero, a, field)
+                    // Zeros stay zero; a sum past the top of the 16 bits saturates, and is
+                    // clamped below.
+                    let sum = _mm512_maskz_adds_epu16(nonzero, a, field);
+                    let subnormal = _mm512_cmplt_epu16_mask(a, set(w.min_normal())) & nonzero;
+                    if k > 0 && subnormal != 0 {
+                        // A subnormal shifted up is normalised first.
+                        _mm512_mask_mov_epi16(sum, subnormal, lifted(a, k, w))
+                    } else {
+                        sum
+                    }
                 } else {
                     // Below the smallest normal the difference is tiny or saturates at zero: its
                     // code is zero either way.
                     _mm512_subs_epu16(a, field)
                 };
-                let codes = e4m3_codes16(_mm512_min_epu16(scaled, set(BF16.e4m3_max())), &BF16);
+                let codes = e4m3_codes16(_mm512_min_epu16(scaled, set(w.e4m3_max())), w);
                 // The sign bit to the code's top bit.
                 let signed =
                     _mm512_ternarylogic_epi32::<0xF8>(codes, _mm512_srli_epi16::<8>(x), set(0x80));
@@ -1006,6 +1151,37 @@ mod x86 {
             }
         }
         bad == 0
+    }
+
+    /// [`Word::lifted`] on 32 magnitudes `a` of the format `w` (16-bit lanes) at once, as
+    /// [`lifted_avx2`] does it.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F and BW; `w` takes the shift `k` (from 1 up).
+    #[inline(always)]
+    unsafe fn lifted(a: __m512i, k: i32, w: &Word) -> __m512i {
+        // SAFETY: AVX-512 by the caller's contract.
+        unsafe {
+            let moved = _mm_cvtsi32_si128(i32::from(23 - w.mantissa));
+            let raise = _mm512_set1_epi32((k - 126 - i32::from(w.mantissa)) << w.mantissa);
+            let low = lifted_sixteen(_mm512_castsi512_si256(a), moved, raise);
+            let high = lifted_sixteen(_mm512_extracti64x4_epi64::<1>(a), moved, raise);
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(low), high)
+        }
+    }
+
+    /// [`lifted`] on sixteen magnitudes, as 32-bit lanes, saturated back to 16 bits.
+    ///
+    /// # Safety
+    /// The CPU runs AVX-512 F and BW.
+    #[inline(always)]
+    unsafe fn lifted_sixteen(h: __m256i, moved: __m128i, raise: __m512i) -> __m256i {
+        // SAFETY: AVX-512 by the caller's contract.
+        unsafe {
+            let v = _mm512_castps_si512(_mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(h)));
+            let product = _mm512_add_epi32(_mm512_srl_epi32(v, moved), raise);
+            _mm512_cvtusepi32_epi16(_mm512_max_epi32(product, _mm512_setzero_si512()))
+        }
     }
 }
 
@@ -1138,100 +1314,130 @@ mod tests {
         assert!(compared > 1000, "{compared} comparisons");
     }
 
+    /// A SIMD form of [`pow2_groups`] (`x86::pow2_groups`, `x86::pow2_groups_avx2`).
+    #[cfg(target_arch = "x86_64")]
+    type Pow2Form = unsafe fn(&[u8], &[i32], &mut [u8]) -> bool;
+
+    /// The SIMD forms of [`pow2_groups`] for the format `w` that this CPU runs, with their
+    /// instruction sets' names.
+    #[cfg(target_arch = "x86_64")]
+    fn pow2_forms(w: &Word) -> Vec<(&'static str, Pow2Form)> {
+        let f16 = w.dtype == DType::Float16;
+        let mut forms: Vec<(&'static str, Pow2Form)> = Vec::new();
+        if crate::lookup4::avx512() {
+            let form: Pow2Form = if f16 {
+                x86::pow2_groups::<true>
+            } else {
+                x86::pow2_groups::<false>
+            };
+            forms.push(("AVX-512", form));
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let form: Pow2Form = if f16 {
+                x86::pow2_groups_avx2::<true>
+            } else {
+                x86::pow2_groups_avx2::<false>
+            };
+            forms.push(("AVX2", form));
+        }
+        forms
+    }
+
     /// The exponent-shift forms (the loop, and AVX-512's and AVX2's where the CPU has them) give the
-    /// multiplying kernel's bytes (by `2^k`, with bfloat16 rounding and without: the product is
-    /// exact where it matters) wherever they do not report, and report alike: random bfloat16
-    /// bits (subnormals, zeros, inf and NaN among them) and bfloat16's smallest magnitudes,
-    /// every shift from -127 to 127; every group holding inf or NaN is reported.
+    /// multiplying kernel's bytes (by `2^k`, with rounding to the input's dtype and without: the
+    /// product is exact where it matters) wherever that kernel does not report, and report
+    /// alike: random bfloat16 and float16 bits (subnormals, zeros, inf and NaN among them), the
+    /// formats' smallest magnitudes, and values each shift takes into float8's range; every
+    /// shift the format takes; every group holding inf or NaN is reported, and only those.
     #[test]
     fn the_exponent_shift_gives_the_products_bytes() {
         let mut next = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
-        let (mut reported, mut compared) = (0, 0);
-        for k in -127i32..=127 {
-            for round in 0..10 {
-                let values: Vec<u16> = (0..32)
-                    .map(|_| {
-                        let r = next();
-                        match round % 5 {
-                            0 => r as u16,
-                            1 => (r as u16) & 0x80FF,
-                            2 if r.is_multiple_of(11) => {
-                                [0x7F80, 0xFFC1, 0x8000, 0x0001][(r >> 8) as usize % 4]
+        for w in [&BFLOAT16, &FLOAT16] {
+            let (m, bias) = (w.mantissa, i32::from(w.bias));
+            let fraction = (1u16 << m) - 1;
+            let top = 0x7FFF_i32 >> m; // the exponent field of inf and NaN
+            let (mut reported, mut compared, mut lifted) = (0, 0, 0);
+            for k in (-127i32..=127).filter(|&k| w.takes_shift(k)) {
+                for round in 0..10 {
+                    let values: Vec<u16> = (0..32)
+                        .map(|_| {
+                            let r = next();
+                            match round % 5 {
+                                0 => r as u16,
+                                // Subnormals and the smallest normals.
+                                1 => (r as u16) & (0x8000 | (fraction << 1 | 1)),
+                                2 if r.is_multiple_of(11) => {
+                                    let nan = w.inf() | 0x8000 | 1;
+                                    [w.inf(), nan, 0x8000, 0x0001][(r >> 8) as usize % 4]
+                                }
+                                // Values the shift takes into float8's normal range (2^-6 and
+                                // up, past 448 too), and zeros.
+                                4 if !r.is_multiple_of(13) => {
+                                    let e = bias - 6 + ((r >> 16) % 14) as i32 - k;
+                                    ((r as u16) & (0x8000 | fraction))
+                                        | (e.clamp(1, top - 1) as u16) << m
+                                }
+                                4 => (r as u16) & 0x8000,
+                                _ => {
+                                    ((r as u16) & (0x8000 | fraction))
+                                        | (((r >> 16) % 3) as u16) << m
+                                }
                             }
-                            // Values the shift takes into float8's normal range (2^-6 and up,
-                            // past 448 too), and zeros.
-                            4 if !r.is_multiple_of(13) => {
-                                let e = (121 + (r >> 16) % 14) as i32 - k;
-                                ((r as u16) & 0x807F) | (e.clamp(1, 254) as u16) << 7
-                            }
-                            4 => (r as u16) & 0x8000,
-                            _ => ((r as u16) & 0x807F) | (((r >> 16) % 3) as u16) << 7,
+                        })
+                        .collect();
+                    let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    let mut shifted = [0u8; 32];
+                    let ok = pow2_lanes(&src, w, &[k], &mut shifted);
+                    #[cfg(target_arch = "x86_64")]
+                    for (set, form) in pow2_forms(w) {
+                        let mut wide = [0u8; 32];
+                        // SAFETY: `pow2_forms` gave the forms this CPU runs; 64 bytes in, 32
+                        // out, and the format takes the shift.
+                        let wide_ok = unsafe { form(&src, &[k], &mut wide) };
+                        assert_eq!(wide_ok, ok, "{set}: {} k {k}, {values:04x?}", w.dtype);
+                        if ok {
+                            assert_eq!(wide, shifted, "{set}: {} k {k}, {values:04x?}", w.dtype);
                         }
-                    })
-                    .collect();
-                let src: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-                let mut shifted = [0u8; 32];
-                let ok = pow2_lanes(&src, &[k], &mut shifted);
-                #[cfg(target_arch = "x86_64")]
-                if crate::lookup4::avx512() {
-                    let mut wide = [0u8; 32];
-                    // SAFETY: `avx512()` says this CPU runs AVX-512; 64 bytes in, 32 out, and
-                    // the shift is in range.
-                    let wide_ok = unsafe { x86::pow2_groups(&src, &[k], &mut wide) };
-                    assert_eq!(wide_ok, ok, "k {k}, {values:04x?}");
-                    if ok {
-                        assert_eq!(wide, shifted, "k {k}, {values:04x?}");
                     }
-                }
-                #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    let mut wide = [0u8; 32];
-                    // SAFETY: this CPU runs AVX2; 64 bytes in, 32 out, and the shift is in
-                    // range.
-                    let wide_ok = unsafe { x86::pow2_groups_avx2(&src, &[k], &mut wide) };
-                    assert_eq!(wide_ok, ok, "AVX2: k {k}, {values:04x?}");
-                    if ok {
-                        assert_eq!(wide, shifted, "AVX2: k {k}, {values:04x?}");
+                    let special = values.iter().any(|v| v & 0x7FFF >= w.inf());
+                    assert_eq!(ok, !special, "{} k {k}: {values:04x?}", w.dtype);
+                    if !ok {
+                        reported += 1;
+                        continue;
                     }
-                }
-                let special = values.iter().any(|v| v & 0x7F80 == 0x7F80);
-                assert!(!(ok && special), "k {k}: inf or NaN not reported");
-                if !ok {
-                    reported += 1;
-                    continue;
-                }
-                let f = f32::from_bits(if k >= -126 {
-                    ((k + 127) as u32) << 23
-                } else {
-                    0x0040_0000
-                });
-                for round_bf16 in [true, false] {
-                    let rules = Rules {
-                        divide: false,
-                        arithmetic: if round_bf16 {
-                            DType::BFloat16
-                        } else {
-                            DType::Float32
-                        },
-                        unsigned_zero: false,
-                    };
-                    let mut product = [0u8; 32];
-                    // A product that overflows is reported there, and clamped by the general
-                    // path (`quantize`'s tests hold both forms to it).
-                    // SAFETY: `kernel` picked what this CPU runs; `src` holds one element per
-                    // byte of the output.
-                    if unsafe { kernel(DType::BFloat16, rules)(&src, f, &mut product) } {
-                        assert_eq!(shifted, product, "k {k}, round {round}, {values:04x?}");
-                        compared += 1;
+                    let subnormal = |v: &u16| (1..w.min_normal()).contains(&(v & 0x7FFF));
+                    lifted += usize::from(k > 0 && values.iter().any(subnormal));
+                    let f = f32::from_bits(if k >= -126 {
+                        ((k + 127) as u32) << 23
+                    } else {
+                        0x0040_0000
+                    });
+                    for arithmetic in [w.dtype, DType::Float32] {
+                        let rules = Rules {
+                            divide: false,
+                            arithmetic,
+                            unsigned_zero: false,
+                        };
+                        let mut product = [0u8; 32];
+                        // A product that overflows is reported there, and clamped by the general
+                        // path (`quantize`'s tests hold both forms to it).
+                        // SAFETY: `kernel` picked what this CPU runs; `src` holds one element
+                        // per byte of the output.
+                        if unsafe { kernel(w.dtype, rules)(&src, f, &mut product) } {
+                            let what = format!("{} k {k}, round {round}, {arithmetic}", w.dtype);
+                            assert_eq!(shifted, product, "{what}, {values:04x?}");
+                            compared += 1;
+                        }
                     }
                 }
             }
+            // Not everything was left to the other kernels, and subnormals were shifted up.
+            assert!(
+                compared >= 8 * 60 && lifted >= 60,
+                "{}: {compared} comparisons, {lifted} groups with subnormals shifted up, \
+                 {reported} groups reported",
+                w.dtype
+            );
         }
-        // Not everything was left to the other kernels (half the groups are subnormals shifted
-        // up, or hold inf or NaN, by construction).
-        assert!(
-            compared >= 255 * 8 / 2,
-            "{compared} comparisons, {reported} groups reported"
-        );
     }
 }

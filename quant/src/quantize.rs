@@ -741,8 +741,9 @@ impl<'a> Job<'a> {
             return false;
         }
         let bf16 = self.dtype == DType::BFloat16;
+        let sixteen_bits = bf16 || self.dtype == DType::Float16;
         let divide = matches!(plan.apply, Apply::Divide);
-        if bf16 && scheme.granularity == Granularity::Group(32) {
+        if sixteen_bits && scheme.granularity == Granularity::Group(32) {
             // MX: every factor a power of two, so each group is an exponent shift, and the
             // rounding runs on 16-bit lanes (the runs below where an element needs them).
             let first = (rows.first_row + rows.local) * (cols / 32) - rows.first_scale;
@@ -756,7 +757,7 @@ impl<'a> Job<'a> {
             });
             if let Some(shifts) = shifts {
                 let src = input.bytes(rows.local * cols, out.len());
-                if encode8::pow2_groups(src, &shifts, out) {
+                if encode8::pow2_groups(src, self.dtype, &shifts, out) {
                     return true;
                 }
             }
