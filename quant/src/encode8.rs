@@ -191,7 +191,8 @@ impl Word {
 
     /// The magnitude bits of subnormal `a` times `2^k` (`k` from 1 up, taken by
     /// [`takes_shift`](Word::takes_shift)), exact where the product is normal; where it is not,
-    /// 0 (its float8 code is zero either way: it is below 2^-14). The subnormal is
+    /// 0 (its float8 code is zero either way: it is below the format's smallest normal, 2^-14
+    /// at most). The subnormal is
     /// `a · 2^(1 - bias - mantissa)`, and `a` as a float32 is `a` normalised: its bits moved to
     /// this format's places are `a · 2^(127 - bias)`'s, so the exponent field takes
     /// `k + 1 - mantissa - 127`. (float16's largest, 9 significant bits shifted by 63, stays
@@ -224,10 +225,8 @@ const FLOAT16: Word = Word::of(DType::Float16);
 /// where `input` or a shift is not one this form takes (bfloat16: -127 ..= 127; float16:
 /// -63 ..= 63).
 pub(crate) fn pow2_groups(src: &[u8], input: DType, shifts: &[i32], out: &mut [u8]) -> bool {
-    let w = match input {
-        DType::BFloat16 => &BFLOAT16,
-        DType::Float16 => &FLOAT16,
-        _ => return false,
+    let Some(w) = [&BFLOAT16, &FLOAT16].into_iter().find(|w| w.dtype == input) else {
+        return false;
     };
     if src.len() != out.len() * 2
         || out.len() != shifts.len() * 32
