@@ -42,13 +42,9 @@ pub fn bitcast<'a>(
     from: DType,
     to: DType,
 ) -> Result<Bitcast<'a>, BitcastError> {
-    let overflow = || BitcastError::Overflow {
-        shape: shape.to_vec(),
-    };
-    let n = numel(shape).ok_or_else(overflow)?;
+    let n = from.shape_elements(shape).map_err(BitcastError::Overflow)?;
     let expected = match from.storage_bytes(n) {
         Ok(bytes) => bytes,
-        Err(_) if n.checked_mul(from.bits()).is_none() => return Err(overflow()),
         Err(_) => {
             return Err(BitcastError::PartialElement {
                 dtype: from,

@@ -6,7 +6,7 @@ use alloc::borrow::ToOwned;
 use alloc::string::ToString;
 use alloc::vec::Vec;
 
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, ShapeError};
 
 /// Why a bitcast was refused. Each variant names the rule (`xla` or `view`) and the numbers that
 /// did not fit. The [`View`](crate::View) messages are torch's own.
@@ -62,11 +62,9 @@ pub enum BitcastError {
         /// The itemsize ratio.
         ratio: usize,
     },
-    /// The shape's element count or byte size overflows `usize`.
-    Overflow {
-        /// The shape.
-        shape: Vec<usize>,
-    },
+    /// A shape (the input's, or the one a rule computes) is too large: a dimension, its element
+    /// count or its size in bytes is more than 2^63 - 1 ([`dtcast_dtype::MAX_SHAPE_SIZE`]).
+    Overflow(ShapeError),
     /// A buffer's length does not match its shape and dtype.
     ByteLength {
         /// Bytes the shape needs.
@@ -148,7 +146,7 @@ impl fmt::Display for BitcastError {
                 from.cpp_name(),
                 to.cpp_name()
             ),
-            Overflow { shape } => write!(f, "shape {shape:?} is too large: its size overflows"),
+            Overflow(e) => e.fmt(f),
             ByteLength { expected, actual } => write!(
                 f,
                 "buffer holds {actual} bytes but its shape and dtype need {expected}"

@@ -4,7 +4,7 @@ use core::fmt;
 
 use dtcast_bitcast::BitcastError;
 use dtcast_cast::CastError;
-use dtcast_dtype::DType;
+use dtcast_dtype::{DType, ShapeError};
 use dtcast_promote::PromoteError;
 use dtcast_quant::QuantError;
 
@@ -25,6 +25,9 @@ pub enum TensorError {
     Promote(PromoteError),
     /// A scaled format refused (its scheme, shape or buffers; see `dtcast_quant`).
     Quant(QuantError),
+    /// A shape is too large: a dimension, its element count or its size in bytes is more than
+    /// 2^63 - 1 (the one size rule, [`dtcast_dtype::MAX_SHAPE_SIZE`]).
+    TooLarge(ShapeError),
     /// The data does not fill the shape.
     Shape {
         /// The shape asked for.
@@ -90,6 +93,7 @@ impl fmt::Display for TensorError {
             TensorError::Bitcast(e) => e.fmt(f),
             TensorError::Promote(e) => e.fmt(f),
             TensorError::Quant(e) => e.fmt(f),
+            TensorError::TooLarge(e) => e.fmt(f),
             TensorError::Shape { shape, needed: Some(n), given } => {
                 write!(f, "shape {shape:?} needs {n} elements but {given} were given")
             }

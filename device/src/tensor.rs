@@ -142,7 +142,9 @@ impl IntoTarget for &String {
     }
 }
 
-fn check_numel(shape: &[usize], given: usize) -> Result<(), TensorError> {
+/// `shape` holds `given` elements of `dtype`, within the size rule for shapes.
+fn check_numel(shape: &[usize], dtype: DType, given: usize) -> Result<(), TensorError> {
+    dtype.shape_elements(shape).map_err(TensorError::TooLarge)?;
     match numel(shape) {
         Some(n) if n == given => Ok(()),
         needed => Err(TensorError::Shape {
@@ -161,14 +163,14 @@ impl Tensor {
 
     /// A CPU tensor holding a copy of `data`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Tensor, TensorError> {
-        check_numel(shape, data.len())?;
+        check_numel(shape, T::DTYPE, data.len())?;
         Tensor::from_bytes(bytemuck::cast_slice(data), T::DTYPE, shape)
     }
 
     /// A CPU tensor from little-endian element bytes.
     pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize]) -> Result<Tensor, TensorError> {
         let n = elements(dtype, bytes.len())?;
-        check_numel(shape, n)?;
+        check_numel(shape, dtype, n)?;
         let storage = backend_for(Device::Cpu)?.upload(bytes)?;
         Ok(Tensor {
             storage,
@@ -179,11 +181,7 @@ impl Tensor {
 
     /// A tensor of zeros on `device`.
     pub fn zeros(shape: &[usize], dtype: DType, device: Device) -> Result<Tensor, TensorError> {
-        let n = numel(shape).ok_or(TensorError::Shape {
-            shape: shape.to_vec(),
-            needed: None,
-            given: 0,
-        })?;
+        let n = dtype.shape_elements(shape).map_err(TensorError::TooLarge)?;
         let bytes = dtype.storage_bytes(n).map_err(|_| {
             TensorError::Cast(dtcast_cast::CastError::NotByteAligned { dtype, elements: n })
         })?;
@@ -202,7 +200,7 @@ impl Tensor {
         shape: &[usize],
     ) -> Result<Tensor, TensorError> {
         let n = elements(dtype, storage.len())?;
-        check_numel(shape, n)?;
+        check_numel(shape, dtype, n)?;
         Ok(Tensor {
             storage,
             dtype,

@@ -36,6 +36,7 @@ mod float8;
 mod format;
 pub mod packing;
 mod parse;
+mod shape;
 
 pub use category::Category;
 pub use dtype::{DType, TorchSupport};
@@ -43,6 +44,7 @@ pub use element::Element;
 pub use float8::*;
 pub use format::{FloatFormat, NanEncoding};
 pub use parse::ParseDTypeError;
+pub use shape::{Excess, ShapeError, MAX_SHAPE_SIZE};
 
 /// Re-exported so that users of [`Element`] name the same `half` types.
 pub use half;

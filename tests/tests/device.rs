@@ -198,10 +198,14 @@ fn bad_arguments_are_errors_naming_what_was_wrong() {
             ..
         })
     ));
-    assert!(matches!(
-        Tensor::zeros(&[usize::MAX, 2], DType::Float32, Device::Cpu),
-        Err(TensorError::Shape { needed: None, .. })
-    ));
+    // The one size rule for shapes: a dimension, element count or byte size past 2^63 - 1.
+    for shape in [&[usize::MAX, 2][..], &[0, 1 << 63], &[1 << 62, 1]] {
+        let e = Tensor::zeros(shape, DType::Float32, Device::Cpu).unwrap_err();
+        assert!(matches!(e, TensorError::TooLarge(_)), "{shape:?}: {e}");
+        assert!(e.to_string().ends_with("is more than 2^63 - 1"), "{e}");
+    }
+    let e = Tensor::from_vec(Vec::<f32>::new(), &[0, 1 << 63]).unwrap_err();
+    assert!(matches!(e, TensorError::TooLarge(_)), "{e}");
 }
 
 #[test]
