@@ -58,6 +58,14 @@ pub enum LayerError {
         /// What is wrong.
         reason: String,
     },
+    /// An input file is not one dtcast reads: not a regular file (a FIFO, a device, a
+    /// directory), or larger than its kind may be.
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        reason: String,
+    },
     /// An input file was truncated, extended or rewritten while it was being read.
     Changed {
         /// The file.
@@ -105,7 +113,7 @@ impl fmt::Display for LayerError {
                 f,
                 "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, the integers, float16, bfloat16, float32, float64, complex64 and the float8 formats)"
             ),
-            LayerError::Index { path, reason } => write!(f, "{}: {reason}", path.display()),
+            LayerError::Index { path, reason } | LayerError::Input { path, reason } => write!(f, "{}: {reason}", path.display()),
             LayerError::Changed { path } => write!(f, "{} changed while it was being read", path.display()),
             LayerError::Output(msg) => f.write_str(msg),
             LayerError::Quantized(msg) => write!(f, "quantized checkpoint: {msg}"),

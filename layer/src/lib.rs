@@ -35,10 +35,12 @@ extern crate self as dtcast_layer;
 
 pub mod checkpoint;
 mod error;
+pub mod input;
 mod layer;
 mod modules;
 pub mod output;
 mod state;
+pub mod text;
 mod visit;
 
 pub use dtcast_layer_derive::Layer;

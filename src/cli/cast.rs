@@ -4,7 +4,8 @@ use std::io::{BufRead, Write};
 
 use dtcast_cast::cast_to_vec;
 use dtcast_dtype::{packing, DType};
-use dtcast_layer::output::{check_not_input, write_file, FileMode, Target};
+use dtcast_layer::input::Inputs;
+use dtcast_layer::output::{write_file, FileMode, Target};
 
 use super::args::CastArgs;
 use super::{quote, CmdError};
@@ -16,10 +17,16 @@ pub(crate) fn run(
 ) -> Result<(), CmdError> {
     // Check the output before reading anything: a refused target should not cost a read.
     if let Some(path) = &args.output {
-        if let Some(input) = &args.input {
-            check_not_input(input, path)?;
+        let target = Target::file(path, args.force)?;
+        let mut inputs = Inputs::new();
+        match &args.input {
+            Some(input) => inputs
+                .add_path(input)
+                .map_err(|e| format!("reading {}: {e}", input.display()))?,
+            // `cast -o in.f32 --force < in.f32`: stdin is the file the output would replace.
+            None => inputs.add_stdin(),
         }
-        Target::file(path, args.force)?;
+        target.refuse_inputs(&inputs)?;
     }
     let mut input = Vec::new();
     match &args.input {

@@ -10,6 +10,8 @@ use dtcast_layer::checkpoint::{
     QuantizedWeight, ShardedCheckpoint, Summary, QUANTIZE_SCHEMES,
 };
 
+use dtcast_layer::text::escape;
+
 use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
 
@@ -73,7 +75,7 @@ fn print_unread<'a>(
             unread.len()
         )?;
         for (module, layout) in unread {
-            writeln!(out, "  {module}  {layout}")?;
+            writeln!(out, "  {}  {layout}", escape(module))?;
         }
     }
     Ok(())
@@ -94,7 +96,7 @@ fn print_quantized(
         Ok(w) if w.is_empty() => return Ok(()),
         Ok(w) => w,
         Err(e) => {
-            writeln!(out, "quantized: cannot be read: {e}")?;
+            writeln!(out, "quantized: cannot be read: {}", escape(&e))?;
             return Ok(());
         }
     };
@@ -119,8 +121,9 @@ fn print_quantized(
         };
         writeln!(
             out,
-            "  {}{place}  {}  {} elements, {} scales {:?} ({shared}){}",
-            w.name,
+            "  {}{}  {}  {} elements, {} scales {:?} ({shared}){}",
+            escape(&w.name),
+            escape(place),
             w.scheme_name,
             w.scheme.element,
             entries[w.scales].dtype,
@@ -150,7 +153,7 @@ fn print_inspection(
     let width = shards
         .iter()
         .flat_map(|(_, c)| c.entries())
-        .map(|e| e.name.chars().count())
+        .map(|e| escape(&e.name).chars().count())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -160,7 +163,8 @@ fn print_inspection(
             let bytes: usize = ck.entries().iter().map(|e| e.range.len()).sum();
             writeln!(
                 out,
-                "shard {name}: {} tensors, {bytes} bytes",
+                "shard {}: {} tensors, {bytes} bytes",
+                escape(name),
                 ck.entries().len()
             )?;
         }
@@ -173,7 +177,7 @@ fn print_inspection(
             writeln!(
                 out,
                 "{:<width$}  {:<14} {:<20} {:>14}",
-                e.name,
+                escape(&e.name),
                 e.dtype.name(),
                 format!("{:?}", e.shape),
                 e.range.len()
@@ -200,7 +204,7 @@ fn print_inspection(
         "total", all.0, all.1
     )?;
     for (k, v) in metadata {
-        writeln!(out, "metadata {k} = {v}")?;
+        writeln!(out, "metadata {} = {}", escape(k), escape(v))?;
     }
     Ok(())
 }
@@ -323,7 +327,13 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Cmd
         summary.bytes_before,
         summary.bytes_after,
         summary.seconds,
-        args.output.display()
+        escape(&args.output.display().to_string())
     )?;
+    if !summary.not_copied.is_empty() {
+        let skipped: Vec<String> = (summary.not_copied.iter())
+            .map(|(name, why)| format!("{} ({why})", escape(&name.display().to_string())))
+            .collect();
+        writeln!(out, "not copied: {}", skipped.join(", "))?;
+    }
     Ok(())
 }

@@ -77,16 +77,37 @@ where
     };
     match result.and_then(|()| stdout.flush().map_err(Into::into)) {
         Ok(()) => 0,
+        // A closed pipe (`dtcast inspect big.safetensors | head`): the reader wanted no more.
+        Err(e) if is_broken_pipe(&*e) => 0,
         Err(e) => {
-            let _ = writeln!(stderr, "error: {e}");
+            // Paths and names in a message may come from a file (an index's shard names).
+            let _ = writeln!(
+                stderr,
+                "error: {}",
+                dtcast_layer::text::escape(&e.to_string())
+            );
             1
         }
     }
 }
 
+/// Whether `e`, or an error it wraps, is a write to a pipe whose reader has gone.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// The `dtcast` process: [`run`] on the real arguments and streams, after installing the signal
 /// handlers and any fault `DTCAST_FAULT` asks for (`nospace-after=N`, `pause-after=N`,
-/// `pause-after-commit`, `named-temps`: for tests that run dtcast as a child process; see
+/// `pause-after-commit`, `pause-at-exit`, `named-temps`: for tests that run dtcast as a child process; see
 /// `dtcast_layer::output::Fault`).
 pub fn main() -> ExitCode {
     if let Some(spec) = std::env::var_os("DTCAST_FAULT") {
@@ -105,6 +126,10 @@ pub fn main() -> ExitCode {
     // Not locked either: the signal handler's thread writes its message there.
     let mut stderr = std::io::stderr();
     let code = run(std::env::args_os(), &mut input, &mut stdout, &mut stderr);
+    // From here a signal changes nothing: its handler waits for the exit, instead of saying
+    // "interrupted" while this returns 0.
+    dtcast_layer::output::finish();
+    dtcast_layer::output::exiting();
     // A closed pipe (`dtcast table | head`) is not worth a second error.
     let _ = stdout.flush();
     ExitCode::from(code)
@@ -128,7 +153,11 @@ fn install_signal_handlers() {
             } else {
                 "SIGTERM"
             };
-            eprintln!("error: interrupted by {name}; {}", interrupted(&done));
+            let said = interrupted(&done);
+            eprintln!(
+                "error: interrupted by {name}; {}",
+                dtcast_layer::text::escape(&said)
+            );
             std::process::exit(128 + signal);
         }
     });
@@ -139,11 +168,18 @@ fn install_signal_handlers() {}
 
 /// What a signal's message says after the words naming the signal.
 fn interrupted(done: &dtcast_layer::output::Interrupted) -> String {
-    let cleaned = if done.removed > 0 {
-        "; its temporary files were removed"
+    let mut cleaned = if done.removed > 0 {
+        "; its temporary files were removed".to_owned()
     } else {
-        ""
+        String::new()
     };
+    if !done.kept.is_empty() {
+        let kept: Vec<String> = done.kept.iter().map(|p| p.display().to_string()).collect();
+        cleaned += &format!(
+            "; files that appeared in the directory it replaced are kept in {}",
+            kept.join(", ")
+        );
+    }
     if done.published.is_empty() {
         return format!("no output was written{cleaned}");
     }
@@ -158,20 +194,10 @@ fn interrupted(done: &dtcast_layer::output::Interrupted) -> String {
     )
 }
 
-/// Input as an error message quotes it: control characters escaped, cut after about 40
-/// characters of output, so that a message stays one short line whatever came in.
+/// Input as an error message quotes it: control characters escaped, cut after about 40 bytes
+/// of output, so that a message stays one short line whatever came in.
 pub(crate) fn quote(text: &str) -> String {
-    const MAX: usize = 40;
-    let mut s = String::new();
-    for c in text.chars() {
-        let escaped = c.escape_default().to_string();
-        if s.len() + escaped.len() > MAX {
-            s.push_str(&format!("… ({} characters)", text.chars().count()));
-            break;
-        }
-        s.push_str(&escaped);
-    }
-    s
+    dtcast_layer::text::quote(text, 40)
 }
 
 fn device(s: &str, out: &mut dyn Write) -> Result<(), CmdError> {

@@ -20,13 +20,13 @@ pub(crate) fn run(
     }
     // Batch mode: one case per line; a failing case prints `error: ...` on its line and the rest go on.
     // The exit status is 1 when any case failed.
-    let mut line = String::new();
+    let mut bytes = Vec::new();
     let mut operands: Vec<Operand> = Vec::new();
     let mut failed = 0usize;
     let mut cases = 0usize;
     loop {
-        line.clear();
-        if stdin.read_line(&mut line)? == 0 {
+        bytes.clear();
+        if stdin.read_until(b'\n', &mut bytes)? == 0 {
             return if failed == 0 {
                 Ok(())
             } else {
@@ -35,20 +35,28 @@ pub(crate) fn run(
         }
         cases += 1;
         operands.clear();
-        let case = line
-            .split_whitespace()
-            .try_for_each(|word| parse_operand(word).map(|op| operands.push(op)))
-            .map_err(CmdError::from)
-            .and_then(|()| {
-                if operands.is_empty() {
-                    Err(
-                        "empty case: expected operands separated by spaces, like `int8[2] 2.5`"
-                            .into(),
-                    )
-                } else {
-                    policy.result_type(&operands).map_err(CmdError::from)
-                }
-            });
+        // A line that is not UTF-8 is a failed case like any other, not the end of the batch.
+        let line = std::str::from_utf8(&bytes).map_err(|e| {
+            CmdError::from(format!(
+                "line {cases} is not valid UTF-8 (byte {})",
+                e.valid_up_to()
+            ))
+        });
+        let case = line.and_then(|line| {
+            line.split_whitespace()
+                .try_for_each(|word| parse_operand(word).map(|op| operands.push(op)))
+                .map_err(CmdError::from)
+                .and_then(|()| {
+                    if operands.is_empty() {
+                        Err(
+                            "empty case: expected operands separated by spaces, like `int8[2] 2.5`"
+                                .into(),
+                        )
+                    } else {
+                        policy.result_type(&operands).map_err(CmdError::from)
+                    }
+                })
+        });
         match case {
             Ok(dtype) => writeln!(out, "{dtype}")?,
             Err(e) => {

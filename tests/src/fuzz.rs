@@ -6,11 +6,39 @@ use dtcast::cast::CastMode;
 use dtcast::layer::checkpoint::{Header, Index};
 use dtcast::{DType, Policy, Torch};
 
-/// A whole safetensors file: refused, or its tensors cover the data exactly, in order.
+/// A whole safetensors file: refused, or its tensors cover the data exactly, in order — and the
+/// `safetensors` crate (0.8), whose rules dtcast's are stricter than, reads the same tensors and
+/// metadata from it (dtcast reads its header in one pass of its own).
 pub fn safetensors_header(data: &[u8]) {
     let Ok(h) = Header::from_bytes(data) else {
         return;
     };
+    let (_, theirs) = safetensors::SafeTensors::read_metadata(data)
+        .unwrap_or_else(|e| panic!("dtcast accepts a header the safetensors crate refuses: {e}"));
+    let tensors = theirs.tensors();
+    assert_eq!(tensors.len(), h.entries.len(), "the same tensors");
+    for e in &h.entries {
+        let t = tensors
+            .get(&e.name)
+            .unwrap_or_else(|| panic!("`{}` is not a tensor to safetensors", e.name));
+        assert_eq!(
+            Some(format!("{:?}", t.dtype).as_str()),
+            e.dtype.safetensors_name()
+        );
+        assert_eq!(t.shape, e.shape.as_slice(), "{}", e.name);
+        let offsets = (e.range.start - h.data_start, e.range.end - h.data_start);
+        assert_eq!(t.data_offsets, offsets, "{}", e.name);
+    }
+    let mut metadata: Vec<(String, String)> = theirs
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    metadata.sort();
+    let mut ours = h.metadata.clone();
+    ours.sort();
+    assert_eq!(metadata, ours, "the same metadata");
     let mut at = h.data_start;
     for e in &h.entries {
         assert_eq!(e.range.start, at, "tensors are contiguous");
@@ -288,6 +316,23 @@ pub fn convert(data: &[u8]) {
             let c = Checkpoint::open(&out).expect("the output opens");
             for e in c.entries() {
                 c.read(e).expect("every tensor of the output reads");
+            }
+            // A plain cast (same tensors in, same out): each tensor is what a cast of it alone
+            // gives, however the pipeline grouped them into chunks.
+            let src = Checkpoint::open(&input).expect("the input opens");
+            let same_names =
+                (src.entries().iter().map(|e| &e.name)).eq(c.entries().iter().map(|e| &e.name));
+            if options.quantize.is_none() && same_names {
+                for (a, b) in src.entries().iter().zip(c.entries()) {
+                    let bytes = src.read(a).expect("the input reads");
+                    let want = if a.dtype == b.dtype {
+                        bytes
+                    } else {
+                        dtcast::cast::cast_to_vec(&bytes, a.dtype, b.dtype, CastMode::Torch)
+                            .expect("a Torch-mode cast of a tensor that converted")
+                    };
+                    assert_eq!(c.read(b).expect("reads"), want, "{}", a.name);
+                }
             }
         }
         Err(e) => {

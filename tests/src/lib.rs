@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+pub mod child;
 pub mod cuda_host;
 pub mod fuzz;
 

@@ -355,6 +355,11 @@ fn the_reader_refuses_each_class_of_header_other_loaders_got_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let deep = format!(r#"{{"a":{}{}}}"#, "[".repeat(50_000), "]".repeat(50_000));
+    let deep_metadata = format!(
+        r#"{{"__metadata__":{{"k":{}{}}}}}"#,
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
     let cases: Vec<(PathBuf, &str)> = vec![
         // The cap is checked before anything is allocated (the file is 8 bytes long).
         (
@@ -452,7 +457,25 @@ fn the_reader_refuses_each_class_of_header_other_loaders_got_wrong() {
                 r#"{"a":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,4]}}"#,
                 &[0; 4],
             ),
-            "too large (its size overflows)",
+            "shape [4611686018427387904, 8] is too large: its element count is more than 2^63 - 1",
+        ),
+        (
+            file_with(
+                d,
+                "dimension-past-i64",
+                r#"{"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}}"#,
+                &[],
+            ),
+            "shape [0, 9223372036854775808] is too large: dimension 1 is more than 2^63 - 1",
+        ),
+        (
+            file_with(
+                d,
+                "bytes-past-i64",
+                r#"{"a":{"dtype":"F32","shape":[2305843009213693952,1],"data_offsets":[0,4]}}"#,
+                &[0; 4],
+            ),
+            "shape [2305843009213693952, 1] of float32 is too large: its size in bytes is more than 2^63 - 1",
         ),
         (
             file_with(
@@ -476,7 +499,14 @@ fn the_reader_refuses_each_class_of_header_other_loaders_got_wrong() {
             ),
             "surrogate",
         ),
-        (file_with(d, "deep", &deep, &[]), "recursion limit exceeded"),
+        // Deep nesting where a tensor should be is refused at its first bracket; where it is
+        // read past (a metadata value: serde_json skips it without recursing), at its end:
+        // never a stack overflow.
+        (file_with(d, "deep", &deep, &[]), "tensor `a` is not an object"),
+        (
+            file_with(d, "deep-metadata", &deep_metadata, &[]),
+            "`__metadata__` value of `k` is not a string",
+        ),
         (
             file_with(
                 d,

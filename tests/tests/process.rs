@@ -7,122 +7,27 @@
 //! `dtcast::cli::main`); `DTCAST_FAULT` makes it pause mid-write (until a line on its stdin) or
 //! run out of space after N bytes.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use dtcast_tests::{snapshot, write_f32_checkpoint, write_sharded};
+use dtcast_tests::child::{
+    contents, names, temp_names, three_shards, zeros_checkpoint, Child, Dtcast,
+};
+use dtcast_tests::{snapshot, write_f32_checkpoint};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dtcast-child");
-
-/// A float32 checkpoint of `n` zeros in one tensor `w`, written sparse (fast however large).
-fn zeros_checkpoint(path: &Path, n: u64) {
-    let json = format!(
-        r#"{{"w":{{"dtype":"F32","shape":[{n}],"data_offsets":[0,{}]}}}}"#,
-        4 * n
-    );
-    let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
-    bytes.extend(json.as_bytes());
-    std::fs::write(path, &bytes).unwrap();
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.set_len(bytes.len() as u64 + 4 * n).unwrap();
-}
+const DTCAST: Dtcast = Dtcast(BIN);
 
 /// 80 MiB of input: more than the pipeline ever reads ahead of the writer (about 48 MiB).
 const BIG: u64 = 20 << 20;
 
-struct Child {
-    child: std::process::Child,
-    stderr: BufReader<std::process::ChildStderr>,
-    seen: String,
-    /// Whether [`Child::signal`] was called.
-    signaled: bool,
-}
-
 fn spawn(args: &[&str], fault: &str, cwd: &Path) -> Child {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .current_dir(cwd)
-        .env("DTCAST_FAULT", fault)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the child starts");
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    Child {
-        child,
-        stderr,
-        seen: String::new(),
-        signaled: false,
-    }
-}
-
-impl Child {
-    /// Waits until the child reports that it paused mid-write.
-    fn wait_paused(&mut self) {
-        loop {
-            let mut line = String::new();
-            let n = self.stderr.read_line(&mut line).unwrap();
-            assert!(n > 0, "the child ended before pausing: {}", self.seen);
-            if line.starts_with("dtcast-fault: paused") {
-                return;
-            }
-            self.seen.push_str(&line);
-        }
-    }
-
-    fn resume(&mut self) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn signal(&mut self, signal: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-        assert_eq!(rc, 0);
-        self.signaled = true;
-    }
-
-    /// (exit code, killing signal, stderr). A signaled child is waited for before its stdin
-    /// closes: the end of stdin resumes a paused writer, which on a loaded machine could finish
-    /// the run before the signal's handler thread is scheduled.
-    fn finish(mut self) -> (Option<i32>, Option<i32>, String) {
-        use std::os::unix::process::ExitStatusExt;
-        let stdin = self.child.stdin.take();
-        if !self.signaled {
-            drop(stdin);
-        }
-        let status = self.child.wait().unwrap();
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut self.stderr, &mut rest).unwrap();
-        self.seen.push_str(&rest);
-        (status.code(), status.signal(), self.seen)
-    }
+    DTCAST.spawn(args, fault, cwd)
 }
 
 fn run(args: &[&str], fault: &str, cwd: &Path) -> (Option<i32>, String) {
-    let (code, _, stderr) = spawn(args, fault, cwd).finish();
-    (code, stderr)
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-fn temp_names(dir: &Path) -> Vec<String> {
-    names(dir)
-        .into_iter()
-        .filter(|n| n.starts_with(".dtcast-"))
-        .collect()
+    DTCAST.run(args, fault, cwd)
 }
 
 #[test]
@@ -176,16 +81,6 @@ fn sigint_and_sigterm_mid_write_remove_everything_and_exit_128_plus_the_signal()
 }
 
 /// The files directly in `dir`, by name, with their bytes.
-fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    names(dir)
-        .into_iter()
-        .map(|n| {
-            let bytes = std::fs::read(dir.join(&n)).unwrap();
-            (n, bytes)
-        })
-        .collect()
-}
-
 #[test]
 fn a_signal_after_the_output_is_in_place_says_it_is_complete_and_leaves_it_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -547,18 +442,6 @@ fn outputs_keep_the_inputs_permission_bits() {
     assert_eq!(got, 0o640);
 }
 
-/// Three shards; shard 3 holds 1e6, which overflows float16.
-fn three_shards(d: &Path) -> PathBuf {
-    write_sharded(
-        d,
-        &[
-            vec![("a", vec![1.0; 300_000]), ("b", vec![2.0; 1000])],
-            vec![("c", vec![3.0; 300_000])],
-            vec![("d", vec![4.0; 1000]), ("e", vec![1e6; 10])],
-        ],
-    )
-}
-
 #[test]
 fn a_failed_sharded_conversion_leaves_the_output_exactly_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
@@ -621,7 +504,18 @@ fn a_failed_sharded_conversion_leaves_the_output_exactly_as_it_was() {
         c.wait_paused();
         c.signal(signal);
         c.finish();
-        assert_eq!(snapshot(d), before, "signal {signal} {fault}");
+        // kill -9 leaves the staging directory of the shards done so far (hidden, and locked
+        // by nobody now): the next run that writes here removes it before anything else.
+        let mut left = snapshot(d);
+        if signal == libc::SIGKILL {
+            let staged = temp_names(d);
+            assert!(
+                staged.len() == 1 && staged[0].ends_with(".staging"),
+                "{staged:?}"
+            );
+            left.retain(|p, _| !p.starts_with(d.join(&staged[0])));
+        }
+        assert_eq!(left, before, "signal {signal} {fault}");
     }
     // a corrupt shard, and a missing one (refused before anything is written).
     let shard2 = src.join("model-00002-of-00003.safetensors");

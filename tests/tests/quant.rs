@@ -730,7 +730,14 @@ fn read_sorted(path: &std::path::Path) -> Vec<(String, DType, Vec<usize>, Vec<u8
     let mut v: Vec<_> = c
         .entries()
         .iter()
-        .map(|e| (e.name.clone(), e.dtype, e.shape.clone(), c.read(e).unwrap()))
+        .map(|e| {
+            (
+                e.name.clone(),
+                e.dtype,
+                e.shape.to_vec(),
+                c.read(e).unwrap(),
+            )
+        })
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v

@@ -22,6 +22,7 @@ use super::layout::{check_whole_modules, is_attention_parameter, QuantizedFormat
 use super::quantized::{self, QuantizedWeight};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
+use crate::input::{read_small, Inputs};
 use crate::output::{check_not_input, AtomicFile, FileMode, Target};
 
 /// The largest chunk (input or output bytes) that moves through the pipeline at once.
@@ -257,6 +258,9 @@ pub struct Summary {
     pub bytes_after: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
+    /// The entries of a model directory that were not copied (their names in it), each with
+    /// why: a subdirectory, a special file, a safetensors file the index does not list.
+    pub not_copied: Vec<(std::path::PathBuf, String)>,
 }
 
 impl Summary {
@@ -295,43 +299,78 @@ pub fn convert_file(
     let start = Instant::now();
     check_not_input(input, output)?;
     let target = Target::file(output, options.force)?;
-    let (file, mut summary) = convert_to_unnamed(input, target.dir(), options, progress)
+    let mut inputs = Inputs::new();
+    let source = Source::open(input, options, &mut inputs)?;
+    target.refuse_inputs(&inputs)?;
+    let (file, mut summary) = source
+        .write_unnamed(target.dir(), options, progress)
         .map_err(|e| e.at(target.requested()))?;
     file.commit(&target)?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
 }
 
-/// [`convert_file`]'s work: the converted file, unnamed in `dir`, and what was done.
-pub(crate) fn convert_to_unnamed(
-    input: &Path,
-    dir: &Path,
-    options: &ConvertOptions,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<(AtomicFile, Summary), LayerError> {
-    let ckpt = Checkpoint::open(input)?;
-    let mut selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
-    let config = read_config(input.parent())?;
-    if options.quantize.is_none() {
-        // The whole file: a config.json that calls it quantized must find quantized weights.
-        let found = quantized::detect(ckpt.entries(), config.as_ref())?;
-        selection.plan_dequantizing(found.iter().map(|w| (w, ckpt.entries())))?;
-        selection.note_foreign(ckpt.entries());
+/// One safetensors file opened for converting, with the configuration beside it and what the
+/// conversion does to each tensor: everything [`convert_file`] checks before writing.
+pub(crate) struct Source {
+    ckpt: Checkpoint,
+    config: Option<serde_json::Value>,
+    selection: Selection,
+}
+
+impl Source {
+    /// Opens `input` and the configuration beside it (each added to `inputs`) and plans the
+    /// conversion.
+    pub(crate) fn open(
+        input: &Path,
+        options: &ConvertOptions,
+        inputs: &mut Inputs,
+    ) -> Result<Source, LayerError> {
+        let ckpt = Checkpoint::open(input)?;
+        ckpt.add_to(inputs);
+        let mut selection = options.selection(ckpt.entries().iter().map(|e| e.name.as_str()))?;
+        let config = read_config_into(input.parent(), inputs)?;
+        if options.quantize.is_none() {
+            // The whole file: a config.json that calls it quantized must find quantized weights.
+            let found = quantized::detect(ckpt.entries(), config.as_ref())?;
+            selection.plan_dequantizing(found.iter().map(|w| (w, ckpt.entries())))?;
+            selection.note_foreign(ckpt.entries());
+        }
+        Ok(Source {
+            ckpt,
+            config,
+            selection,
+        })
     }
-    let mut file = AtomicFile::create(dir, FileMode::like(input))?;
-    let total = data_bytes(&ckpt);
-    let summary = write_converted(
-        &ckpt,
-        ckpt.entries(),
-        &[],
-        &selection,
-        options,
-        config.as_ref(),
-        &mut file,
-        &|done| progress(done, total),
-    )?;
-    ckpt.check_unchanged()?;
-    Ok((file, summary))
+
+    /// The file.
+    pub(crate) fn path(&self) -> &Path {
+        self.ckpt.path()
+    }
+
+    /// The converted file, unnamed in `dir`, and what was done.
+    pub(crate) fn write_unnamed(
+        &self,
+        dir: &Path,
+        options: &ConvertOptions,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(AtomicFile, Summary), LayerError> {
+        let ckpt = &self.ckpt;
+        let mut file = AtomicFile::create(dir, FileMode::like(ckpt.path()))?;
+        let total = data_bytes(ckpt);
+        let summary = write_converted(
+            ckpt,
+            ckpt.entries(),
+            &[],
+            &self.selection,
+            options,
+            self.config.as_ref(),
+            &mut file,
+            &|done| progress(done, total),
+        )?;
+        ckpt.check_unchanged()?;
+        Ok((file, summary))
+    }
 }
 
 /// The configuration a checkpoint in `dir` (the current directory for an empty path) is read
@@ -341,10 +380,22 @@ pub(crate) fn convert_to_unnamed(
 /// added (`quant_method: modelopt`, as newer exports write it, and `dtcast_read_from:
 /// hf_quant_config.json`, so that messages name the file), so that those checkpoints are read
 /// as ModelOpt's. A directory conversion writes `config.json` from the file itself, not this.
+///
+/// Each file is read as every input is ([`crate::input`]): a regular file of at most
+/// [`MAX_JSON_LEN`](crate::input::MAX_JSON_LEN) bytes, or an error naming what it is.
 pub fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, LayerError> {
+    read_config_into(dir, &mut Inputs::new())
+}
+
+/// [`read_config`], the files read added to `inputs`.
+pub(crate) fn read_config_into(
+    dir: Option<&Path>,
+    inputs: &mut Inputs,
+) -> Result<Option<serde_json::Value>, LayerError> {
     let hf_path = config_path(dir, quantized::HF_QUANT_CONFIG);
-    let hf = read_json(&hf_path)?;
-    quantized::with_hf_quant_config(read_json(&config_path(dir, "config.json"))?, hf, &hf_path)
+    let hf = read_json(&hf_path, inputs)?;
+    let config = read_json(&config_path(dir, "config.json"), inputs)?;
+    quantized::with_hf_quant_config(config, hf, &hf_path)
 }
 
 /// `config.json` in `dir` (the current directory for an empty path), parsed, if there is one:
@@ -352,7 +403,7 @@ pub fn read_config(dir: Option<&Path>) -> Result<Option<serde_json::Value>, Laye
 pub(crate) fn read_config_file(
     dir: Option<&Path>,
 ) -> Result<Option<serde_json::Value>, LayerError> {
-    read_json(&config_path(dir, "config.json"))
+    read_json(&config_path(dir, "config.json"), &mut Inputs::new())
 }
 
 /// The file `name` in `dir` (the current directory for an empty path).
@@ -364,16 +415,12 @@ fn config_path(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
 }
 
 /// The JSON file at `path`, parsed, if there is one.
-fn read_json(path: &Path) -> Result<Option<serde_json::Value>, LayerError> {
-    let text = match std::fs::read(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(LayerError::Io {
-                path: path.to_owned(),
-                source,
-            })
-        }
+pub(crate) fn read_json(
+    path: &Path,
+    inputs: &mut Inputs,
+) -> Result<Option<serde_json::Value>, LayerError> {
+    let Some(text) = read_small(path, inputs)? else {
+        return Ok(None);
     };
     serde_json::from_slice(&text)
         .map(Some)
@@ -389,6 +436,10 @@ pub(crate) fn data_bytes(ckpt: &Checkpoint) -> u64 {
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
     entry: usize,
+    /// How many tensors after `entry` the chunk holds too, whole (`first` is then 0 and `count`
+    /// their elements and `entry`'s together): small tensors of one dtype pair, stored one after
+    /// the other, read, cast and written as one buffer.
+    more: usize,
     /// Index of its first element within the tensor.
     first: usize,
     count: usize,
@@ -401,6 +452,27 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// A cast's error as the error of the tensor it is in, its element counted from that
+    /// tensor's start (a chunk of several tensors counts from the first's).
+    fn tensor_error(&self, entries: &[Entry], mut source: TensorError) -> LayerError {
+        let mut entry = self.entry;
+        match &mut source {
+            TensorError::Cast(CastError::Value { index, .. }) => {
+                *index += self.first;
+                while entry < self.entry + self.more && *index >= entries[entry].numel() {
+                    *index -= entries[entry].numel();
+                    entry += 1;
+                }
+            }
+            TensorError::Cast(e) => *e = e.clone().offset_by(self.first),
+            _ => {}
+        }
+        LayerError::Tensor {
+            name: entries[entry].name.clone(),
+            source,
+        }
+    }
+
     /// This chunk's tensor, `total` elements (or rows), in chunks of `per`.
     fn split(self, total: usize, per: usize) -> impl Iterator<Item = Chunk> {
         (0..total).step_by(per.max(1)).map(move |first| Chunk {
@@ -525,14 +597,19 @@ pub(crate) fn write_converted(
             )));
         }
     }
-    let mut specs = Vec::with_capacity(entries.len());
-    let mut chunks = Vec::new();
+    let mut specs: Vec<(&str, DType, &[usize])> = Vec::with_capacity(entries.len());
+    let mut chunks: Vec<Chunk> = Vec::new();
+    // Whether the last chunk holds whole tensors, the last of them `entries[i - 1]`.
+    let mut open_run = false;
     for (i, (e, &to)) in entries.iter().zip(&plan).enumerate() {
+        if dequantized_at(i).is_some() || selection.drops(&e.name) {
+            open_run = false;
+        }
         match dequantized_at(i) {
             Some(k) if quantized[k].elements == i => {
                 let q: &QuantizedWeight = &quantized[k];
                 let n: usize = q.dense_shape.iter().product();
-                specs.push((q.name.clone(), options.dtype, q.dense_shape.clone()));
+                specs.push((&q.name, options.dtype, &q.dense_shape));
                 summary.dequantized += 1;
                 summary.dense_weights.push(q.name.clone());
                 summary.activation_dropped += q.activation.len();
@@ -546,6 +623,7 @@ pub(crate) fn write_converted(
                 let per = (CHUNK_BYTES / row_bytes / align).max(1) * align;
                 let chunk = Chunk {
                     entry: i,
+                    more: 0,
                     first: 0,
                     count: 0,
                     from: e.dtype,
@@ -567,7 +645,7 @@ pub(crate) fn write_converted(
             }
             None => {}
         }
-        specs.push((e.name.clone(), to, e.shape.clone()));
+        specs.push((&e.name, to, &e.shape));
         let n = e.numel();
         if to == e.dtype {
             summary.kept += 1;
@@ -580,13 +658,32 @@ pub(crate) fn write_converted(
         let per = (CHUNK_BYTES * 8 / e.dtype.bits().max(to.bits())) & !7;
         let chunk = Chunk {
             entry: i,
+            more: 0,
             first: 0,
             count: 0,
             from: e.dtype,
             to,
             dequant: None,
         };
-        chunks.extend(chunk.split(n, per));
+        // A tensor that fits in a chunk joins the chunk of the tensors before it where that
+        // holds whole tensors of the same pair, stored just before it, and has room: one read,
+        // one cast and one write for any number of small tensors.
+        let joined = open_run
+            && chunks.last_mut().is_some_and(|last| {
+                let fits = last.entry + last.more + 1 == i
+                    && (last.from, last.to) == (chunk.from, chunk.to)
+                    && last.count + n <= per;
+                if fits {
+                    last.more += 1;
+                    last.count += n;
+                }
+                fits
+            });
+        if !joined {
+            chunks.extend(chunk.split(n, per));
+            // (A tensor of no elements has no chunk to join.)
+            open_run = n > 0 && n <= per;
+        }
     }
     let head = header::build(&specs, ckpt.metadata())?;
     out.write_all(&(head.len() as u64).to_le_bytes())?;
@@ -625,8 +722,12 @@ pub(crate) fn write_converted(
                         read_part(g, 0, global)?;
                     }
                 } else {
+                    // The chunk's bytes, in one read: a piece of one tensor, or whole tensors
+                    // stored one after the other.
                     bytes.resize(storage(c.from, c.count), 0);
-                    ckpt.read_into(&entries[c.entry], storage(c.from, c.first), &mut bytes)?;
+                    let (first, last) = (&entries[c.entry], &entries[c.entry + c.more]);
+                    let start = first.range.start + storage(c.from, c.first);
+                    ckpt.read_span(start..start + bytes.len(), last.range.end, &mut bytes)?;
                 }
                 if read_tx.send((*c, Buf { bytes, pool: 0 })).is_err() {
                     return Ok(());
@@ -666,12 +767,8 @@ pub(crate) fn write_converted(
                         return Ok(());
                     };
                     bytes.resize(storage(c.to, c.count), 0);
-                    cast_chunk(&input.bytes, &mut bytes, &c, options).map_err(|source| {
-                        LayerError::Tensor {
-                            name: entries[c.entry].name.clone(),
-                            source,
-                        }
-                    })?;
+                    cast_chunk(&input.bytes, &mut bytes, &c, options)
+                        .map_err(|source| c.tensor_error(entries, source))?;
                     let _ = caster_return.send(input.bytes);
                     Buf { bytes, pool: 1 }
                 };
@@ -784,18 +881,17 @@ fn dequantize_band(
 }
 
 /// Casts one chunk, on the CPU or on `options.device`. Element indices in errors count from the
-/// start of the tensor.
+/// start of the chunk ([`Chunk::tensor_error`] places them in their tensor).
 fn cast_chunk(
     src: &[u8],
     dst: &mut [u8],
     c: &Chunk,
     options: &ConvertOptions,
 ) -> Result<(), TensorError> {
-    let shift = |e: CastError| e.offset_by(c.first);
     match options.device {
         // The output is a temporary file, discarded on error: one pass in Checked and Exact mode.
         Device::Cpu | Device::CpuIndexed(_) => {
-            cast_into_scratch(src, c.from, dst, c.to, options.mode).map_err(|e| shift(e).into())
+            cast_into_scratch(src, c.from, dst, c.to, options.mode).map_err(Into::into)
         }
         device => {
             let opts = ToOptions {
@@ -805,11 +901,7 @@ fn cast_chunk(
             let converted = Tensor::from_bytes(src, c.from, &[c.count])
                 .and_then(|t| t.to(device))
                 .and_then(|t| t.to_with(c.to, opts))
-                .and_then(|t| t.to_bytes())
-                .map_err(|e| match e {
-                    TensorError::Cast(ce) => TensorError::Cast(shift(ce)),
-                    other => other,
-                })?;
+                .and_then(|t| t.to_bytes())?;
             dst.copy_from_slice(&converted);
             Ok(())
         }

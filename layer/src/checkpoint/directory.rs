@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{convert_to_unnamed, read_config_file, ConvertOptions, Summary};
+use super::convert::{read_config_file, ConvertOptions, Summary};
 use super::layout::{list_modules, mark_dense, reader_of_method};
 use super::quantized::HF_QUANT_CONFIG;
-use super::sharded::{check_output_dir, commit_all, convert_shards};
+use super::sharded::{check_output_dir, Shards};
 use crate::error::LayerError;
-use crate::output::{AtomicFile, FileMode, Target, Want};
+use crate::input::{copy_regular, read_small, Inputs};
+use crate::output::{AtomicFile, FileMode, StagedDir, Target, Want};
 
 /// The weights of a model directory.
 enum Weights {
@@ -85,11 +86,48 @@ pub fn model_weights(dir: &Path) -> Result<PathBuf, LayerError> {
     }
 }
 
+/// What a model directory's entry is to its conversion.
+enum Role {
+    /// Read as the weights (the checkpoint, its index and shards).
+    Weights,
+    /// A regular file (through any links: a Hugging Face cache snapshot is all links), copied.
+    Copied,
+    /// Not copied, and why ([`Summary::not_copied`]).
+    NotCopied(String),
+}
+
+/// What the entry `name` of a model directory is to a conversion of `weights`.
+fn role(dir: &Path, name: &std::ffi::OsStr, weights: &Weights, shards: &[String]) -> Role {
+    let path = dir.join(name);
+    let text = name.to_string_lossy();
+    let is_checkpoint = text.ends_with(".safetensors") || text.ends_with(".safetensors.index.json");
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() && is_checkpoint => match weights {
+            Weights::File(f) if path == *f => Role::Weights,
+            Weights::Index(i) if path == *i || shards.iter().any(|s| **s == *name) => Role::Weights,
+            Weights::Index(i) => Role::NotCopied(format!(
+                "a safetensors file `{}` does not list",
+                i.file_name().unwrap_or_default().to_string_lossy()
+            )),
+            Weights::File(_) => Role::Weights,
+        },
+        Ok(m) if m.is_file() => Role::Copied,
+        Ok(m) => Role::NotCopied(crate::input::describe(m.file_type()).to_owned()),
+        Err(_) if std::fs::symlink_metadata(&path).is_ok() => {
+            Role::NotCopied("a symbolic link to nothing".to_owned())
+        }
+        Err(e) => Role::NotCopied(format!("unreadable: {e}")),
+    }
+}
+
 /// Converts the model in `input` (a directory) into the directory `out_dir`, as
 /// [`convert_file`](super::convert_file) / [`convert_index`](super::convert_index) convert its
-/// weights, copying every other regular file (subdirectories are not copied) and updating
-/// `config.json`. `out_dir` must not exist or be empty, or — with `force` — hold only files a
-/// conversion of this directory writes; on any failure it is as it was.
+/// weights, copying every other regular file — symbolic links followed, as in a Hugging Face
+/// cache snapshot, where every file is one — and updating `config.json`. What is not copied
+/// (subdirectories, special files, safetensors files the index does not list) is named in
+/// [`Summary::not_copied`]. `out_dir` must not exist or be empty, or — with `force` — hold only
+/// files a conversion of this directory writes, and must not hold an input; on any failure it is
+/// as it was.
 pub fn convert_dir(
     input: &Path,
     out_dir: &Path,
@@ -102,76 +140,99 @@ pub fn convert_dir(
         let path = path.to_owned();
         move |source| LayerError::Io { path, source }
     };
+    let weights = find_weights(input)?;
+    let mut inputs = Inputs::new();
+    let (Weights::Index(anchor) | Weights::File(anchor)) = &weights;
+    inputs.add_path(anchor).map_err(io(anchor))?;
+    target.refuse_inputs(&inputs)?;
+    let source = match &weights {
+        Weights::Index(index) => Source::Shards(Shards::open(index, options, &mut inputs)?),
+        Weights::File(file) => {
+            Source::File(super::convert::Source::open(file, options, &mut inputs)?)
+        }
+    };
+    let shards: Vec<String> = match &source {
+        Source::Shards(s) => s.shard_names().map(str::to_owned).collect(),
+        Source::File(_) => Vec::new(),
+    };
     let mut names: Vec<OsString> = Vec::new();
     let mut others: Vec<PathBuf> = Vec::new();
-    let weights = find_weights(input)?;
+    let mut not_copied: Vec<(PathBuf, String)> = Vec::new();
     for entry in std::fs::read_dir(input).map_err(io(input))? {
-        let entry = entry.map_err(io(input))?;
-        names.push(entry.file_name());
-        let path = entry.path();
-        let looks_like_weights = {
-            let n = path.to_string_lossy();
-            n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")
-        };
-        let is_weights = match &weights {
-            Weights::File(f) if looks_like_weights && &path != f => {
-                // Another checkpoint beside model.safetensors would be copied unconverted.
-                return Err(LayerError::Output(format!(
-                    "{} holds {} besides {}; give the file to convert",
-                    input.display(),
-                    path.display(),
-                    f.display()
-                )));
+        let name = entry.map_err(io(input))?.file_name();
+        match role(input, &name, &weights, &shards) {
+            Role::Weights => {
+                if let Weights::File(f) = &weights {
+                    if input.join(&name) != *f {
+                        // Another checkpoint beside model.safetensors would be copied unconverted.
+                        return Err(LayerError::Output(format!(
+                            "{} holds {} besides {}; give the file to convert",
+                            input.display(),
+                            input.join(&name).display(),
+                            f.display()
+                        )));
+                    }
+                }
             }
-            Weights::File(_) | Weights::Index(_) => looks_like_weights,
-        };
-        if !is_weights && entry.file_type().map_err(io(&path))?.is_file() {
-            others.push(path);
+            Role::Copied => others.push(input.join(&name)),
+            Role::NotCopied(why) => not_copied.push((PathBuf::from(&name), why)),
         }
+        names.push(name);
     }
     others.sort();
-    let anchor = match &weights {
-        Weights::Index(p) | Weights::File(p) => p.clone(),
-    };
-    check_output_dir(&target, &anchor, options.force, &names)?;
-    let (mut files, mut summary) = match &weights {
-        Weights::Index(index) => convert_shards(index, &target, out_dir, options, progress)?,
-        Weights::File(file) => {
-            let name = file.file_name().unwrap_or_default().to_owned();
-            let (out, s) = convert_to_unnamed(file, target.dir(), options, progress)
+    not_copied.sort();
+    check_output_dir(&target, options.force, &names)?;
+    for path in &others {
+        inputs.add_path(path).map_err(io(path))?;
+    }
+    target.refuse_inputs(&inputs)?;
+    let staged = StagedDir::create(&target)?;
+    let mut summary = match &source {
+        Source::Shards(s) => s.write(&staged, out_dir, options, progress)?,
+        Source::File(file) => {
+            let name = file.path().file_name().unwrap_or_default().to_owned();
+            let (out, s) = file
+                .write_unnamed(staged.path(), options, progress)
                 .map_err(|e| e.at(&out_dir.join(&name)))?;
-            (vec![(name, out)], s)
+            staged.add(out, &name)?;
+            s
         }
     };
     for path in &others {
         let name = path.file_name().unwrap_or_default().to_owned();
-        let bytes = if name == "config.json" {
-            updated_config(path, options, &summary)?
+        let at = |e: LayerError| e.at(&out_dir.join(&name));
+        let mut out = AtomicFile::create(staged.path(), FileMode::like(path))?;
+        if name == "config.json" {
+            let bytes = updated_config(path, options, &summary)?;
+            out.write_all(&bytes).map_err(|e| at(e.into()))?;
         } else if name == HF_QUANT_CONFIG && options.quantize.is_none() {
             match updated_hf_quant_config(path, &summary)? {
-                Some(bytes) => bytes,
+                Some(bytes) => out.write_all(&bytes).map_err(|e| at(e.into()))?,
                 None => continue,
             }
         } else {
-            std::fs::read(path).map_err(io(path))?
-        };
-        let mut out = AtomicFile::create(target.dir(), FileMode::like(path))?;
-        out.write_all(&bytes)
-            .map_err(|e| LayerError::from(e).at(&out_dir.join(&name)))?;
-        files.push((name, out));
+            copy_regular(path, &mut out).map_err(at)?;
+        }
+        staged.add(out, &name)?;
     }
-    commit_all(&target, files)?;
+    staged.commit(&target)?;
+    summary.not_copied = not_copied;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// A model directory's weights, opened.
+enum Source {
+    Shards(Shards),
+    File(super::convert::Source),
 }
 
 /// [`HF_QUANT_CONFIG`] after a dequantization: none where every quantized weight is dequantized
 /// (it would describe weights the output no longer has); where `--keep` keeps some, the
 /// dequantized weights' modules added to its `quantization.exclude_modules`.
 fn updated_hf_quant_config(path: &Path, summary: &Summary) -> Result<Option<Vec<u8>>, LayerError> {
-    let bytes = std::fs::read(path).map_err(|source| LayerError::Io {
+    let bytes = read_small(path, &mut Inputs::new())?.ok_or_else(|| LayerError::Changed {
         path: path.to_owned(),
-        source,
     })?;
     if summary.dequantized == 0 {
         return Ok(Some(bytes));

@@ -83,20 +83,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
-/// A name as it goes into a message: control characters escaped, cut after about 60 characters
-/// of output.
+/// A name as it goes into a message: control characters escaped, cut after about 60 bytes.
 pub(crate) fn quote(name: &str) -> String {
-    const MAX: usize = 60;
-    let mut s = String::new();
-    for c in name.chars() {
-        let escaped = c.escape_default().to_string();
-        if s.len() + escaped.len() > MAX {
-            s.push('…');
-            break;
-        }
-        s.push_str(&escaped);
-    }
-    s
+    crate::text::quote(name, 60)
 }
 
 #[cfg(test)]

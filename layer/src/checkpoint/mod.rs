@@ -40,6 +40,7 @@ mod quantize;
 mod quantized;
 mod reader;
 mod save;
+mod shape;
 mod sharded;
 
 pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
@@ -52,6 +53,7 @@ pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 pub use quantized::{detect as detect_quantized, unread_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;
+pub use shape::Shape;
 pub use sharded::{convert_index, Index, ShardWeights, ShardedCheckpoint};
 
 /// Loads a safetensors file into a name → tensor map (for [`Layer::load_tensors`](crate::Layer::load_tensors)).

@@ -183,7 +183,7 @@ pub(crate) fn write_planned(
                 }
                 summary.kept += 1;
                 summary.bytes_after += e.range.len() as u64;
-                specs.push((e.name.clone(), e.dtype, e.shape.clone()));
+                specs.push((e.name.clone(), e.dtype, e.shape.to_vec()));
             }
         }
     }

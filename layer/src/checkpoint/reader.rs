@@ -3,34 +3,13 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use dtcast_device::Tensor;
 
-use super::header::{header_len, Entry, Header};
+use super::header::{header_len, other_format, Entry, Header};
 use crate::error::LayerError;
-
-/// What identifies one version of the file: if any of it changes, the file changed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Version {
-    len: u64,
-    modified: Option<std::time::SystemTime>,
-    #[cfg(unix)]
-    ctime: (i64, i64),
-}
-
-impl Version {
-    fn of(meta: &std::fs::Metadata) -> Version {
-        Version {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            #[cfg(unix)]
-            ctime: {
-                use std::os::unix::fs::MetadataExt;
-                (meta.ctime(), meta.ctime_nsec())
-            },
-        }
-    }
-}
+use crate::input::{open_regular, Inputs, OpenError, Version};
 
 /// A safetensors file, validated ([`Header`]'s rules) and read tensor by tensor.
 ///
@@ -46,10 +25,15 @@ impl Version {
 /// # std::fs::remove_file(&path)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A checkpoint holds one descriptor, and none after [`close`](Checkpoint::close): a sharded
+/// checkpoint of any number of shards holds only those it is reading. A read after `close`
+/// opens the file again, and is [`LayerError::Changed`] unless it is the same file, unchanged.
 #[derive(Debug)]
 pub struct Checkpoint {
     path: PathBuf,
-    file: File,
+    /// The open file; `None` once closed (reopened by path on the next read).
+    file: Mutex<Option<Arc<File>>>,
     version: Version,
     header: Header,
 }
@@ -66,22 +50,15 @@ impl Checkpoint {
             path: path.to_owned(),
             reason,
         };
-        // Checked before opening: opening a FIFO would wait for a writer.
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if meta.is_dir() {
-            return Err(bad(
+        // Checked before opening, and once open: a FIFO never blocks, a device is never read.
+        let (file, meta) = open_regular(path).map_err(|e| match e {
+            OpenError::NotRegular("a directory") => bad(
                 "it is a directory (for a sharded checkpoint, give its *.safetensors.index.json)"
                     .to_owned(),
-            ));
-        }
-        if !meta.is_file() {
-            return Err(bad(format!(
-                "it is {}, not a regular file",
-                crate::output::describe(meta.file_type())
-            )));
-        }
-        let file = File::open(path).map_err(io)?;
-        let meta = file.metadata().map_err(io)?;
+            ),
+            OpenError::NotRegular(what) => bad(format!("it is {what}, not a regular file")),
+            OpenError::Io(source) => io(source),
+        })?;
         let version = Version::of(&meta);
         let file_len = meta.len();
         let short_read = |e: std::io::Error| {
@@ -95,17 +72,56 @@ impl Checkpoint {
         let mut first8 = [0u8; 8];
         let first8 = &mut first8[..file_len.min(8) as usize];
         read_exact_at(&file, first8, 0).map_err(short_read)?;
-        let n = header_len(first8, file_len).map_err(bad)?;
+        // A file of another format fails the first checks: named, rather than its bytes read
+        // as a header length.
+        let other = |reason: String| match other_format(first8) {
+            Some(format) => bad(format!(
+                "it is {format}, not safetensors (dtcast reads and writes safetensors)"
+            )),
+            None => bad(reason),
+        };
+        let n = header_len(first8, file_len).map_err(other)?;
         // `n` is at most MAX_HEADER_LEN and within the file: safe to allocate.
         let mut json = vec![0u8; n as usize];
         read_exact_at(&file, &mut json, 8).map_err(short_read)?;
-        let header = Header::parse(&json, file_len).map_err(bad)?;
+        let header = Header::parse(&json, file_len).map_err(other)?;
         Ok(Checkpoint {
             path: path.to_owned(),
-            file,
+            file: Mutex::new(Some(Arc::new(file))),
             version,
             header,
         })
+    }
+
+    /// Closes the file's descriptor (the header stays); the next read opens it again.
+    pub fn close(&self) {
+        *self.file.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The open file: the one opened before, or the same file opened again.
+    fn file(&self) -> Result<Arc<File>, LayerError> {
+        let mut slot = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(file) = &*slot {
+            return Ok(Arc::clone(file));
+        }
+        let (file, meta) = open_regular(&self.path).map_err(|e| match e {
+            OpenError::Io(e) if e.kind() != std::io::ErrorKind::NotFound => LayerError::Io {
+                path: self.path.clone(),
+                source: e,
+            },
+            _ => changed(&self.path),
+        })?;
+        if Version::of(&meta) != self.version {
+            return Err(changed(&self.path));
+        }
+        let file = Arc::new(file);
+        *slot = Some(Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Adds this file to `inputs` (its identity as opened).
+    pub(crate) fn add_to(&self, inputs: &mut Inputs) {
+        inputs.add_version(&self.path, &self.version);
     }
 
     /// The file.
@@ -144,7 +160,14 @@ impl Checkpoint {
                 entry.name
             )));
         }
-        read_exact_at(&self.file, buf, start as u64).map_err(|e| {
+        self.read_at(start, buf)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of the file. A file that became shorter is
+    /// [`LayerError::Changed`].
+    fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<(), LayerError> {
+        let file = self.file()?;
+        read_exact_at(&file, buf, offset as u64).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 changed(&self.path)
             } else {
@@ -154,6 +177,24 @@ impl Checkpoint {
                 }
             }
         })
+    }
+
+    /// Reads the bytes `range` of the file into `buf` (of its length), where they are within
+    /// the tensors' data and end by `end` (the end of the last tensor they are in): tensors stored
+    /// one after the other in one read. A file that became shorter is [`LayerError::Changed`].
+    pub(crate) fn read_span(
+        &self,
+        range: std::ops::Range<usize>,
+        end: usize,
+        buf: &mut [u8],
+    ) -> Result<(), LayerError> {
+        if range.start < self.header.data_start || range.end > end || range.len() != buf.len() {
+            return Err(LayerError::Output(format!(
+                "a read of bytes {range:?} runs past the tensors that hold them in {}",
+                self.path.display()
+            )));
+        }
+        self.read_at(range.start, buf)
     }
 
     /// The bytes of one tensor.
@@ -166,10 +207,15 @@ impl Checkpoint {
     /// Errors with [`LayerError::Changed`] if the file was truncated, extended or rewritten since
     /// it was opened (its size, modification or change time differ).
     pub fn check_unchanged(&self) -> Result<(), LayerError> {
-        let now = self.file.metadata().map_err(|source| LayerError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        let open = self.file.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let now = match open {
+            Some(file) => file.metadata(),
+            // Closed: the file its path names now (a file removed or replaced has changed).
+            None => std::fs::metadata(&self.path),
+        };
+        let Ok(now) = now else {
+            return Err(changed(&self.path));
+        };
         if Version::of(&now) == self.version {
             Ok(())
         } else {

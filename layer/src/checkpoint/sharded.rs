@@ -8,11 +8,14 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{data_bytes, read_config, write_converted, ConvertOptions, Summary};
-use super::header::{Entry, MAX_HEADER_LEN};
+use super::convert::{
+    data_bytes, read_config_into, write_converted, ConvertOptions, Selection, Summary,
+};
+use super::header::Entry;
 use super::json::{self, quote};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
+use crate::input::{read_small, Inputs};
 use crate::output::{AtomicFile, FileMode, StagedDir, Target, Want};
 
 /// An index file's contents, parsed strictly: a JSON object whose `weight_map` maps each tensor
@@ -97,32 +100,40 @@ pub struct ShardedCheckpoint {
 }
 
 impl ShardedCheckpoint {
-    /// Opens `index` and every shard it names.
+    /// Opens `index` and every shard it names. Each shard's descriptor is closed once its header
+    /// is read (a read opens it again): a checkpoint of any number of shards holds none open.
     pub fn open(index: impl AsRef<Path>) -> Result<ShardedCheckpoint, LayerError> {
-        let path = index.as_ref();
+        ShardedCheckpoint::open_into(index.as_ref(), &mut Inputs::new())
+    }
+
+    /// [`open`](Self::open), the index and every shard added to `inputs`.
+    pub(crate) fn open_into(
+        path: &Path,
+        inputs: &mut Inputs,
+    ) -> Result<ShardedCheckpoint, LayerError> {
         let bad = |reason: String| LayerError::Index {
             path: path.to_owned(),
             reason,
         };
-        let io = |source| LayerError::Io {
-            path: path.to_owned(),
-            source,
+        let Some(bytes) = read_small(path, inputs)? else {
+            // Gone: the system's own words for it.
+            let source = std::fs::metadata(path)
+                .err()
+                .unwrap_or_else(|| std::io::ErrorKind::NotFound.into());
+            return Err(LayerError::Io {
+                path: path.to_owned(),
+                source,
+            });
         };
-        // The same cap as for a header, checked before reading: an index is small.
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_HEADER_LEN {
-            return Err(bad(format!(
-                "the index is {len} bytes, more than the limit of {MAX_HEADER_LEN}"
-            )));
-        }
-        let bytes = std::fs::read(path).map_err(io)?;
         let index = Index::parse(&bytes).map_err(bad)?;
         let dir = crate::output::parent_dir(path);
-        let shards = index
-            .shards
-            .iter()
-            .map(|s| Ok((s.clone(), Checkpoint::open(dir.join(s))?)))
-            .collect::<Result<Vec<_>, LayerError>>()?;
+        let mut shards = Vec::with_capacity(index.shards.len());
+        for s in &index.shards {
+            let ck = Checkpoint::open(dir.join(s))?;
+            ck.close();
+            ck.add_to(inputs);
+            shards.push((s.clone(), ck));
+        }
         let mut holder: HashMap<&str, &str> = HashMap::new();
         for (shard, ck) in &shards {
             for e in ck.entries() {
@@ -272,12 +283,14 @@ impl ShardWeights {
 
 /// Converts a sharded checkpoint into the directory `out_dir`, all or nothing: the index and
 /// every shard are validated first ([`ShardedCheckpoint::open`]); the shards are converted one by
-/// one into unnamed files beside `out_dir`; then a staging directory receives them and the new
-/// index (`total_size` updated) and replaces `out_dir` in one step.
+/// one, each into a staging directory beside `out_dir` once complete (one descriptor open for
+/// writing whatever the number of shards), then the new index (`total_size` updated), and the
+/// staging directory replaces `out_dir` in one step.
 ///
 /// `out_dir` must not exist, or be empty, or — with `force` — hold a previous conversion (index
-/// and shard files only; anything else there is refused rather than deleted). On any failure it
-/// is exactly as it was.
+/// and shard files only; anything else there is refused rather than deleted), and must not hold
+/// any input. On any failure it is exactly as it was; what appeared in it meanwhile is never
+/// removed ([`StagedDir::commit`]).
 pub fn convert_index(
     index: &Path,
     out_dir: &Path,
@@ -286,199 +299,223 @@ pub fn convert_index(
 ) -> Result<Summary, LayerError> {
     let start = Instant::now();
     let target = Target::resolve(out_dir, options.force, Want::Dir)?;
-    check_output_dir(&target, index, options.force, &[])?;
-    let (files, mut summary) = convert_shards(index, &target, out_dir, options, progress)?;
-    commit_all(&target, files)?;
+    // The index first (a cheap check that names the input), then every file it leads to.
+    let mut inputs = Inputs::new();
+    inputs.add_path(index).map_err(|source| LayerError::Io {
+        path: index.to_owned(),
+        source,
+    })?;
+    target.refuse_inputs(&inputs)?;
+    check_output_dir(&target, options.force, &[])?;
+    let shards = Shards::open(index, options, &mut inputs)?;
+    target.refuse_inputs(&inputs)?;
+    let staged = StagedDir::create(&target)?;
+    let mut summary = shards.write(&staged, out_dir, options, progress)?;
+    staged.commit(&target)?;
     summary.seconds = start.elapsed().as_secs_f64();
     Ok(summary)
 }
 
-/// Files written unnamed beside `target` become the directory `target`, in one step.
-pub(crate) fn commit_all(
-    target: &Target,
-    files: Vec<(std::ffi::OsString, AtomicFile)>,
-) -> Result<(), LayerError> {
-    let staged = StagedDir::create(target)?;
-    for (name, file) in files {
-        staged.add(file, &name)?;
-    }
-    staged.commit(target)
-}
-
-/// [`convert_shards`] with `--quantize`: every shard planned (and checked) before any is
-/// written, each shard's weights quantized in its own file, and the index naming the new tensors.
-fn quantize_shards(
-    ck: &ShardedCheckpoint,
-    index: &Path,
-    q: &super::convert::Quantize,
-    target: &Target,
-    out_dir: &Path,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
-    use super::quantize::{check_targets, ignore_patterns, output_names, plan, write_planned};
-    let ignore = ignore_patterns(q, ck.names())?;
-    let mut plans = Vec::with_capacity(ck.shards.len());
-    let mut weight_map: Vec<(String, String)> = Vec::new();
-    for (name, shard) in &ck.shards {
-        let at = |e: LayerError| e.at(&out_dir.join(name));
-        if let Some(w) = super::quantized::detect_part(shard.entries(), None)
-            .map_err(at)?
-            .first()
-        {
-            return Err(at(w.already_quantized()));
-        }
-        let p = plan(shard.entries(), q, &ignore).map_err(at)?;
-        weight_map.extend(
-            output_names(shard.entries(), q, &p)
-                .into_iter()
-                .map(|n| (n, name.clone())),
-        );
-        plans.push(p);
-    }
-    check_targets(
-        q,
-        (ck.shards.iter().zip(&plans)).map(|((_, c), p)| (c.entries(), p.as_slice())),
-    )?;
-    weight_map.sort();
-    let (mut written, summary) =
-        write_shards(ck, target, out_dir, progress, |k, shard, file, done| {
-            write_planned(shard, q, &plans[k], file, done)
-        })?;
-    written.push(new_index(
-        ck,
-        index,
-        target,
-        out_dir,
-        summary.bytes_after,
-        Some(weight_map),
-    )?);
-    Ok((written, summary))
-}
-
-/// Each shard written by `write` (given its position, the shard, its unnamed output file and a
-/// progress callback in the shard's bytes) into a file beside `target`, then every input checked
-/// unchanged: the files with the names they are to have, and the summed summary.
-fn write_shards(
-    ck: &ShardedCheckpoint,
-    target: &Target,
-    out_dir: &Path,
-    progress: &(dyn Fn(u64, u64) + Sync),
-    write: impl Fn(
-        usize,
-        &Checkpoint,
-        &mut AtomicFile,
-        &(dyn Fn(u64) + Sync),
-    ) -> Result<Summary, LayerError>,
-) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
-    let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
-    let mut summary = Summary::default();
-    let mut written = Vec::with_capacity(ck.shards.len() + 1);
-    let mut before = 0u64;
-    for (k, (name, shard)) in ck.shards.iter().enumerate() {
-        let mut file = AtomicFile::create(target.dir(), FileMode::like(shard.path()))?;
-        let s = write(k, shard, &mut file, &|done| progress(before + done, total))
-            .map_err(|e| e.at(&out_dir.join(name)))?;
-        before += data_bytes(shard);
-        summary.add(&s);
-        written.push((std::ffi::OsString::from(name), file));
-    }
-    for (_, shard) in &ck.shards {
-        shard.check_unchanged()?;
-    }
-    Ok((written, summary))
-}
-
-/// The converted checkpoint's index, as an unnamed file beside `target`: the input's, with the
-/// new total size and, where tensors were renamed (`weight_map`), the new map.
-fn new_index(
-    ck: &ShardedCheckpoint,
-    index: &Path,
-    target: &Target,
-    out_dir: &Path,
-    total_size: u64,
+/// A sharded checkpoint opened for converting, and what the conversion does to each shard:
+/// everything [`convert_index`] checks before writing.
+pub(crate) struct Shards {
+    ck: ShardedCheckpoint,
+    work: Work,
+    /// The output index's `weight_map` where tensors are renamed (`None`: the input's).
     weight_map: Option<Vec<(String, String)>>,
-) -> Result<(std::ffi::OsString, AtomicFile), LayerError> {
-    let mut json = ck.index.json.clone();
-    set_total_size(&mut json, total_size);
-    if let Some(weight_map) = weight_map {
-        let map: serde_json::Map<String, Value> = weight_map
-            .into_iter()
-            .map(|(tensor, shard)| (tensor, Value::String(shard)))
-            .collect();
-        if let Some(obj) = json.as_object_mut() {
-            obj.insert("weight_map".to_owned(), Value::Object(map));
-        }
-    }
-    let text =
-        serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
-    let mut index_file = AtomicFile::create(target.dir(), FileMode::like(index))?;
-    index_file
-        .write_all(text.as_bytes())
-        .map_err(|e| LayerError::from(e).at(out_dir))?;
-    Ok((index.file_name().unwrap_or_default().to_owned(), index_file))
 }
 
-/// The converted shards and the new index of a sharded checkpoint, as unnamed files in
-/// `target`'s directory with the names they are to have.
-pub(crate) fn convert_shards(
-    index: &Path,
-    target: &Target,
-    out_dir: &Path,
-    options: &ConvertOptions,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<(Vec<(std::ffi::OsString, AtomicFile)>, Summary), LayerError> {
-    let ck = ShardedCheckpoint::open(index)?;
-    let mut selection = options.selection(ck.names())?;
-    if let Some(q) = &options.quantize {
-        return quantize_shards(&ck, index, q, target, out_dir, progress);
+/// What each shard goes through.
+enum Work {
+    /// Cast, and quantized weights dequantized (`found`: each shard's).
+    Convert {
+        selection: Selection,
+        config: Option<Value>,
+        found: Vec<ShardWeights>,
+    },
+    /// `--quantize`: each shard's plan.
+    Quantize {
+        quantize: super::convert::Quantize,
+        plans: Vec<Vec<Option<dtcast_quant::Scheme>>>,
+    },
+}
+
+impl Shards {
+    /// Opens the index, its shards and the configuration beside it (each added to `inputs`),
+    /// and plans every shard.
+    pub(crate) fn open(
+        index: &Path,
+        options: &ConvertOptions,
+        inputs: &mut Inputs,
+    ) -> Result<Shards, LayerError> {
+        let ck = ShardedCheckpoint::open_into(index, inputs)?;
+        let mut selection = options.selection(ck.names())?;
+        if let Some(q) = &options.quantize {
+            return Shards::plan_quantizing(ck, q);
+        }
+        // Quantized weights are dequantized shard by shard, each into the shard of its elements
+        // (its scales read from their shard where another one stores them), and the index names
+        // the dense tensors.
+        let config = read_config_into(index.parent(), inputs)?;
+        let found = ck.quantized_weights(config.as_ref())?;
+        selection.plan_dequantizing(
+            (found.iter()).flat_map(|f| f.written().map(|w| (w, f.entries.as_slice()))),
+        )?;
+        selection.note_foreign(ck.shards.iter().flat_map(|(_, c)| c.entries()));
+        let mut weight_map: Vec<(String, String)> = Vec::new();
+        let mut renamed = false;
+        for ((name, _), f) in ck.shards.iter().zip(&found) {
+            // (A weight a keep pattern keeps stays as it is, its parts under their own names.)
+            let dequantized: Vec<_> = (f.weights.iter())
+                .filter(|w| !selection.keeps_weight(w, &f.entries))
+                .cloned()
+                .collect();
+            renamed |= dequantized.iter().any(|w| w.elements < f.own);
+            let names = super::quantized::QuantizedWeight::output_names(&f.entries, &dequantized);
+            let own = (names.into_iter().take(f.own).flatten()).filter(|n| !selection.drops(n));
+            weight_map.extend(own.map(|n| (n, name.clone())));
+        }
+        weight_map.sort();
+        Ok(Shards {
+            ck,
+            work: Work::Convert {
+                selection,
+                config,
+                found,
+            },
+            weight_map: renamed.then_some(weight_map),
+        })
     }
-    // Quantized weights are dequantized shard by shard, each into the shard of its elements
-    // (its scales read from their shard where another one stores them), and the index names the
-    // dense tensors.
-    let config = read_config(index.parent())?;
-    let found = ck.quantized_weights(config.as_ref())?;
-    selection.plan_dequantizing(
-        (found.iter()).flat_map(|f| f.written().map(|w| (w, f.entries.as_slice()))),
-    )?;
-    selection.note_foreign(ck.shards.iter().flat_map(|(_, c)| c.entries()));
-    let mut weight_map: Vec<(String, String)> = Vec::new();
-    for ((name, _), f) in ck.shards.iter().zip(&found) {
-        // (A weight a keep pattern keeps stays as it is, its parts under their own names.)
-        let dequantized: Vec<_> = (f.weights.iter())
-            .filter(|w| !selection.keeps_weight(w, &f.entries))
-            .cloned()
-            .collect();
-        let names = super::quantized::QuantizedWeight::output_names(&f.entries, &dequantized);
-        let own = (names.into_iter().take(f.own).flatten()).filter(|n| !selection.drops(n));
-        weight_map.extend(own.map(|n| (n, name.clone())));
+
+    /// The shards' file names, in the order the index first names them.
+    pub(crate) fn shard_names(&self) -> impl Iterator<Item = &str> {
+        self.ck.shards.iter().map(|(n, _)| n.as_str())
     }
-    weight_map.sort();
-    let (mut written, summary) =
-        write_shards(&ck, target, out_dir, progress, |k, shard, file, done| {
-            let f = &found[k];
-            let lenders: Vec<&Checkpoint> =
-                (f.borrowed_from.iter()).map(|&j| &ck.shards[j].1).collect();
-            write_converted(
-                shard,
-                &f.entries,
-                &lenders,
-                &selection,
-                options,
-                config.as_ref(),
-                file,
-                done,
-            )
-        })?;
-    let renamed = (summary.dequantized > 0).then_some(weight_map);
-    written.push(new_index(
-        &ck,
-        index,
-        target,
-        out_dir,
-        summary.bytes_after,
-        renamed,
-    )?);
-    Ok((written, summary))
+
+    /// `--quantize`: every shard planned (and checked) before any is written, and the index
+    /// naming the new tensors.
+    fn plan_quantizing(
+        ck: ShardedCheckpoint,
+        q: &super::convert::Quantize,
+    ) -> Result<Shards, LayerError> {
+        use super::quantize::{check_targets, ignore_patterns, output_names, plan};
+        let ignore = ignore_patterns(q, ck.names())?;
+        let mut plans = Vec::with_capacity(ck.shards.len());
+        let mut weight_map: Vec<(String, String)> = Vec::new();
+        for (name, shard) in &ck.shards {
+            let at = |e: LayerError| e.at(Path::new(name));
+            if let Some(w) = super::quantized::detect_part(shard.entries(), None)
+                .map_err(at)?
+                .first()
+            {
+                return Err(at(w.already_quantized()));
+            }
+            let p = plan(shard.entries(), q, &ignore).map_err(at)?;
+            weight_map.extend(
+                output_names(shard.entries(), q, &p)
+                    .into_iter()
+                    .map(|n| (n, name.clone())),
+            );
+            plans.push(p);
+        }
+        check_targets(
+            q,
+            (ck.shards.iter().zip(&plans)).map(|((_, c), p)| (c.entries(), p.as_slice())),
+        )?;
+        weight_map.sort();
+        Ok(Shards {
+            ck,
+            work: Work::Quantize {
+                quantize: q.clone(),
+                plans,
+            },
+            weight_map: Some(weight_map),
+        })
+    }
+
+    /// Writes every shard and the new index into `staged`, each file added as soon as it is
+    /// complete, then checks every input unchanged. `out_dir` names the output in messages.
+    pub(crate) fn write(
+        &self,
+        staged: &StagedDir,
+        out_dir: &Path,
+        options: &ConvertOptions,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<Summary, LayerError> {
+        let ck = &self.ck;
+        let total: u64 = ck.shards.iter().map(|(_, c)| data_bytes(c)).sum();
+        let mut summary = Summary::default();
+        let mut before = 0u64;
+        for (k, (name, shard)) in ck.shards.iter().enumerate() {
+            let mut file = AtomicFile::create(staged.path(), FileMode::like(shard.path()))?;
+            let done = |d| progress(before + d, total);
+            let s = match &self.work {
+                Work::Quantize { quantize, plans } => {
+                    super::quantize::write_planned(shard, quantize, &plans[k], &mut file, &done)
+                }
+                Work::Convert {
+                    selection,
+                    config,
+                    found,
+                } => {
+                    let f = &found[k];
+                    let lenders: Vec<&Checkpoint> =
+                        (f.borrowed_from.iter()).map(|&j| &ck.shards[j].1).collect();
+                    let s = write_converted(
+                        shard,
+                        &f.entries,
+                        &lenders,
+                        selection,
+                        options,
+                        config.as_ref(),
+                        &mut file,
+                        &done,
+                    );
+                    lenders.iter().for_each(|c| c.close());
+                    s
+                }
+            }
+            .map_err(|e| e.at(&out_dir.join(name)))?;
+            shard.close();
+            staged.add(file, std::ffi::OsStr::new(name))?;
+            before += data_bytes(shard);
+            summary.add(&s);
+        }
+        for (_, shard) in &ck.shards {
+            shard.check_unchanged()?;
+        }
+        let (name, index) = self.new_index(staged, out_dir, summary.bytes_after)?;
+        staged.add(index, &name)?;
+        Ok(summary)
+    }
+
+    /// The converted checkpoint's index, as an unnamed file in `staged`: the input's, with the
+    /// new total size and, where tensors were renamed, the new map.
+    fn new_index(
+        &self,
+        staged: &StagedDir,
+        out_dir: &Path,
+        total_size: u64,
+    ) -> Result<(std::ffi::OsString, AtomicFile), LayerError> {
+        let index = self.ck.path();
+        let mut json = self.ck.index.json.clone();
+        set_total_size(&mut json, total_size);
+        if let Some(weight_map) = &self.weight_map {
+            let map: serde_json::Map<String, Value> = (weight_map.iter())
+                .map(|(tensor, shard)| (tensor.clone(), Value::String(shard.clone())))
+                .collect();
+            if let Some(obj) = json.as_object_mut() {
+                obj.insert("weight_map".to_owned(), Value::Object(map));
+            }
+        }
+        let text =
+            serde_json::to_string_pretty(&json).map_err(|e| LayerError::Output(e.to_string()))?;
+        let mut index_file = AtomicFile::create(staged.path(), FileMode::like(index))?;
+        index_file
+            .write_all(text.as_bytes())
+            .map_err(|e| LayerError::from(e).at(out_dir))?;
+        Ok((index.file_name().unwrap_or_default().to_owned(), index_file))
+    }
 }
 
 fn set_total_size(json: &mut Value, total: u64) {
@@ -493,44 +530,17 @@ fn set_total_size(json: &mut Value, total: u64) {
 }
 
 /// The output directory may be replaced only if that loses nothing: it is absent or empty, or
-/// (with `force`) it holds only index and shard files; and it must not hold the input.
+/// (with `force`) it holds only index and shard files and the files named `also_ours` (those a
+/// model directory's conversion copies). Whether it holds an input is
+/// [`Target::refuse_inputs`]'s to say.
 pub(crate) fn check_output_dir(
     target: &Target,
-    index: &Path,
     force: bool,
     also_ours: &[std::ffi::OsString],
 ) -> Result<(), LayerError> {
     let shown = target.requested().display();
-    if let (Ok(out), Ok(input)) = (target.resolved().canonicalize(), index.canonicalize()) {
-        if input.starts_with(&out) {
-            return Err(LayerError::Output(format!(
-                "refusing to replace `{shown}`: it holds the input {}; choose another output",
-                index.display()
-            )));
-        }
-    }
-    if !target.exists() {
-        return Ok(());
-    }
-    let io = |source| LayerError::Io {
-        path: target.requested().to_owned(),
-        source,
-    };
-    let mut foreign = Vec::new();
-    let mut any = false;
-    for entry in std::fs::read_dir(target.resolved()).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        any = true;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-            && (name.ends_with(".safetensors")
-                || name.ends_with(".safetensors.index.json")
-                || also_ours.contains(&entry.file_name()));
-        if !ours {
-            foreign.push(name);
-        }
-    }
-    if !any {
+    let listing = target.listing();
+    if listing.is_empty() {
         return Ok(());
     }
     if !force {
@@ -538,6 +548,17 @@ pub(crate) fn check_output_dir(
             "`{shown}` exists; pass --force to replace it"
         )));
     }
+    let mut foreign: Vec<String> = (listing.iter())
+        .filter(|e| {
+            let name = e.name.to_string_lossy();
+            let ours = e.is_file
+                && (name.ends_with(".safetensors")
+                    || name.ends_with(".safetensors.index.json")
+                    || also_ours.contains(&e.name));
+            !ours
+        })
+        .map(|e| e.name.to_string_lossy().into_owned())
+        .collect();
     if !foreign.is_empty() {
         foreign.sort();
         return Err(LayerError::Output(format!(

@@ -4,8 +4,8 @@
 //! has anonymous ones (to exercise the portable path).
 //!
 //! The `dtcast` binary reads `DTCAST_FAULT` — a comma-separated list of `nospace-after=N`,
-//! `pause-after=N`, `pause-after-commit` and `named-temps`, N counting bytes of output over the
-//! whole run — and calls [`inject`]. Nothing else sets a fault.
+//! `pause-after=N`, `pause-after-commit`, `pause-at-exit` and `named-temps`, N counting bytes of
+//! output over the whole run — and calls [`inject`]. Nothing else sets a fault.
 
 use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +24,9 @@ pub struct Fault {
     pub pause_after_commit: bool,
     /// Use named temporary files even where anonymous ones exist.
     pub named_temps: bool,
+    /// Print `dtcast-fault: paused` and wait likewise once the command has returned, at the
+    /// process's last step ([`exiting`]).
+    pub pause_at_exit: bool,
 }
 
 impl std::str::FromStr for Fault {
@@ -32,7 +35,7 @@ impl std::str::FromStr for Fault {
     fn from_str(s: &str) -> Result<Fault, String> {
         let bad = |part: &str| {
             format!(
-                "DTCAST_FAULT `{part}`: expected nospace-after=N, pause-after=N, pause-after-commit or named-temps, separated by commas"
+                "DTCAST_FAULT `{part}`: expected nospace-after=N, pause-after=N, pause-after-commit, pause-at-exit or named-temps, separated by commas"
             )
         };
         let mut fault = Fault::default();
@@ -44,6 +47,10 @@ impl std::str::FromStr for Fault {
                 }
                 "pause-after-commit" => {
                     fault.pause_after_commit = true;
+                    continue;
+                }
+                "pause-at-exit" => {
+                    fault.pause_at_exit = true;
                     continue;
                 }
                 _ => {}
@@ -98,6 +105,15 @@ pub(crate) fn admit(len: usize) -> io::Result<usize> {
 /// holds no lock a signal handler needs.
 pub(crate) fn committed() {
     if FAULT.get().is_some_and(|f| f.pause_after_commit) {
+        pause();
+    }
+}
+
+/// Called by the `dtcast` binary as its last step, after [`finish`](super::finish): pauses
+/// there if the fault says so.
+#[doc(hidden)]
+pub fn exiting() {
+    if FAULT.get().is_some_and(|f| f.pause_at_exit) {
         pause();
     }
 }

@@ -6,10 +6,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::fault;
-use super::litter::{self, TempKind};
+use super::litter::{self, Pending, TempKind};
 use super::sys;
-use super::target::{Target, Want};
+use super::target::{Seen, Target};
 use crate::error::LayerError;
+use crate::input::Version;
 
 /// The permission bits an output gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,9 +114,15 @@ impl AtomicFile {
         self.file.sync_all()
     }
 
-    /// Replaces `target` with this file: fsync, then one rename (the target holds either its old
-    /// contents or the new, never a mix), then fsync of the directory. Errors name the target,
-    /// never a temporary path.
+    /// Puts this file in place at `target`: fsync, then one step that publishes it complete,
+    /// then fsync of the directory. Errors name the target, never a temporary path.
+    ///
+    /// Only what the target's check saw is replaced: where nothing was there, the file is
+    /// linked or renamed in without replacing anything (`linkat`, `renameat2(RENAME_NOREPLACE)`,
+    /// or a hard link), so a file that appeared meanwhile stays and the commit is an error;
+    /// where a file was there (`--force`), it is exchanged with this one in one step
+    /// (`renameat2(RENAME_EXCHANGE)`) and, if what came back is not the file that was checked —
+    /// rewritten or replaced meanwhile — exchanged back, and the commit is an error.
     pub fn commit(mut self, target: &Target) -> Result<(), LayerError> {
         let io = |source| LayerError::Io {
             path: target.requested().to_owned(),
@@ -123,25 +130,126 @@ impl AtomicFile {
         };
         debug_assert_eq!(self.dir, target.dir());
         self.sync().map_err(io)?;
-        target.recheck(Want::File)?;
-        let name = self.name_in_dir().map_err(io)?;
-        let temp = self.dir.join(&name);
-        // On failure the temporary name is still registered; dropping `self` removes it.
-        litter::publish_output(&temp, target.requested(), || {
-            std::fs::rename(&temp, target.resolved()).map(|()| None)
-        })
-        .map_err(io)?;
+        match target.seen() {
+            None => self.publish_new(target)?,
+            Some(Seen::File(seen)) => self.replace(target, seen)?,
+            Some(Seen::Dir { .. }) => {
+                return Err(LayerError::Output(format!(
+                    "refusing to write `{}`: it is a directory",
+                    target.requested().display()
+                )))
+            }
+        }
         self.temp = Temp::Published;
         fault::committed();
         sys::sync_dir(&self.dir).map_err(io)
     }
 
+    /// Publishes this file where nothing was when the target was checked, replacing nothing.
+    fn publish_new(&mut self, target: &Target) -> Result<(), LayerError> {
+        let dest = target.resolved();
+        let name = dest.file_name().ok_or_else(|| {
+            LayerError::Output(format!(
+                "cannot write `{}`: it names no file",
+                target.requested().display()
+            ))
+        })?;
+        let done = litter::locked(|r| {
+            let done = match &self.temp {
+                Temp::Anonymous => sys::link_anonymous(&self.file, &self.dir, name),
+                Temp::Named(path) => match sys::rename_noreplace(path, dest) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => sys::rename_new_file(path, dest),
+                    Err(e) => Err(e),
+                },
+                Temp::Published => Ok(()),
+            };
+            if done.is_ok() {
+                if let Temp::Named(path) = &self.temp {
+                    r.forget(path);
+                }
+                r.published(target.requested());
+            }
+            done
+        });
+        match done {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(LayerError::Output(format!(
+                "`{}` appeared while dtcast was working (another program wrote it); it was left as it is, and nothing was written",
+                target.requested().display()
+            ))),
+            Err(source) => Err(LayerError::Io {
+                path: target.requested().to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Replaces the file the target's check saw (`seen`) with this one, and nothing else.
+    fn replace(&mut self, target: &Target, seen: &Version) -> Result<(), LayerError> {
+        let dest = target.resolved();
+        let io = |source| LayerError::Io {
+            path: target.requested().to_owned(),
+            source,
+        };
+        let name = self.name_in_dir().map_err(io)?;
+        let temp = self.dir.join(name);
+        let changed = || {
+            LayerError::Output(format!(
+                "`{}` changed while dtcast was working (another program wrote it); it was left as it is, and nothing was written",
+                target.requested().display()
+            ))
+        };
+        let is_seen = |path: &Path| {
+            std::fs::symlink_metadata(path)
+                .is_ok_and(|m| m.is_file() && Version::of(&m).same_contents(seen))
+        };
+        litter::locked(|r| {
+            match sys::exchange(&temp, dest) {
+                Ok(true) => {
+                    // `temp` holds what was at the target.
+                    if is_seen(&temp) {
+                        let _ = std::fs::remove_file(&temp);
+                    } else {
+                        // Not the file that was checked: it goes back where it was.
+                        if let Err(e) = sys::exchange(&temp, dest) {
+                            r.forget(&temp);
+                            return Err(LayerError::Output(format!(
+                                "`{}` changed while dtcast was working, and could not be put back ({e}); the file that was there is at `{}`",
+                                target.requested().display(),
+                                temp.display()
+                            )));
+                        }
+                        return Err(changed());
+                    }
+                }
+                // No atomic exchange here: the check, then the rename (a moment apart).
+                Ok(false) if is_seen(dest) => std::fs::rename(&temp, dest).map_err(io)?,
+                Ok(false) => return Err(changed()),
+                // The target was removed meanwhile: nothing there to replace.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    match sys::rename_noreplace(&temp, dest) {
+                        Ok(true) => {}
+                        Ok(false) => sys::rename_new_file(&temp, dest).map_err(io)?,
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(changed()),
+                        Err(e) => return Err(io(e)),
+                    }
+                }
+                Err(e) => return Err(io(e)),
+            }
+            r.forget(&temp);
+            r.published(target.requested());
+            Ok(())
+        })
+    }
+
     /// Gives this file the name `name` in `dir` (a staging directory on the same file system, in
-    /// which `name` does not exist yet), after an fsync.
+    /// which `name` does not exist yet), after an fsync; the descriptor is closed.
     pub(crate) fn persist_in(mut self, dir: &Path, name: &OsStr) -> io::Result<()> {
         self.sync()?;
         match &self.temp {
-            Temp::Anonymous => sys::link_anonymous(&self.file, dir, name)?,
+            // Held while linking: a signal's removal of the staging directory is never half-way.
+            Temp::Anonymous => litter::locked(|_| sys::link_anonymous(&self.file, dir, name))?,
             Temp::Named(path) => litter::publish(path, || std::fs::rename(path, dir.join(name)))?,
             Temp::Published => {}
         }
@@ -149,8 +257,8 @@ impl AtomicFile {
         Ok(())
     }
 
-    /// Links an anonymous file under a temporary name (a rename needs a name); a named temporary
-    /// file already has one. The name is registered and locked like any temporary file.
+    /// Links an anonymous file under a temporary name (an exchange needs a name); a named
+    /// temporary file already has one. The name is registered in the same step as it is made.
     fn name_in_dir(&mut self) -> io::Result<std::ffi::OsString> {
         match &self.temp {
             Temp::Named(path) => Ok(path.file_name().unwrap_or_default().to_owned()),
@@ -158,18 +266,16 @@ impl AtomicFile {
             Temp::Anonymous => loop {
                 let name = litter::temp_name(TempKind::File);
                 let path = self.dir.join(&name);
-                litter::register(&path);
-                match sys::link_anonymous(&self.file, &self.dir, &name) {
+                let linked = litter::create(&path, Pending::File, || {
+                    sys::link_anonymous(&self.file, &self.dir, &name)
+                });
+                match linked {
                     Ok(()) => {
                         self.temp = Temp::Named(path);
                         return Ok(name);
                     }
-                    Err(e) => {
-                        litter::deregister(&path);
-                        if e.kind() != io::ErrorKind::AlreadyExists {
-                            return Err(e);
-                        }
-                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
                 }
             },
         }
@@ -187,18 +293,13 @@ fn create_named(dir: &Path) -> io::Result<(File, PathBuf)> {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(sys::DEFAULT_CREATE_MODE);
         }
-        litter::register(&path);
-        match options.open(&path) {
+        match litter::create(&path, Pending::File, || options.open(&path)) {
             Ok(file) => {
                 sys::lock(&file, false)?;
                 return Ok((file, path));
             }
-            Err(e) => {
-                litter::deregister(&path);
-                if e.kind() != io::ErrorKind::AlreadyExists {
-                    return Err(e);
-                }
-            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -227,8 +328,10 @@ impl Write for AtomicFile {
 impl Drop for AtomicFile {
     fn drop(&mut self) {
         if let Temp::Named(path) = &self.temp {
-            let _ = std::fs::remove_file(path);
-            litter::deregister(path);
+            litter::locked(|r| {
+                let _ = std::fs::remove_file(path);
+                r.forget(path);
+            });
         }
     }
 }

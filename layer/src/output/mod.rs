@@ -7,13 +7,20 @@
 //! - **What may be replaced.** A [`Target`] is checked before any work: a symbolic link is
 //!   followed and the file it names is replaced (the link stays a link); a device, FIFO, socket or
 //!   directory is refused whatever `force` says; an existing regular file is replaced only with
-//!   `force`; a missing directory is named plainly.
+//!   `force`; a missing directory is named plainly; an output that would replace one of the
+//!   command's inputs ([`Inputs`](crate::input::Inputs)) is refused.
+//! - **Only what was checked.** The commit replaces what the check saw and nothing else: where
+//!   nothing was, the output is put in place by a step that replaces nothing (so a file that
+//!   appears meanwhile stays, and the commit is an error); where a file or directory was, the
+//!   two are exchanged in one step and, if what came back is not what was checked, exchanged
+//!   back. A previous output directory loses only the entries the check saw.
 //! - **All or nothing.** An [`AtomicFile`] is written in the target's directory — on Linux as an
-//!   anonymous `O_TMPFILE` file with no name at all — fsynced, and renamed over the target. A
+//!   anonymous `O_TMPFILE` file with no name at all — fsynced, and published in one step. A
 //!   sharded checkpoint is a [`StagedDir`] that replaces its target directory in one step.
 //! - **No litter.** Temporary names that exist at all (`.dtcast-<pid>-<n>.tmp` / `.staging`) are
-//!   locked by their owner; [`remove_pending`] removes them when a signal ends the process, and
-//!   any later run in the same directory removes those whose owner died ([`remove_stale`]).
+//!   locked by their owner and registered in the same step as they are made; [`remove_pending`]
+//!   removes them when a signal ends the process, and any later run in the same directory
+//!   removes those whose owner died ([`remove_stale`]).
 //! - **Permissions.** The output gets the input's permission bits ([`FileMode::like`]), or the
 //!   umask default when there is no input file.
 //!
@@ -38,11 +45,10 @@ mod staged;
 mod sys;
 mod target;
 
-pub use fault::{inject, Fault};
+pub use fault::{exiting, inject, Fault};
 pub use file::{AtomicFile, FileMode};
-pub use litter::{remove_pending, remove_stale, Interrupted};
+pub use litter::{finish, remove_pending, remove_stale, Interrupted};
 pub use staged::StagedDir;
-pub(crate) use sys::describe_special as describe;
 pub use target::{check_not_input, Target};
 pub(crate) use target::{parent_dir, Want};
 

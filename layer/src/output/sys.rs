@@ -104,15 +104,33 @@ pub(crate) fn link_anonymous(_file: &File, _dir: &Path, _name: &std::ffi::OsStr)
 }
 
 /// Swaps two paths atomically (both must exist). `Ok(false)` where the system cannot.
-#[cfg(target_os = "linux")]
 pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| {
-        CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+    renameat2(a, b, Rename::Exchange)
+}
+
+/// Renames `from` to `to` in one step if nothing is at `to`, and fails with `AlreadyExists`
+/// if something is. `Ok(false)` where the system or the file system cannot: the caller falls
+/// back to [`rename_new_file`] or, for a directory, to a plain rename (which never replaces a
+/// directory that holds anything).
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<bool> {
+    renameat2(from, to, Rename::NoReplace)
+}
+
+/// The two ways of `renameat2` dtcast uses.
+#[derive(Clone, Copy)]
+enum Rename {
+    Exchange,
+    NoReplace,
+}
+
+/// `renameat2(a, b, flag)`: `Ok(false)` where the system or the file system has no such rename.
+#[cfg(target_os = "linux")]
+fn renameat2(a: &Path, b: &Path, how: Rename) -> io::Result<bool> {
+    let flag = match how {
+        Rename::Exchange => libc::RENAME_EXCHANGE,
+        Rename::NoReplace => libc::RENAME_NOREPLACE,
     };
-    let (ca, cb) = (c(a)?, c(b)?);
+    let (ca, cb) = (c_path(a)?, c_path(b)?);
     // SAFETY: both paths are NUL-terminated C strings that outlive the call.
     let rc = unsafe {
         libc::syscall(
@@ -121,7 +139,7 @@ pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
             ca.as_ptr(),
             libc::AT_FDCWD,
             cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
+            flag,
         )
     };
     if rc == 0 {
@@ -135,8 +153,22 @@ pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
+fn renameat2(_a: &Path, _b: &Path, _how: Rename) -> io::Result<bool> {
     Ok(false)
+}
+
+/// Moves the file `from` to `to` only if nothing is at `to` (`AlreadyExists` otherwise), where
+/// [`rename_noreplace`] cannot: a hard link never replaces anything; then the old name goes.
+pub(crate) fn rename_new_file(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
+}
+
+#[cfg(target_os = "linux")]
+fn c_path(p: &Path) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
 /// Takes an exclusive advisory lock on `file` (held until every descriptor of it is closed, so
@@ -219,42 +251,23 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
-/// (device, inode) of a file: the identity of what a path names.
+/// Whether the process `pid` is alive: `Some(false)` only where the system says no such process
+/// exists (a process of another user is alive too); `None` where it cannot tell.
 #[cfg(unix)]
-pub(crate) fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    Some((meta.dev(), meta.ino()))
+pub(crate) fn process_alive(pid: u32) -> Option<bool> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return Some(true);
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::ESRCH) => Some(false),
+        Some(libc::EPERM) => Some(true),
+        _ => None,
+    }
 }
 
 #[cfg(not(unix))]
-pub(crate) fn file_id(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+pub(crate) fn process_alive(_pid: u32) -> Option<bool> {
     None
-}
-
-/// What a file type is, in words, for anything but a regular file.
-#[cfg(unix)]
-pub(crate) fn describe_special(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else if ft.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
-#[cfg(not(unix))]
-pub(crate) fn describe_special(ft: std::fs::FileType) -> &'static str {
-    if ft.is_dir() {
-        "a directory"
-    } else {
-        "not a regular file"
-    }
 }

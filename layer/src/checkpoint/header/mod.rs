@@ -6,10 +6,14 @@
 use std::ops::Range;
 
 use dtcast_dtype::DType;
-use serde_json::{Map, Value};
 
-use super::json::{self, quote};
-use crate::error::LayerError;
+use super::json::quote;
+use super::shape::Shape;
+
+mod parse;
+mod write;
+
+pub(crate) use write::build;
 
 /// The largest header accepted, in bytes (the `safetensors` crate's limit). A larger length is
 /// refused before anything is allocated.
@@ -26,7 +30,7 @@ pub struct Entry {
     /// Its dtype.
     pub dtype: DType,
     /// Its shape.
-    pub shape: Vec<usize>,
+    pub shape: Shape,
     /// Byte range within the file.
     pub range: Range<usize>,
 }
@@ -88,19 +92,12 @@ impl Header {
                 e.valid_up_to()
             )
         })?;
-        let value = json::parse(text).map_err(|e| format!("the header is not valid JSON: {e}"))?;
-        let Value::Object(map) = value else {
-            return Err("the header is not a JSON object".to_owned());
-        };
-        let mut metadata = Vec::new();
-        let mut entries = Vec::with_capacity(map.len());
-        for (name, v) in map {
-            if name == "__metadata__" {
-                metadata = parse_metadata(v)?;
-            } else {
-                entries.push(parse_entry(name, v, data_start)?);
-            }
+        let parsed = parse::parse(text)?;
+        let mut entries = Vec::with_capacity(parsed.tensors.len());
+        for t in parsed.tensors {
+            entries.push(entry(t, data_start)?);
         }
+        let metadata = parsed.metadata;
         // File order; empty tensors (equal offsets) keep header order among themselves.
         entries.sort_by_key(|e| (e.range.start, e.range.end));
         let mut expected = data_start;
@@ -158,53 +155,41 @@ pub(crate) fn header_len(first8: &[u8], file_len: u64) -> Result<u64, String> {
     Ok(n)
 }
 
-fn parse_metadata(v: Value) -> Result<Vec<(String, String)>, String> {
-    let Value::Object(m) = v else {
-        return Err("`__metadata__` is not an object of strings".to_owned());
-    };
-    if m.contains_key("data_offsets") || m.contains_key("dtype") && m.contains_key("shape") {
-        return Err(
-            "a tensor is named `__metadata__`, which safetensors reserves for metadata".to_owned(),
-        );
-    }
-    m.into_iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => Ok((k, s)),
-            _ => Err(format!(
-                "`__metadata__` value of `{}` is not a string",
-                quote(&k)
-            )),
-        })
-        .collect()
+/// The formats people pass for a safetensors file, by their first bytes: what the file is, in
+/// words, where it is one of them.
+const OTHER_FORMATS: [(&[u8], &str); 6] = [
+    (b"GGUF", "a GGUF file (llama.cpp's format)"),
+    (
+        b"PK\x03\x04",
+        "a zip archive (what torch.save writes: a PyTorch .bin / .pt / .pth checkpoint)",
+    ),
+    (b"\x80\x02", "a Python pickle (an older PyTorch checkpoint)"),
+    (b"\x93NUMPY", "a NumPy .npy file"),
+    (
+        b"\x89HDF\r\n\x1a\n",
+        "an HDF5 file (a Keras / TensorFlow .h5)",
+    ),
+    (b"\x1f\x8b", "a gzip-compressed file"),
+];
+
+/// What a file that starts with `first` is, where it is a format people mistake for
+/// safetensors ([`OTHER_FORMATS`]; pickle protocols 2 to 5 alike).
+pub(crate) fn other_format(first: &[u8]) -> Option<&'static str> {
+    let pickle = matches!(first, [0x80, 2..=5, ..]);
+    (OTHER_FORMATS.iter())
+        .find(|(magic, _)| first.starts_with(magic) || (pickle && magic[0] == 0x80))
+        .map(|(_, format)| *format)
 }
 
-fn parse_entry(name: String, v: Value, data_start: usize) -> Result<Entry, String> {
-    let q = quote(&name);
-    let Value::Object(mut fields) = v else {
-        return Err(format!("tensor `{q}` is not an object"));
-    };
-    let mut take = |field: &str| {
-        fields
-            .remove(field)
-            .ok_or_else(|| format!("tensor `{q}` has no `{field}`"))
-    };
-    let (dtype, shape, offsets) = (take("dtype")?, take("shape")?, take("data_offsets")?);
-    if let Some(extra) = fields.keys().next() {
-        return Err(format!(
-            "tensor `{q}` has an unknown field `{}` (expected dtype, shape, data_offsets)",
-            quote(extra)
-        ));
-    }
-    let dtype = parse_dtype(&q, &dtype)?;
-    let shape = parse_shape(&q, &shape)?;
-    let (start, end) = parse_offsets(&q, &offsets)?;
-    let elements = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|n| n.checked_mul(dtype.bits()).is_some())
-        .ok_or_else(|| {
-            format!("tensor `{q}`: shape {shape:?} is too large (its size overflows)")
-        })?;
+/// A tensor as the header lists it, checked and placed in the file: its size within the one
+/// rule for shapes, and its bytes those its shape and dtype need.
+fn entry(t: parse::Listed, data_start: usize) -> Result<Entry, String> {
+    let q = quote(&t.name);
+    let (dtype, shape, (start, end)) = (t.dtype, t.shape, t.offsets);
+    // The one size rule for shapes (no reader can index past 2^63 - 1).
+    let elements = dtype
+        .shape_elements(&shape)
+        .map_err(|e| format!("tensor `{q}`: {e}"))?;
     let numel = dtype.storage_bytes(elements).map_err(|_| {
         format!(
             "tensor `{q}`: shape {shape:?} of {} ({} bits each) does not end at a byte boundary",
@@ -226,104 +211,9 @@ fn parse_entry(name: String, v: Value, data_start: usize) -> Result<Entry, Strin
             .ok_or_else(|| format!("tensor `{q}`: data_offsets [{start}, {end}] overflow"))
     };
     Ok(Entry {
-        name,
+        name: t.name,
         dtype,
         shape,
         range: abs(start)?..abs(end)?,
     })
-}
-
-fn parse_dtype(q: &str, v: &Value) -> Result<DType, String> {
-    let Value::String(s) = v else {
-        return Err(format!("tensor `{q}`: dtype is not a string"));
-    };
-    DType::from_safetensors_name(s).ok_or_else(|| {
-        if UNSUPPORTED.contains(&s.as_str()) {
-            format!("tensor `{q}` has dtype {s}, which dtcast does not support yet")
-        } else {
-            format!(
-                "tensor `{q}` has dtype `{}`, which is not a safetensors dtype",
-                quote(s)
-            )
-        }
-    })
-}
-
-fn parse_shape(q: &str, v: &Value) -> Result<Vec<usize>, String> {
-    let bad = || format!("tensor `{q}`: shape is not a list of non-negative integers");
-    let Value::Array(dims) = v else {
-        return Err(bad());
-    };
-    dims.iter()
-        .map(|d| {
-            d.as_u64()
-                .and_then(|d| usize::try_from(d).ok())
-                .ok_or_else(bad)
-        })
-        .collect()
-}
-
-fn parse_offsets(q: &str, v: &Value) -> Result<(u64, u64), String> {
-    let bad = || format!("tensor `{q}`: data_offsets is not a pair of non-negative integers");
-    let Value::Array(pair) = v else {
-        return Err(bad());
-    };
-    let [start, end] = pair.as_slice() else {
-        return Err(bad());
-    };
-    let (start, end) = (
-        start.as_u64().ok_or_else(bad)?,
-        end.as_u64().ok_or_else(bad)?,
-    );
-    if end < start {
-        return Err(format!(
-            "tensor `{q}`: data_offsets [{start}, {end}] are reversed"
-        ));
-    }
-    Ok((start, end))
-}
-
-/// The header of a safetensors file for `tensors` (name, dtype, shape) in order, with
-/// `metadata`, padded with spaces so that the data starts 8-byte aligned.
-pub(crate) fn build(
-    tensors: &[(String, DType, Vec<usize>)],
-    metadata: &[(String, String)],
-) -> Result<Vec<u8>, LayerError> {
-    let mut map = Map::new();
-    if !metadata.is_empty() {
-        let m: Map<String, Value> = metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        map.insert("__metadata__".to_owned(), Value::Object(m));
-    }
-    let mut offset = 0u64;
-    for (name, dtype, shape) in tensors {
-        let st = dtype.safetensors_name().ok_or(LayerError::Unstorable {
-            name: name.clone(),
-            dtype: *dtype,
-        })?;
-        if name == "__metadata__" || map.contains_key(name) {
-            return Err(LayerError::Output(format!(
-                "cannot save two tensors named `{}` (or one named `__metadata__`)",
-                quote(name)
-            )));
-        }
-        let elements = shape.iter().product::<usize>();
-        let len = dtype
-            .storage_bytes(elements)
-            .map_err(|e| LayerError::Output(format!("cannot save `{}`: {e}", quote(name))))?
-            as u64;
-        map.insert(
-            name.clone(),
-            serde_json::json!({ "dtype": st, "shape": shape, "data_offsets": [offset, offset + len] }),
-        );
-        offset += len;
-    }
-    let mut json =
-        serde_json::to_vec(&Value::Object(map)).map_err(|e| LayerError::Output(e.to_string()))?;
-    while (json.len() + 8) % 8 != 0 {
-        json.push(b' ');
-    }
-    Ok(json)
 }

@@ -67,7 +67,7 @@ impl Layout for CompressedTensors {
                 vec![rows, cols / 2],
             )]
         } else {
-            vec![(e.name.clone(), scheme.element, e.shape.clone())]
+            vec![(e.name.clone(), scheme.element, e.shape.to_vec())]
         };
         out.push((format!("{prefix}.weight_scale"), scale_dtype, scale_shape));
         if scheme.global_scale {

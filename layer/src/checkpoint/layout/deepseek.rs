@@ -42,7 +42,7 @@ impl Layout for DeepSeek {
         let prefix = e.name.strip_suffix(".weight").unwrap_or(&e.name);
         let blocks = vec![e.shape[0].div_ceil(BLOCK), e.shape[1].div_ceil(BLOCK)];
         vec![
-            (e.name.clone(), DType::Float8E4M3Fn, e.shape.clone()),
+            (e.name.clone(), DType::Float8E4M3Fn, e.shape.to_vec()),
             (format!("{prefix}.weight_scale_inv"), DType::Float32, blocks),
         ]
     }

@@ -168,8 +168,8 @@ pub(super) fn two_d(
         global,
         scheme_name,
         scheme,
-        shape: e.shape.clone(),
-        dense_shape: e.shape.clone(),
+        shape: e.shape.to_vec(),
+        dense_shape: e.shape.to_vec(),
         activation: Vec::new(),
     };
     if scheme.element == DType::Float8E4M3Fn {
