@@ -1,4 +1,19 @@
 //! The generic kernels, instantiated for every (source, destination) pair by a generated match.
+//!
+//! For each pair, [`PairFns`]: both roundings' kernels, the per-element check, the verdict table
+//! of a 1- or 2-byte source, and `faster` — the kernel used by every `Isa` but Scalar where the
+//! pair has no SIMD kernel: for pairs from float16/bfloat16 and the one-byte dtypes the table
+//! kernels of `tables.rs` (every source pattern's output, built once from the rules); for pairs
+//! among bool, the integers, float32, float64, complex64 and complex128 (and bfloat16 into int8,
+//! int16, uint16 and float64) the typed loops of `plain.rs` (the rules' own per-element
+//! conversion, [`element`], over the buffers viewed as numbers, which LLVM vectorises); and the
+//! chains of `through.rs` for the pairs torch converts through float32.
+//!
+//! **Compile-time budget.** 1,156 pairs multiply every generic line, so per-pair code stays the
+//! rules themselves: whatever does not depend on the pair's types (building and reading a table,
+//! collecting a verdict table) is written once and handed the pair's scalar kernel; code for a
+//! subset of pairs is instantiated only for it (`if const { .. }`); the per-element checks and
+//! verdict tables are compiled per source type, the destination a value ([`Destination`]).
 
 use dtcast_dtype::{packing, DType};
 

@@ -1,4 +1,21 @@
 //! Scaled elements back to dense floats, as each reference computes it.
+//!
+//! [`dequantize_into`] runs pieces of rows through `dtcast_cast`'s SIMD casts — elements to
+//! float32, a product loop LLVM vectorises with each scale's factor, float32 to the output with
+//! streaming stores (`cast_streaming`); the factors of one-byte scales are looked up per byte.
+//! That is the definition; on AVX-512 or AVX2, into bfloat16, float16 and float32, one pass
+//! replaces it, in pieces of 2^18 elements (a store fence each: a fence waits for the streamed
+//! lines to reach memory): float4 groups by lookups of each group's 16 outputs (`lookup4.rs`),
+//! float8 decoded, scaled and rounded in registers (`e4m3.rs`), both writing whole cache lines
+//! wherever the buffer starts (`lines.rs`). With neither set (the portable one) the float4 loop
+//! over the bytes serves, and float8 into bfloat16 or float16 looks codes up in tables of each
+//! run's factor (`e4m3::Tables`).
+//!
+//! [`DequantPlan`] (each code's value, each scale's factor) is what `dequantize_into` itself works
+//! from, its float4 lookups included (`plan_values`; the float8 forms decode as the cast does,
+//! which a debug assertion holds the plan to); `from_parts` needs only one-byte scales' length, so
+//! a GPU's stay there. The NaN rules are x86's on every CPU (`arith::as_on_x86`); ModelOpt's are
+//! torch's per output dtype (`one_nan`).
 
 use dtcast_dtype::DType;
 use rayon::prelude::*;

@@ -1,4 +1,44 @@
 //! Dense floats to scaled elements, as each reference quantizes.
+//!
+//! [`quantize`] / [`quantize_into`] / [`quantize_rows`] (a band of rows at a time, for
+//! streaming; [`TensorAmax`] for per-tensor and global scales) work by **bands of rows that share
+//! no scales**: each band's amaxes straight from storage, its plan (the reference's scale rule,
+//! `rules.rs`: each reference's scales, factors and element arithmetic from the amaxes), then its
+//! elements while the band is in cache. The bands run last first, so that each thread starts on
+//! input the tensor pass left in the shared cache; a band's float8 runs prefetch the same runs of
+//! the band before it (the thread's next, `simd::prefetch`), as do the float4 comparisons of a
+//! band whose maxima were just found in it, so that its amax reads them from the cache while this
+//! band's arithmetic runs; the one-pass loops that read from memory ask for their input
+//! `simd::AHEAD` bytes ahead.
+//!
+//! **The general path is the definition.** A band holding inf or NaN takes it: the elements
+//! scaled and clamped into a float32 buffer (loops compiled for the instruction set
+//! `dtcast_cast::isa()` chose, `simd.rs`), encoded by a SIMD cast, the references' own float4
+//! code functions kept for NaN and -0. Every faster form below is tested against it:
+//! - float4 groups on AVX-512 in one pass in registers (`encode4.rs`); float8 runs that share a
+//!   factor in one pass, on 16-bit lanes where the arithmetic is bfloat16's or float16's
+//!   (`encode8.rs`; compressed-tensors' FP8 of bfloat16 weights multiplies by the scale's
+//!   reciprocal, `reciprocal_serves_bf16`: the same bfloat16 for every element); MX float8 of
+//!   16-bit weights as exponent shifts (`encode8::pow2_groups`);
+//! - float4 codes of 16-bit weights whose factors are picked by a scale byte (NVFP4, and
+//!   compressed-tensors' MX) by comparisons with thresholds found once per tensor, input dtype
+//!   and thread (`thresholds.rs`); where a tensor has many scales, `rules::ScaleCodes` replaces
+//!   the bands' plans by a table of every magnitude's scale byte;
+//! - group maxima of 16-bit floats by a tree of register permutes (`amax16.rs`), a row of 2-D
+//!   blocks' maxima from each column's running maximum over the band (`Job::block_amax`), and
+//!   compressed-tensors' MX and NVFP4 scale rules as one vectorised loop where every amax is
+//!   finite (`rules::ct_mx_finite`, `ct_nvfp4_finite`).
+//!
+//! Without AVX-512 the same steps run on one element in loops LLVM vectorises for the chosen
+//! set; all of them round through `narrow.rs` (one nearest-even algorithm over a narrow format's
+//! constants). The AVX-512 loops are `#[target_feature]` functions of their own, never inlined
+//! into one without (where every intrinsic would become a call).
+//!
+//! **Weights**: bfloat16, float32, and (compressed-tensors' rules only, `Scheme::check_input`)
+//! float16, whose arithmetic is float16's (the rules' eps and tiny from the dtype table,
+//! `rules::finfo`; the input's infinity and NaN from `arith::half_inf_bits`). NVFP4's tensor pass
+//! is a plain amax reduction: each band finds its group maxima again, from the cache its prefetch
+//! filled.
 
 use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
