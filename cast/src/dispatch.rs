@@ -193,9 +193,9 @@ enum Problem {
 }
 
 // The per-element checks and verdict tables are compiled per source type, with the destination
-// as a value: compiled per pair, they were 15% of the crate's LLVM input (`cargo llvm-lines`) for
-// code that only Checked/Exact casts run. The price is one indirect call per element in Exact
-// mode, which measured within noise.
+// as a value: compiled per pair, they were a large share of the crate's LLVM input (`cargo
+// llvm-lines`) for code that only Checked/Exact casts run. The price is one indirect call per
+// element in Exact mode, which measured within noise.
 
 fn check_pair<S: Lane, D: Lane>(src: &[u8], verify: Verify, base: usize) -> Result<(), CastError> {
     check_source::<S>(src, verify, base, Destination::of::<D>())

@@ -5,9 +5,9 @@
 //! (integers wrap or extend, floats truncate as x86's `cvtt` instructions do, a complex number's
 //! real part is taken) that LLVM vectorises for the baseline target. The rules' per-element loop
 //! reads and writes each element through byte slices, which LLVM vectorises for fewer pairs and
-//! less well: against it these loops run 1.0–1.9× on one thread in cache (see [`typed`]), and
-//! before both (and `rules::cvtt32`'s vectorisable form) float32 → int8 ran at 2.2 Gelem/s and
-//! complex64 → int8 at 2.3 (2 threads, 16M elements), where torch's `copy_` runs at 8–17.
+//! less well: these loops are faster than it on nearly every pair (see [`typed`]), where before
+//! both (and `rules::cvtt32`'s vectorisable form) pairs such as float32 → int8 ran at a fraction
+//! of torch's `copy_`.
 //!
 //! Where a buffer is not aligned for its element type, or the machine is big-endian, the rules
 //! run instead. Every instruction set but [`Isa::Scalar`](crate::isa::Isa) uses these loops
@@ -123,9 +123,8 @@ fn typed_loop<S: Typed, D: Typed, const SATURATE: bool>(src: &[u8], dst: &mut [u
 
 /// Whether `from` → `to` is float32 or bfloat16 into an integer that torch truncates to 32 bits
 /// (`rules::cvtt32`: int8, int16, uint16) or 64 (`rules::cvtt64`: int64, uint32, uint64) and
-/// keeps the low bits of: LLVM vectorises neither rule's range test as written (float32 into the
-/// 64-bit ones at 1.2–1.6 Gelem/s, into the narrow ones at 3.4–4.8, on one thread in cache,
-/// AVX-512 or not). float32 → int32 and → uint8 have SIMD kernels.
+/// keeps the low bits of: LLVM vectorises neither rule's range test as written, so these run
+/// block by block (AVX-512 or not). float32 → int32 and → uint8 have SIMD kernels.
 const fn truncates_to_low_bits(from: DType, to: DType) -> bool {
     use DType::*;
     matches!(from, Float32 | BFloat16)
@@ -217,9 +216,8 @@ fn kernel_on<S: Typed, D: Typed, const ISA: usize, const SATURATE: bool>(
 }
 
 /// The Torch-rounding loop of a pair that [`truncates_to_low_bits`] compiled for `isa` (AVX2,
-/// AVX-512), where the pair is one: wider vectors for its 32-bit truncations. On one thread in
-/// cache, bfloat16 → int8 ran at 6.4 Gelem/s compiled for SSE2, where float32 → int32's AVX-512
-/// kernel runs at 12.8.
+/// AVX-512), where the pair is one: wider vectors for its 32-bit truncations (compiled for SSE2,
+/// such a loop ran at half the speed of float32 → int32's AVX-512 kernel).
 pub(crate) fn torch_on(from: DType, to: DType, isa: Isa) -> Option<Kernel> {
     /// The loop of `$src` → `$to` on `isa`.
     macro_rules! on {
@@ -291,17 +289,14 @@ fn pair<S: Typed, D: Typed>() -> Option<(Kernel, Kernel)> {
 }
 
 /// Whether `from` → `to` runs a typed loop, where both are typed lanes (and the pair has no SIMD
-/// kernel, which `plan.rs` prefers). Measured on one thread in cache against the rules
-/// (`dtcast bench --backend scalar,portable --threads 1 --elements 262144`, Zen 4, two runs):
-/// 1.0–1.9× on nearly every pair, but complex64 into a narrower integer or bool 0.30–0.93× (LLVM
-/// gathers the real parts for a loop the rules run faster unvectorised), uint64 → complex128
-/// 0.78×, uint64 → uint16 0.86× and int8 → complex64 0.6–0.8×. bfloat16 is looked up
-/// (`tables.rs`) or goes up through float32 (`through.rs`) but where the rule is a shift and a
-/// truncation: into int8, int16 and uint16 the loop runs at 11–13 Gelem/s where the table gives
-/// 7.5–7.9 (2 threads, 16M elements), and into int64, uint32 and uint64 block by block
-/// ([`through_i32`]: 1.03–1.47× float32's loops after the trip up, one thread in cache).
-/// float16's conversion to float32 does not vectorise for the baseline target: 1.5 Gelem/s
-/// against the table's 7.6.
+/// kernel, which `plan.rs` prefers): faster than the rules on nearly every pair (`dtcast bench
+/// --backend scalar,portable`), but not complex64 into a narrower integer or bool (LLVM gathers
+/// the real parts for a loop the rules run faster unvectorised), uint64 → complex128, uint64 →
+/// uint16 and int8 → complex64, which keep the rules. bfloat16 is looked up (`tables.rs`) or goes
+/// up through float32 (`through.rs`) but where the rule is a shift and a truncation: into int8,
+/// int16 and uint16 the loop beats the table, and into int64, uint32 and uint64 it runs block by
+/// block ([`through_i32`]). float16's conversion to float32 does not vectorise for the baseline
+/// target, so float16 keeps its table.
 pub(crate) const fn typed(from: DType, to: DType) -> bool {
     use DType::*;
     match (from, to) {

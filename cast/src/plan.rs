@@ -98,15 +98,12 @@ pub(crate) fn plan(
 /// (AVX-512 VBMI; AVX2 for one-byte entries) from an integer or bool into float8, float16 or
 /// bfloat16, whose kernels convert through float32. A table that is not read by vectors (one entry
 /// at a time, as `tables.rs`'s kernel for the casts that verify) still beats the scalar rules, and
-/// on the portable set the trip through float32 too (uint8 → float8_e4m3fn 4.2 → 7.4 Gelem/s), but
-/// not AVX2's (int8/uint8/bool → float16/bfloat16: 9–11 through float32, 7.5 looked up).
+/// on the portable set the trip through float32 too, but not AVX2's trip into float16/bfloat16.
 ///
-/// Measured at 64M elements on 2 threads (Zen 4, two runs each way): uint8/bool →
-/// float8_e4m3fn/e5m2 0.46–0.57× memcpy by their kernels, 0.90–1.03× looked up; int8 → float8
-/// through float32 0.34–0.39 → 0.98–1.10; int8/uint8/bool → float16/bfloat16 0.65–0.83 →
-/// 0.72–0.99. Not where a float8 source has a kernel of its own (into float16/bfloat16/float32 the
-/// kernels ran 1.0–1.3×, looked up 0.65–0.98×), nor into float32 from integers (1.03–1.10 against
-/// 0.74–0.89), nor between integers (the typed loops and the tables ran alike).
+/// Looked up by vectors, integer and bool sources into the float8 formats and float16/bfloat16
+/// reach memory speed where their kernels (through float32) do not. Not where a float8 source has
+/// a kernel of its own, nor into float32 from integers (the kernels are faster there), nor between
+/// integers (the typed loops and the tables run alike).
 fn by_bytes(from: DType, to: DType, isa: Isa, [simd, typed, through]: [bool; 3]) -> bool {
     let vectors = !to.is_packed() && crate::kernels::looks_up_bytes(isa, crate::lanes::unit(to));
     let integer = from.category().is_integer() || from == DType::Bool;

@@ -117,9 +117,8 @@ fn exact_plan(from: DType, to: DType, isa: Isa) -> Check {
     // The SIMD kernels read and write packed elements as stored, the scalar rules one byte per
     // element. A packed source reaches the screen unpacked: the scalar rules both ways. A packed
     // destination: the SIMD kernels both ways where the pair has them (the middle packed), else
-    // the scalar rules both ways (which ran float32 → float4_e2m1fn/float6 in Exact mode at
-    // 0.28–0.46 Gelem/s against 3.2–5.3 on AVX2 and AVX-512 and 1.1–1.9 on the portable set now:
-    // 16M elements, two threads). Otherwise each way's kernel on its own.
+    // the scalar rules both ways (an order of magnitude slower in Exact mode). Otherwise each
+    // way's kernel on its own.
     let simd = |from: DType, to: DType| select(isa, from, to, Rounding::Torch);
     let scalar = (forward.torch, backward.torch, 8 * unit(to));
     let (there, back, to_bits) = if from.is_packed() {
@@ -507,10 +506,8 @@ impl Screen {
 
 /// Whether every byte of `block` (a one-byte source) passes the verdicts `accept`: the verdicts
 /// looked up a vector of bytes at a time (`kernels::look_up_bytes`, as the casts' byte tables
-/// are), a piece in cache at a time, then and-ed together. Measured at 64M elements on 2 threads
-/// (Zen 4, AVX-512 VBMI), with the conversion still a scalar table then: float8_e4m3fn →
-/// float8_e5m2 in Exact mode (a table screen) 3.2 → 6.1 Gelem/s, float8_e4m3fn → int8 in Checked
-/// mode 3.3 → 6.2.
+/// are), a piece in cache at a time, then and-ed together: about half the time of a verdict
+/// looked up per byte.
 fn table_passes(accept: &[bool], block: &[u8], isa: Isa) -> bool {
     const PIECE: usize = 4096;
     let verdicts: &[u8] = bytemuck::cast_slice(accept);

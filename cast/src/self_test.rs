@@ -3,12 +3,11 @@
 //! dtcast's test suite (`tests/tests/cast_internals.rs`). Not part of the API.
 //!
 //! Why not `#[cfg(test)]` unit tests: a unit-test build is a second optimised build of this whole
-//! crate, its every per-pair and per-instruction-set kernel — 394 s of a 2-core CI machine's
-//! time, against 428 s for the library, in a test build whose every other crate together took
-//! 370 s. Compiled into the library, they cost seconds. So `[lib] test = false`, and each module's
-//! tests are plain functions that `list!` names; one that `list!` leaves out is dead code, which
-//! the lints refuse, and a `#[test]` attribute in this crate (which would never run) fails the
-//! suite, so none is silently skipped.
+//! crate, its every per-pair and per-instruction-set kernel — about as long as the library's own
+//! build, the largest part of the suite's. Compiled into the library, they cost seconds. So
+//! `[lib] test = false`, and each module's tests are plain functions that `list!` names; one
+//! that `list!` leaves out is dead code, which the lints refuse, and a `#[test]` attribute in
+//! this crate (which would never run) fails the suite, so none is silently skipped.
 
 /// One test: its path (as `cargo test` would name it) and its body, which panics on failure.
 #[derive(Debug, Clone, Copy)]

@@ -3,8 +3,7 @@
 //! scalar rules ([`dispatch::convert`](crate::dispatch)) and then looked up — so they give the
 //! rules' bytes by construction. The per-element rules read each value into a general form
 //! (`rules::Val`) and round it in f64 arithmetic, several nanoseconds an element; a lookup costs a
-//! load and a store. bfloat16 → float8_e4m3fnuz, for one, runs at 0.43 Gelem/s on the rules and
-//! 3.5 looked up.
+//! load and a store, several times faster.
 //!
 //! Every instruction set but [`Isa::Scalar`](crate::isa::Isa) uses them (`plan.rs`): the scalar
 //! set is the rules themselves, which `cast_reference` and the tests compare with. (A one-byte
@@ -21,17 +20,14 @@ use crate::lanes::Lane;
 /// Whether `S` → `D` is looked up: from float16 or bfloat16, whose rules do float arithmetic in
 /// software, into a whole-byte dtype of at most 8 bytes (a complex128 entry would make a table of
 /// 1 MiB), and from a one-byte dtype into any whole-byte one (`plain.rs`'s typed loops take
-/// precedence, where a pair has them). Measured, 2 threads, 16M elements, Gelem/s table against
-/// rules: bfloat16 → float8_e4m3fnuz 3.5 / 0.43, float16 → int32 2.6 / 0.98, float16 → float64
-/// 1.19 / 0.71; at 64M, float8_e4m3fn → float8_e5m2 7.4 / 0.46 (the rules round in f64). Integer
-/// sources of two bytes and more convert faster by their rules (int16 → int32 3.7 / 2.7). Not
-/// looked up: bfloat16 → bool (a compare), which the rules did faster (13.2 / 3.6), and bfloat16
-/// into the integers that its typed loops take (`plain::typed`: a shift and a truncation; int8,
-/// int16 and uint16 at 11–13 against the table's 7.5–7.9); nor the pairs that go up through
+/// precedence, where a pair has them): on those the table beats the rules, which round in f64.
+/// Integer sources of two bytes and more convert faster by their rules. Not looked up: bfloat16
+/// → bool (a compare), which the rules do faster, and bfloat16 into the integers that its typed
+/// loops take (`plain::typed`: a shift and a truncation); nor the pairs that go up through
 /// float32 (`through::goes_up`: float16 into bool, the integers, float64 and the complex types,
-/// bfloat16 into uint8, int32, float64 and complex64), 1.2–4.8× faster than their tables on one
-/// thread in cache. What is left: float16/bfloat16 into the float8 formats without a kernel of
-/// their own, complex32 and bcomplex32 (and each other where no kernel serves).
+/// bfloat16 into uint8, int32, float64 and complex64), faster than their tables. What is left:
+/// float16/bfloat16 into the float8 formats without a kernel of their own, complex32 and
+/// bcomplex32 (and each other where no kernel serves).
 pub(crate) const fn looked_up<S: Lane, D: Lane>() -> bool {
     let half = matches!(S::DTYPE, DType::Float16 | DType::BFloat16);
     // (bfloat16's typed loops: `plain::typed`.)
@@ -92,7 +88,7 @@ fn look_up(slot: &OnceLock<Box<[u8]>>, pair: Pair, src: &[u8], dst: &mut [u8]) {
         None => return (pair.rules)(src, dst),
     };
     // A copy of a size known at compile time is a move; of a run-time size, a call to memcpy
-    // per element (float16 → int32 ran 3× slower).
+    // per element (several times slower).
     macro_rules! copy {
         ($($size:literal)*) => {
             match (pair.source, pair.size) {

@@ -3,8 +3,8 @@
 //! own. Torch converts these through float32 (`c10::Half(float)` and its siblings take a float:
 //! float64 and int64 round twice; a complex source gives its real part), and so do the rules
 //! (`lanes.rs`): the source's own kernel into a float32 buffer on the stack, then float32's SIMD
-//! kernel, give the rules' bytes by construction. On the rules these pairs ran at 0.3–0.6
-//! Gelem/s (2 threads, 16M elements), against torch's 1–6.
+//! kernel, give the rules' bytes by construction. On the rules these pairs ran several times
+//! slower than torch.
 //!
 //! The floating and complex sources into bfloat16 are not among them (float64 → bfloat16 has a
 //! SIMD kernel; and float32's kernel writes torch's 0xFFFF for every NaN, a quirk of the float32
@@ -277,13 +277,10 @@ pub(crate) fn up_kernels(
 /// Whether `from` → `to` goes up through float32 ([`up_kernels`]) where it has no SIMD kernel:
 /// float16 into bool, the integers, float64 and the complex types, whose tables (`tables.rs`) are
 /// read one entry at a time, and bfloat16 where float32's side is a SIMD kernel (uint8, int32,
-/// float64) or a loop that beat bfloat16's own (complex64). One thread in cache (`dtcast bench
-/// --threads 1 --elements 262144 --repeat 15`, best of three runs each), before → after, Gelem/s:
-/// float16 → bool 2.3 → 11.1, → uint8 2.3 → 10.2, → int8 2.3 → 3.8 (5.6 with float32's loop by
-/// blocks, `plain::through_i32`), → int32 2.8 → 4.5, → uint32 2.8 → 5.5, → float64 1.8 → 2.8, →
-/// complex64 1.8 → 5.4, → complex128 0.46 → 1.6; bfloat16 → uint8 3.0 → 10.2, → complex64 1.8 →
-/// 5.4. bfloat16's typed loops into int8, int16, uint16, int64, uint32 and uint64 (`plain.rs`)
-/// take the value from the bits themselves and stay; into bool its rule (a compare) ran at 27.
+/// float64) or a loop that beat bfloat16's own (complex64): faster than the tables on every one
+/// of these pairs (into int8 with float32's loop by blocks, `plain::through_i32`). bfloat16's
+/// typed loops into int8, int16, uint16, int64, uint32 and uint64 (`plain.rs`) take the value
+/// from the bits themselves and stay; into bool its rule (a compare) is faster still.
 pub(crate) const fn goes_up(from: DType, to: DType) -> bool {
     use DType::*;
     matches!(

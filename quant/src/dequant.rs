@@ -631,9 +631,9 @@ const PIECE_ELEMENTS: usize = 1 << 14;
 
 /// Elements per piece of rows for the one-pass forms, which need no buffer: each piece ends
 /// with a store fence, which waits until the streamed lines have reached memory, so a piece is
-/// large enough for that wait to be rare. At [`PIECE_ELEMENTS`] (32 KiB of bfloat16 a fence),
-/// the fences held 64M-element dequantizations to 0.69–0.78× memcpy on a 2-core Zen 4; at
-/// 2^18 (512 KiB a fence) they ran at 0.86–1.01× in the same runs.
+/// large enough for that wait to be rare: at [`PIECE_ELEMENTS`] (32 KiB of bfloat16 a fence)
+/// the fences held large dequantizations well below memory speed, at 2^18 (512 KiB a fence)
+/// they do not.
 const ONE_PASS_PIECE_ELEMENTS: usize = 1 << 18;
 
 /// The code of element `i` (float4: packed two per byte, the first in the low nibble).

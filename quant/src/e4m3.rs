@@ -713,9 +713,8 @@ mod x86 {
             }
         };
         // The NaN codes' outputs: the NaN's own bits, whatever finite factor multiplies it (the
-        // factors taken below are finite), worked out once rather than per group: MXFP8's groups
-        // of 32, one thread in cache, 3.6-3.8 -> 4.5-5.1 Gelem/s (fp8-block's of 128: 5.0-5.1
-        // -> 5.3-5.6).
+        // factors taken below are finite), worked out once rather than per group (MXFP8's groups
+        // of 32 are short enough for two scalar products a group to show).
         let nan = [0x7F, 0xFF].map(|c| {
             let bits = codes.output(c, 1.0);
             if size == 4 {

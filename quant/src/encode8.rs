@@ -274,8 +274,7 @@ pub(crate) fn pow2_groups(src: &[u8], input: DType, shifts: &[i32], out: &mut [u
 /// [`pow2_groups`] as a loop over each group's elements of the format `w` (shifts already
 /// checked), the steps of the AVX-512 form on one element: the definition it is tested against.
 /// A group holding a subnormal shifted up is done again, normalising it ([`Word::lifted`]): only
-/// then, because the conversion it takes would cost every group (bfloat16 `--backend portable`
-/// mxfp8 in cache 1.5 → 1.0 Gelem/s on one thread when every group took it).
+/// then, because the conversion it takes would cost every group a third of its speed.
 #[inline(always)]
 fn pow2_lanes(src: &[u8], w: &Word, shifts: &[i32], out: &mut [u8]) -> bool {
     let mut bad = false;
@@ -296,7 +295,7 @@ fn pow2_lanes(src: &[u8], w: &Word, shifts: &[i32], out: &mut [u8]) -> bool {
 
 /// One group of [`pow2_lanes`] (`LIFT`: with its subnormals normalised): whether no element is
 /// inf or NaN, and whether one is a subnormal other than zero. (Both as values returned, not
-/// written through a reference: measured 3% faster on bfloat16 in the portable set.)
+/// written through a reference, which LLVM compiles to a slightly faster loop.)
 #[inline(always)]
 fn pow2_group<const LIFT: bool>(
     group: &[u8; 64],
@@ -333,8 +332,7 @@ fn pow2_group<const LIFT: bool>(
 /// exponent rebiased; below it a count of 2^-9, the value times 2^9 (exact: a power of two that
 /// only raises it) rounded to an integer nearest-even by adding 2^23 in float32 — the float
 /// addition instead of a variable shift of the significand, which targets without per-lane
-/// shifts (the x86-64 baseline's SSE2) cannot vectorise: `--backend portable` mxfp8 quantize
-/// 1.0–1.2 → 1.5–2.7 Gelem/s (64M, 2 threads, three interleaved runs).
+/// shifts (the x86-64 baseline's SSE2) cannot vectorise.
 #[inline(always)]
 fn e4m3_code16(a: u16, w: &Word) -> u8 {
     let rounded = a + w.half_less_one() + ((a >> w.dropped()) & 1);
@@ -854,8 +852,8 @@ mod x86 {
         // baseline. `rounded` and `by_loop` are the caller's.)
         // SAFETY: AVX2 by the caller's contract.
         let mut bad = unsafe { _mm256_setzero_si256() };
-        // Two steps an iteration, one 32-byte store (measured: 5% faster than a step and a
-        // 16-byte store each; streaming stores were slower, even aligned).
+        // Two steps an iteration, one 32-byte store (faster than a step and a 16-byte store
+        // each; streaming stores were slower, even aligned).
         let mut ok = true;
         let pairs = out.len() / 32;
         for (s, o) in src.chunks_exact(64).zip(out.chunks_exact_mut(32)) {

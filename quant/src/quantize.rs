@@ -547,8 +547,8 @@ impl<'a> Job<'a> {
                     first_scale: band_first_scale,
                     // The bands run last first: a thread's next band is the one before. It is
                     // read ahead while this one is encoded from the cache, where finding this
-                    // band's amax brought it there: mxfp4 from bfloat16 on AVX2, 64M elements,
-                    // two threads, 8.8-9.3 -> 11.5-11.9 Gelem/s in interleaved runs.
+                    // band's amax brought it there: its reads from memory overlap this band's
+                    // arithmetic.
                     next: local.checked_sub(band),
                 };
                 let src = input.bytes(local * cols, band_rows.len() * cols);
@@ -829,8 +829,7 @@ impl<'a> Job<'a> {
                 let src = input.bytes(local * cols + start, end - start);
                 if let Some(next) = rows.next {
                     // The same run of the next piece: its amax then reads it from the cache, and
-                    // this thread's reads from memory overlap its arithmetic (measured on
-                    // fp8-block from bfloat16, AVX2, two threads: 9% faster).
+                    // this thread's reads from memory overlap its arithmetic.
                     prefetch(input.bytes((next + j) * cols + start, end - start));
                 }
                 // SAFETY: `supports` said this CPU runs the kernels' instruction set; `src`

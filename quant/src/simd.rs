@@ -41,11 +41,10 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 ///
 /// Quantizing a tensor larger than the cache reads each element from memory once, and a core's
 /// own reads alone keep too few lines in flight to cover memory's latency: the hardware
-/// prefetchers did not hide it. Measured (`dtcast bench --scheme ...`, 64M bfloat16 elements,
-/// two threads, AVX-512, Zen 4, interleaved runs): mxfp4 quantize 7.8-8.7 -> 12.4-15.3 Gelem/s,
-/// nvfp4 8.3-8.9 -> 10.3 (its tensor pass and element pass); no better at 16 KiB. With AVX2 the
-/// same loops are bound by their arithmetic and did not change, nor did dequantizing (which
-/// reads a quarter or half of what it writes) when its loops prefetched.
+/// prefetchers did not hide it: asking 8 KiB ahead made the AVX-512 float4 quantizers much
+/// faster (no better at 16 KiB). With AVX2 the same loops are bound by their arithmetic and did
+/// not change, nor did dequantizing (which reads a quarter or half of what it writes) when its
+/// loops prefetched.
 // (The prefetching loops are x86-64's.)
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const AHEAD: usize = 8 << 10;

@@ -363,12 +363,10 @@ pub(crate) fn encode(
 /// LLVM vectorises over [`LANES`] elements at a time, each threshold a vector of its row's
 /// [`Splats`] (16-bit lanes, compared signed). The loop runs over 16 elements at a time
 /// whatever the group, a group of 32 being two runs with one scale byte: written for 32 at a
-/// time, LLVM left it as scalar code (MXFP4, one thread in cache, 0.32 Gelem/s against 2.2).
+/// time, LLVM left it as scalar code.
 ///
-/// Against the loop before, which broadcast each scalar threshold per group and compared
-/// unsigned, reducing `bad` per group (x86-64's baseline, `dtcast bench --scheme nvfp4,mxfp4
-/// --backend portable --elements 1048576 --threads 1 --repeat 15`, interleaved): NVFP4 1.01–1.04
-/// → 1.69–1.70 Gelem/s, MXFP4 1.34–1.40 → 2.18–2.29.
+/// (The loop before broadcast each scalar threshold per group and compared unsigned, reducing
+/// `bad` per group: SSE2 has no unsigned 16-bit compare, and this form ran much faster there.)
 #[inline(always)]
 fn by_groups<const G: usize>(
     src: &[u8],
@@ -423,8 +421,8 @@ mod x86 {
     }
 
     /// `c + v` in the lanes of `k`, `c` elsewhere: one masked `vpaddw`, written as assembly
-    /// because LLVM otherwise rebuilds it as an or and a blend, two instructions (the
-    /// comparisons alone, one thread on input in L2: 0.137 -> 0.122 ns per element).
+    /// because LLVM otherwise rebuilds it as an or and a blend, two instructions, on the hottest
+    /// line of NVFP4's encoding.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn mask_add(c: __m512i, k: __mmask32, v: __m512i) -> __m512i {
@@ -478,8 +476,7 @@ mod x86 {
             // The sign; compressed-tensors drops it from a scaled value of zero. Still in steps
             // (at most 15 * 0x0202, positive as `pack`'s signed multiply needs): `pack` shifts
             // after pairing. (A shift here, before `mask_add` was assembly, had LLVM rebuild the
-            // last masked add as a mask-to-vector, two shifts and an or: 0.146 -> 0.137 ns per
-            // element when it moved.)
+            // last masked add as a mask-to-vector, two shifts and an or.)
             let negative = _mm512_movepi16_mask(x);
             let signed = match zero {
                 ZeroSign::Keep => negative,

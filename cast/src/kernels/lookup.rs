@@ -59,23 +59,15 @@ enum Index {
 /// portable lanes compute the pair faster.
 ///
 /// 16-bit sources into float32 are computed: the lanes hold float32 already, so the value is a
-/// few operations on them, and a lookup costs a load, a store and a reload per element.
-/// Measured on x86-64's baseline (2 threads, 64M elements, portable ÷ AVX2 in one run, table →
-/// lanes): float16 → float32 0.50 → 0.61. Float8 codes into float32 are looked up (float8_e4m3,
-/// float8_e3m4: 4.7–4.8 Gelem/s against 4.1–4.3 computed, whose inf and NaN codes cost the lanes
-/// two more selects, three SSE2 instructions each; float8_e4m3fn on Zen 4: 6.9–7.1 against
-/// 4.3–4.8, portable ÷ AVX2 0.49–0.53 → 0.75–0.77, though on Zen 3 the lanes had led, 0.72
-/// against 0.58) — except float8_e5m2, which widens as float16's top byte
-/// (`Vector::load_e5m2_as_f32`): computed, it ran 4.8–4.9 Gelem/s against 3.6 looked up (one
-/// thread, in cache) and 7.2–8.2 against 6.3–6.4 (2 threads, 64M elements; Zen 4). Sub-byte
-/// sources keep their tables (float6 → float32 0.52 against 0.25; float4 even), as does every
-/// narrowing pair, where SSE2 lacks the instructions (bfloat16 → float8_e4m3 0.52 against
-/// 0.23). Float8 codes into 16-bit destinations are looked up two at a time (a table of 65,536
-/// four-byte entries, 256 KiB, where the entries of real data's few codes stay in cache):
-/// portable ÷ AVX2, 64M elements, 2 threads, two runs interleaved with one code a lookup,
-/// 0.41–0.56 → 0.63–0.91 (2.2–3.5 → 3.4–5.6 Gelem/s). (Into float32, two codes a lookup — the
-/// float32's top halves, 256 KiB — ran 3.5 Gelem/s against one code's 3.6–3.7, one thread in
-/// cache, and 6.2–6.3 against 6.9–7.1 at 64M on 2 threads.)
+/// few operations on them, where a lookup costs a load, a store and a reload per element. Float8
+/// codes into float32 are looked up: computed, their inf and NaN codes cost the lanes two more
+/// selects, three SSE2 instructions each — except float8_e5m2, which widens as float16's top
+/// byte with no select (`Vector::load_e5m2_as_f32`), and is faster computed. Sub-byte sources
+/// keep their tables, as does every narrowing pair, where SSE2 lacks the instructions. Float8
+/// codes into 16-bit destinations are looked up two at a time (a table of 65,536 four-byte
+/// entries, 256 KiB, where the entries of real data's few codes stay in cache); into float32
+/// two codes a lookup would need 512 KiB, and one code a lookup is as fast. (The measurements
+/// are in the commits that chose each.)
 const fn index_of(from: DType, to: DType) -> Option<Index> {
     // (`const`, so that the kernels of the pairs not looked up are never instantiated: `kernels`.)
     const fn narrow_float(t: DType) -> bool {
@@ -103,11 +95,9 @@ const fn index_of(from: DType, to: DType) -> Option<Index> {
         // Two float8 codes a lookup where the pair's entry fits 4 bytes (256 KiB a table).
         8 if from.is_floating_point() && !to.is_packed() && unit(to) == 2 => Some(Index::Pairs),
         8 if from.is_floating_point() && !to.is_packed() => Some(Index::Code),
-        // Two destination elements per entry: at most 8 bytes. (4-bit integers too: int4/uint4 →
-        // float32 looked up ran 7.7–7.9 Gelem/s, computed on the lanes 6.7–7.2; 64M, 2 threads.)
-        // Four float4 codes a lookup into bfloat16/float16 (512 KiB a table, within Zen 4's
-        // 1 MiB L2): against two, 8.5 → 13.2 Gelem/s one thread in cache, 13.5-14.0 → 19.8-20.2
-        // at 64M on 2 threads (portable ÷ AVX2 0.75-0.83 → 1.08-1.12 there, slow memory).
+        // Two destination elements per entry: at most 8 bytes (4-bit integers too: looked up,
+        // faster than on the lanes). Four float4 codes a lookup into bfloat16/float16: a table of
+        // 512 KiB, within a 1 MiB L2, and half the lookups of two codes each.
         4 if !to.is_packed() && unit(to) == 2 => Some(Index::Quads),
         4 | 6 if !to.is_packed() && unit(to) <= 4 => Some(Index::Pairs),
         16 if to.bits() <= 8 || matches!(from, DType::Float16) || matches!(to, DType::Float16) => {
@@ -368,8 +358,8 @@ impl Entry for u64 {}
 /// Streaming stores read their 16 bytes from a register, so a chunk's output is assembled in a
 /// buffer and loaded from it. Loaded at once, those 16 bytes come from several narrower stores
 /// still in flight, which the CPU cannot forward: each load waits for the stores to retire
-/// (float4 → bfloat16 on one thread ran at 0.98 Gelem/s streaming against 3.1 not). So the
-/// buffers take turns: a chunk is streamed out while the next one is being assembled.
+/// (streaming a chunk straight after assembling it ran at a third of the speed). So the buffers
+/// take turns: a chunk is streamed out while the next one is being assembled.
 fn run<E: Entry, const STREAM: bool>(
     pair: Pair,
     s: &[u8],
@@ -390,19 +380,15 @@ fn run<E: Entry, const STREAM: bool>(
     {
         if cfg!(target_endian = "little") && index == Index::Bits16 && pair.to.is_packed() {
             // 16-bit elements index the table straight from the source, each code packed as it
-            // is looked up, without a pass through a chunk of indices: one thread in cache,
-            // bfloat16/float16 → float6_e2m3fn 4.0-4.2 → 4.9-5.2 Gelem/s. (Folding float32 the
-            // same way, inside the packing loop, ran 2.8 against 3.35 through the chunk.)
+            // is looked up, without a pass through a chunk of indices. (float32 is folded
+            // through the chunk: folding it inside the packing loop was slower.)
             //
             // float4 codes go straight into the destination, with ordinary stores even where
             // the caller asked for streaming ones: staged and streamed (or copied), the outputs
             // cost more than their read for ownership saves, a quarter of the source's bytes.
-            // Portable ÷ AVX2, 64M elements, 2 threads, three interleaved runs of each:
-            // bfloat16 → float4_e2m1fn 0.49–0.51 → 0.55–0.60, float16 → float4_e2m1fn
-            // 0.46–0.47 → 0.53–0.59; one thread in cache 3.35 → 3.61 Gelem/s. And they are
-            // computed where the pair's arithmetic covers the chunk (`Rounded16::chunk4`).
-            // (float6 codes, stored so, were slower: eight-byte stores every six bytes, some
-            // straddling two cache lines; bfloat16 → float6_e3m2fn 0.62–0.73 → 0.56–0.60.)
+            // And they are computed where the pair's arithmetic covers the chunk
+            // (`Rounded16::chunk4`). (float6 codes keep the staging: stored so, eight-byte
+            // stores every six bytes straddle cache lines.)
             let at = s.as_chunks::<2>().0;
             if db == 4 {
                 let computed = pair.rounded.is_some_and(|rounded| {
@@ -427,20 +413,13 @@ fn run<E: Entry, const STREAM: bool>(
         {
             // Codes, or pairs of codes, index the table straight from the source, and each entry
             // (the outputs' bytes as a little-endian number) goes straight into the staged
-            // output, without a pass through a chunk of indices. Portable ÷ AVX2 (64M elements,
-            // 2 threads, three interleaved runs of each): float4 → float16 0.62–0.64 →
-            // 0.77–0.80, → bfloat16 0.55–0.62 → 0.75–0.82; float6_e2m3fn → float32 0.40–0.49 →
-            // 0.76–0.89, → float16 0.53–0.67 → 0.90–0.94; float8_e4m3 → float32 0.51–0.56 →
-            // 0.76–0.80.
+            // output, without a pass through a chunk of indices.
             let out: &mut [E] = bytemuck::cast_slice_mut(&mut staged[k % 2]);
             if sb == 6 {
                 // Eight float6 codes in six bytes: four 12-bit indices of one little-endian
                 // word, read eight bytes at a time (the chunk's last six through a copy: the two
-                // bytes after them may lie past the source). Against three bytes a word, two
-                // indices each: 4.87 → 4.36 instructions an element (cachegrind), portable ÷
-                // AVX2 (64M elements, 2 threads, three interleaved runs) float6 → float32
-                // 0.43–0.47 → 0.55–0.68, → float16 0.43–0.47 → 0.49–0.58, → bfloat16
-                // 0.42–0.55 → 0.47–0.54.
+                // bytes after them may lie past the source) — fewer instructions an element than
+                // three bytes a word, two indices each.
                 let groups = s.len() / 6;
                 for (g, four) in out.as_chunks_mut::<4>().0[..groups].iter_mut().enumerate() {
                     let word = if g + 1 < groups {
@@ -455,14 +434,11 @@ fn run<E: Entry, const STREAM: bool>(
                 }
             } else if (sb == 8 && index == Index::Pairs) || index == Index::Quads {
                 // Two float8 codes, or four float4 codes: a little-endian u16; two entries of
-                // four bytes a store (one before: float8 → bfloat16/float16, one thread in
-                // cache, 4.66–4.84 → 5.07–5.29 Gelem/s).
+                // four bytes a store (half the stores of one entry each).
                 look_up(s.as_chunks::<2>().0, table, bytemuck::cast_slice_mut(out));
             } else {
                 // A byte: one float8 code, or two float4 codes; entries joined into eight-byte
-                // words as [`look_up`] does (an entry a store before: float8_e4m3fn,
-                // float8_e4m3 and float8_e3m4 → float32, one thread in cache, 2.67–2.72 →
-                // 2.95–3.07 Gelem/s; the narrower entries' pairs level).
+                // words as [`look_up`] does (fewer stores than one per entry).
                 look_up(s, table, bytemuck::cast_slice_mut(out));
             }
         } else {
@@ -529,8 +505,7 @@ fn indices(index: Index, sb: usize, s: &[u8]) -> [u16; CHUNK] {
 
 /// [`run`]'s two output slots, on a cache line boundary: where they fell on the stack otherwise
 /// followed the code around them, and float6 destinations (eight-byte stores every six bytes,
-/// some straddling two lines) ran 4.2 Gelem/s against 5.5 when they moved by 16 bytes (2
-/// threads, 64M elements).
+/// some straddling two lines) lost a quarter of their speed when the slots moved by 16 bytes.
 #[repr(C, align(64))]
 struct Staged([[u64; CHUNK]; 2]);
 
@@ -565,8 +540,8 @@ fn fill<E: Entry>(pair: &Pair, at: &[u16; CHUNK], table: &[E; ENTRIES], slot: &m
 }
 
 /// The entries of indices `at` (16-bit indices, or codes read straight from the source) in
-/// `table` into `out`, eight bytes of entries per store: a store per entry measured about 1.3×
-/// slower for byte entries (memory operations, not arithmetic, bound this loop).
+/// `table` into `out`, eight bytes of entries per store: memory operations, not arithmetic, bound
+/// this loop, and a store per entry was slower.
 #[inline(always)]
 fn look_up<E: Entry, I: Index16>(at: &[I], table: &[E; ENTRIES], out: &mut [u64]) {
     let per_word = 8 / size_of::<E>();
@@ -609,9 +584,9 @@ impl Index16 for [u8; 2] {
 /// The codes of a chunk's indices `at`, looked up in `table` and packed as the destination stores
 /// them (6 or 4 bits each) into the front of `bytes`: a chunk's output (float4), or a slot
 /// (float6: see [`pack_words`]). The layout is `dtcast_dtype::packing`'s,
-/// written here for a fixed-size chunk (calling `packing::pack` per chunk made float32 → float4
-/// 2.5× slower), each word assembled straight from its elements' entries (through an array of
-/// codes, float32/float16 → float6 ran about 1.15× slower).
+/// written here for a fixed-size chunk (a call of `packing::pack` per chunk costs more than the
+/// chunk's lookups), each word assembled straight from its elements' entries (not through an
+/// array of codes).
 #[inline(always)]
 fn packed<E: Entry>(
     index: impl Fn(usize) -> u16,

@@ -267,13 +267,10 @@ pub(crate) trait MlValue {
 /// Converts a step's `4 * LANES` codes into bfloat16/float16 by looking them up
 /// (`lookup::codes`: the scalar rule's bits, which [`MlValue::value`] computes) where `V` looks
 /// codes of the source's width up in registers ([`Vector::LOOKUP_BITS`]: AVX-512 8, by permutes
-/// over a 64-entry table, measured about 2.5× as fast as the computation for float6 →
-/// bfloat16/float16, in cache, and over the 128 entries of float8 codes, 1.6× for float8_e4m3 /
-/// e3m4 (`lookup_u8_codes`); AVX2 8, by byte shuffles of the table's rows of 16, the row picked
-/// by byte blends, a float8 code's magnitude looked up and its sign set — at 64M, 2 threads,
-/// float6 → bfloat16/float16 0.51–0.64 → 0.84–1.24× memcpy, float8_e4m3/e3m4 → them 0.43–0.65 →
-/// 0.91–1.33×);
-/// `false`, with nothing written, elsewhere.
+/// over a 64-entry table, or over the 128 entries of float8 codes (`lookup_u8_codes`); AVX2 8,
+/// by byte shuffles of the table's rows of 16, the row picked by byte blends, a float8 code's
+/// magnitude looked up and its sign set) — faster than the computation on both sets; `false`,
+/// with nothing written, elsewhere.
 ///
 /// # Safety
 /// As [`Step::step`].
@@ -359,8 +356,7 @@ unsafe fn e4m3fn_value<V: Vector>(c: V) -> V {
 
 step!(E5M2ToF32<SATURATE>: E5M2 => f32, vectors = 4, |s, d, w| {
     // Exact (both modes agree). Without it, Exact float32 → float8_e5m2 checked its round trip
-    // by the scalar rules: 1.5 Gelem/s against 4.2–4.6 into the other float8 formats (AVX2 and
-    // AVX-512, 16M elements, two threads).
+    // by the scalar rules, at a third of the other float8 formats' speed.
     let values = [
         V::load_e5m2_as_f32(s),
         V::load_e5m2_as_f32(s.add(w)),
@@ -380,8 +376,8 @@ step!(E4M3FnToF32<SATURATE>: E4M3Fn => f32, vectors = 4, |s, d, w| {
 /// scalar rules' bits, torch's NaN rules included — every NaN into bfloat16 is `0x7FC0`, the one
 /// sign-set entry `Codes::recode` replaces), in registers where `V` looks 8-bit codes up (AVX2),
 /// else by the plain loop over the 128 entries (AVX-512; the portable set looks float8 codes up
-/// in its own tables, `lookup.rs`). Computed, these pairs ran 0.18–0.39× memcpy on AVX2 (64M, 2
-/// threads, the scalar rules: they had no kernel).
+/// in its own tables, `lookup.rs`). Before, these pairs had no kernel, and ran the scalar rules
+/// at a fraction of memory speed.
 macro_rules! float8_into_16 {
     ($($name:ident: $lane:ty => $to:ty;)*) => {
         $(

@@ -3,10 +3,8 @@
 //! x86-64: two registers a vector; NEON; SIMD128).
 //!
 //! The baseline has no variable shifts: the rounding below the smallest normal is a float32
-//! addition ([`words::Quanta::float_bits`]), as in AVX2's instantiation. Against the variable
-//! shift built from float exponents that it replaced: 64M elements, 2 threads, two interleaved
-//! runs, bfloat16 → float8_e4m3fn 4.6–5.1 → 5.0–6.1 Gelem/s, float16 → float8_e4m3fn 4.7–4.9 →
-//! 5.4–5.9.
+//! addition ([`words::Quanta::float_bits`]), as in AVX2's instantiation (faster than the
+//! variable shift built from float exponents it replaced).
 
 use dtcast_dtype::DType;
 
@@ -46,13 +44,10 @@ fn mask(c: bool) -> u16 {
 // Every method: plain Rust, no CPU requirement (the trait's `unsafe` is for the other sets).
 impl Words for Plain16 {
     const LANES: usize = N;
-    // Measured on the x86-64 baseline (one thread, in cache): the rounding below the smallest
-    // normal took about 40% of the time of a vector without such lanes as variable shifts, and
-    // as the float32 addition still does — always rounding there took bfloat16 →
-    // float8_e4m3fn from 3.8–4.7 to 1.9 Gelem/s, → float6_e2m3fn from 2.6 to 1.6. Skipping
-    // infinity and NaN too (`codes`' plain vectors) took float16 → float8_e4m3fn from 3.76 to
-    // 3.02 instructions an element, → float6_e2m3fn from 5.54 to 4.87 (cachegrind, 65,536
-    // elements); in time, 17–28% and 6–11% faster in cache (three interleaved runs).
+    // On the x86-64 baseline the rounding below the smallest normal costs a large share of a
+    // vector's time (as variable shifts, and as the float32 addition still does), and real
+    // data's vectors rarely hold such lanes: always rounding there halved the speed. Skipping
+    // infinity and NaN too (`codes`' plain vectors) saves instructions on every vector.
     const SKIPS_RARE_LANES: bool = true;
     type Mask = Plain16;
     inline_all! {
@@ -203,8 +198,8 @@ const STAGE: usize = 1024;
 /// [`words::run`] into 6-bit codes, in two loops a stage at a time: the codes as bytes into a
 /// buffer (the rounding vectorised, as into float8), then the buffer packed four codes into three
 /// bytes by 64-bit shifts ([`pack6`]). Packing each vector pair's codes where they are computed
-/// made LLVM gather the bytes one at a time (a 2,200-instruction loop, 0.6–0.7 Gelem/s, with the
-/// tables at 4.1–4.8 on the same machine).
+/// made LLVM gather the bytes one at a time (a loop of thousands of instructions, slower than
+/// the tables).
 ///
 /// # Safety
 /// As [`words::run`] (`n` a multiple of `words::step_elements`, 128); `load` reads `N` source
@@ -237,10 +232,9 @@ unsafe fn run6<K: Step, const STREAM: bool>(
 }
 
 /// The codes of `codes.len()` source elements at `s` (a multiple of `2 * N`), one a byte: the
-/// loop of [`words::run`] into bytes, prefetching as it does (without, float16/bfloat16 →
-/// float6 reached 0.44–0.52 of AVX2's throughput at 64M elements and 2 threads, with it
-/// 0.49–0.70, three interleaved runs). `#[inline(never)]` was the first try against the slowdown
-/// that [`barrier`] describes and did not help alone; it stays, not re-measured without it.
+/// loop of [`words::run`] into bytes, prefetching as it does (faster with it at sizes past the
+/// cache). `#[inline(never)]` was the first try against the slowdown that [`barrier`]
+/// describes and did not help alone; it stays, not re-measured without it.
 ///
 /// # Safety
 /// `s` must be readable for `codes.len()` source elements; `load` reads `N` of them.
@@ -273,8 +267,8 @@ unsafe fn codes_of<K: Step>(s: *const u8, codes: &mut [u8], load: &impl Fn(*cons
 
 /// Nothing, where LLVM's loop vectoriser must not go: an empty `asm!` in a loop body keeps it
 /// from vectorising across the loop's iterations. Without it, [`codes_of`]'s loop over vector
-/// pairs was vectorised eight iterations at a time, every element loaded on its own (a 22 KB
-/// function, 0.4 Gelem/s) — the lanes are already the vector. (`words::run`'s loop, fast on x86
+/// pairs was vectorised eight iterations at a time, every element loaded on its own (a function
+/// ten times the size, and as many times slower) — the lanes are already the vector. (`words::run`'s loop, fast on x86
 /// without a barrier, has a prefetch hint in that place, which may do the same there.)
 #[inline(always)]
 fn barrier() {
@@ -318,18 +312,12 @@ fn pack6(codes: &[u8], packed: &mut [u8]) {
 /// Whether `from` → `to` narrows on the portable word lanes: a word-lane pair (`words::applies`),
 /// or float32 folded into 16 bits (`words::applies_folded32`), into whole bytes, float6 with
 /// three exponent bits ([`run6`]) or float4 (whose codes are a count of seven compares,
-/// `words::counts`). Against the tables (`lookup.rs`) on the x86-64 baseline, 64M elements, 2
-/// threads, two interleaved runs: float16/bfloat16/float32 → float6 2.0–3.4 → 2.5–4.3 Gelem/s;
-/// float16/bfloat16 → float4_e2m1fn 2.5–3.3 → 3.9–4.6 (Zen 3). float6_e2m3fn, whose smallest
-/// normal is 1, has its lanes below it in most vectors of real data, where the lanes round on
-/// the slow path: looked up it ran faster on either sample (Zen 4; `dtcast bench` Torch
-/// [0.5, 99.5) and Checked's in-range values): from float16/bfloat16 5.7–6.5 → 7.2–7.9 and
-/// 2.6–3.4 → 3.9–5.1 Gelem/s, from float32 4.4–4.8 → 5.8–6.3 and 2.7 → 3.9–4.0; into
-/// float6_e3m2fn the lanes stayed ahead on the first (9.4–10.2 against 7.5–7.7) and even on the
-/// second. Once the tables packed 16-bit sources' codes straight from the source (`lookup.rs`),
-/// float16/bfloat16 → float4_e2m1fn looked up overtook the lanes too (Zen 4, Torch sample: one
-/// thread in cache 4.55–4.6 → 4.9–5.0 Gelem/s, 64M on 2 threads 7.2–8.8 → 9.5–9.9, portable ÷
-/// AVX2 0.44–0.47 → 0.52–0.54); from float32, whose table index is folded, the lanes stay.
+/// `words::counts`) — where they beat the tables (`lookup.rs`) on the x86-64 baseline.
+/// float6_e2m3fn, whose smallest normal is 1, has its lanes below it in most vectors of real
+/// data, where the lanes round on the slow path: it is looked up (faster on both of the bench's
+/// samples); float6_e3m2fn stays on the lanes. float16/bfloat16 → float4_e2m1fn are looked up
+/// since the tables pack 16-bit sources' codes straight from the source (`lookup.rs`); from
+/// float32, whose table index is folded, the lanes stay.
 pub(crate) const fn applies(from: DType, to: DType) -> bool {
     const fn float6_lanes(to: DType) -> bool {
         to.bits() == 6

@@ -260,11 +260,8 @@ impl Rounded16 {
     /// below the smallest normal, as float4 has).
     ///
     /// The elements are computed as they come, and the largest magnitude is checked at the end
-    /// of the chunk, in place of a pass over it first (`chunk`'s). Against the table (each code
-    /// looked up and shifted into a word): 5.6 → 4.1 instructions an element (cachegrind,
-    /// `dtcast bench --backend portable`, 65,536 elements); portable ÷ AVX2 one thread in
-    /// cache 0.38–0.43 → 0.50–0.56, and 64M elements on 2 threads 0.41–0.54 → 0.60–0.69
-    /// (bfloat16 and float16 → float4_e2m1fn, three interleaved runs of each).
+    /// of the chunk, in place of a pass over it first (`chunk`'s): fewer instructions an element
+    /// than the table, where each code is looked up and shifted into a word.
     #[inline(always)]
     pub(super) fn chunk4(&self, at: &[[u8; 2]; CHUNK], out: &mut [u8; CHUNK / 2]) -> bool {
         if !self.larger || !self.signed_zero || self.steps > 2 || cfg!(target_endian = "big") {

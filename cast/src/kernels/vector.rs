@@ -203,8 +203,7 @@ pub(crate) trait Vector: Copy {
     /// Where every lane of both has |x| in [2^-14, 2^16) (float16's smallest normal up to where
     /// every value rounds to infinity: most weights and activations), the rounding is integer
     /// arithmetic on the bits ([`f32_to_normal_f16`](Vector::f32_to_normal_f16)), which takes
-    /// fewer instructions than [`f32_to_f16`](Vector::f32_to_f16)'s (on SSE2, one thread in
-    /// cache: 3.0 → 3.9 Gelem/s).
+    /// fewer instructions than [`f32_to_f16`](Vector::f32_to_f16)'s general case.
     #[inline(always)]
     unsafe fn store_f16<const STREAM: bool>(a: Self, b: Self, p: *mut u8) {
         // SAFETY: the caller's contract.

@@ -2,7 +2,7 @@
 //!
 //! The bus reads and writes page-locked memory several times faster than ordinary (pageable)
 //! memory, whose copies the driver stages itself, a piece at a time; but allocating page-locked
-//! memory is slower still (about 0.4 s per GiB), so a transfer must not allocate its own. A
+//! memory is slower still than the transfer, so a transfer must not allocate its own. A
 //! transfer here cycles through `BUFFERS` buffers of `CHUNK` bytes, kept by the backend: while
 //! the bus moves one chunk, the host threads fill the next (a copy — or, moving a tensor to the
 //! device as a narrower dtype, the CPU cast itself, so the cast output never exists in pageable

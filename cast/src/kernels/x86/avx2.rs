@@ -57,8 +57,7 @@ pub(super) unsafe fn put_u4<const STREAM: bool>(codes: __m256i, p: *mut u8) {
 /// `16 * ROWS`): each row by a byte shuffle (which reads an index's low four bits), the row
 /// picked by byte blends on bits 4, 5 and 6, moved to each byte's top bit, which a blend reads (a
 /// 16-bit shift serves: no bit crosses into a byte's top bit from the byte below). A function,
-/// not a closure: a closure this size was not inlined, and the intrinsics in it became calls
-/// (0.23 Gelem/s).
+/// not a closure: a closure this size was not inlined, and the intrinsics in it became calls.
 ///
 /// # Safety
 /// AVX2.

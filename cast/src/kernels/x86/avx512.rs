@@ -401,12 +401,9 @@ impl Vector for __m512i {
 /// [`Vector::lookup_u16`] of 64 eight-bit codes (float8): each code's low seven bits looked up
 /// among the 128 entries by two two-register permutes (entries 0-63 and 64-127, index bit 5
 /// choosing the register) and a blend on bit 6, its top bit set as the entry's sign, and the
-/// one sign-set entry that stands for another value replaced (`Codes::recode`). Against the
-/// plain loop it replaced (64M elements, 2 threads, Zen 4): float8_e4m3fn/float8_e5m2 →
-/// bfloat16/float16 5.3–6.0 → 15.2–15.6 Gelem/s (AVX2 10.6–13.8). Against the computation of
-/// float8_e4m3/e3m4 values (`LOOKUP_BITS` 6 → 8), in cache (1M elements, 2 threads, two
-/// interleaved runs): 18–27 → 35–46 Gelem/s; at 64M both run at memory speed when the copy does
-/// (the computation had fallen to 0.63–0.80 of memcpy in runs where it ran near 70 GB/s).
+/// one sign-set entry that stands for another value replaced (`Codes::recode`): far faster than
+/// the plain loop it replaced, and than computing float8_e4m3/e3m4 values, which fell behind
+/// memory speed where memory was fast.
 ///
 /// # Safety
 /// The CPU has the AVX-512 subsets of this module; 64 bytes readable at `s`, 128 writable at

@@ -25,7 +25,7 @@ fn vbmi_available() -> bool {
 /// into `dst` (entries in source order), as far as whole vectors of `isa` reach; returns how many
 /// source bytes it converted (the caller looks the rest up). AVX-512 without VBMI runs the AVX2
 /// form; AVX2 takes entries of one byte (two planes' shuffles and blends ran no faster than the
-/// scalar lookup: 3.7 Gelem/s on one thread, in cache); other sets convert nothing.
+/// scalar lookup); other sets convert nothing.
 /// Whether [`look_up_bytes`] converts entries of `width` bytes on `isa` on this machine.
 pub(crate) fn looks_up_bytes(isa: Isa, width: usize) -> bool {
     match isa {
