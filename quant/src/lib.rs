@@ -16,6 +16,27 @@
 //! bfloat16 arithmetic's NaN as `0x7FC0`). The bytes that differ are in the blocks holding a
 //! NaN (or everywhere, where a NaN reaches the tensor's global scale).
 //!
+//! # Names used in this crate
+//!
+//! - **`ct_…`, `ao_…`** (scheme names, as the reference vectors name them): compressed-tensors'
+//!   and torchao's rule for a format — `ct_nvfp4`, `ao_mxfp4_rceil`. The functions that compute
+//!   each rule's scales are `rules::compressed_tensors_*` and `rules::torchao_*`.
+//! - **amax**: the largest magnitude of the elements one scale covers.
+//! - **band**: rows that share no scale with other rows, quantized on one thread while they are
+//!   in cache: amaxes, then the band's plan, then its elements.
+//! - **run**: consecutive elements that share one factor (a block's row, a group).
+//! - **general path**: elements scaled into a float32 buffer and encoded by `dtcast_cast`'s SIMD
+//!   casts (or decoded, multiplied and cast back): the definition. A **one-pass form** does the
+//!   same steps in registers in one pass over a band (`encode4`, `encode8`, `thresholds`,
+//!   `lookup4`, `e4m3`), and is tested against the general path.
+//! - **plan**: `rules::Plan` is one band's scales, factors and element arithmetic, from its
+//!   amaxes; [`DequantPlan`] the numbers dequantizing works from; [`ScalePlan`] (from
+//!   [`Quantizer::plan`]) the same for quantizing on another backend. (In `dtcast_cast`, a
+//!   `Plan` is a cast's choice of kernel.)
+//! - **thresholds**: for each scale byte, the smallest magnitudes at which each float4 code
+//!   starts (`thresholds.rs`); `INF_NAN` is the one at which a value scales to inf or NaN.
+//! - **`Word`**: a 16-bit float format's layout (mantissa width, bias), from the dtype table.
+//!
 //! ```
 //! use dtcast_dtype::DType;
 //! use dtcast_quant::{dequantize, Quantized, Scheme};
@@ -29,24 +50,19 @@
 //! # Ok::<(), dtcast_quant::QuantError>(())
 //! ```
 
-mod amax16;
 mod arith;
 mod dequant;
-mod e4m3;
-mod encode4;
-mod encode8;
 mod error;
-#[cfg(target_arch = "x86_64")]
-mod lines;
-mod lookup4;
-#[cfg(target_arch = "x86_64")]
-mod narrow;
+mod kernels;
 mod plans;
 mod quantize;
 mod rules;
 mod scheme;
-mod simd;
-mod thresholds;
+
+// The kernels by their concern's name (`crate::encode8`), wherever they sit.
+#[cfg(target_arch = "x86_64")]
+use kernels::x86;
+use kernels::{amax16, e4m3, encode4, encode8, lookup4, simd, thresholds};
 
 pub use dequant::{dequantize, dequantize_into, DequantPlan, Quantized, Scales};
 pub use error::QuantError;

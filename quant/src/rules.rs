@@ -2,7 +2,7 @@
 //! needs it), the bytes a reference stores, the factor each element is divided or multiplied by,
 //! and the arithmetic around it ([`Plan`]) — compressed-tensors (FP8, MX, NVFP4), torchao (MX in
 //! its four roundings, NVFP4), DeepSeek-V3 and gpt-oss — with the one-loop forms of the hot
-//! rules where every amax is finite (`ct_mx_finite`, `ct_nvfp4_finite`) and NVFP4's scale bytes
+//! rules where every amax is finite (`compressed_tensors_mx_finite`, `compressed_tensors_nvfp4_finite`) and NVFP4's scale bytes
 //! by maximum ([`ScaleCodes`]). `quantize.rs` picks the rule and applies the plan.
 
 use dtcast_dtype::DType;
@@ -76,7 +76,7 @@ pub(crate) struct Plan {
 /// compressed-tensors FP8: `scale = amax / 448` in the weight's dtype (0 becomes its eps:
 /// 2^-7, 2^-10, 2^-23 for bfloat16, float16, float32), stored in that dtype; `x / scale` in
 /// that dtype.
-pub(crate) fn ct_fp8(amax: &[f32], w: DType) -> Plan {
+pub(crate) fn compressed_tensors_fp8(amax: &[f32], w: DType) -> Plan {
     let (eps, _) = finfo(w);
     let scales: Vec<f32> =
         in_arithmetic(&amax.iter().map(|&a| div(a, 448.0)).collect::<Vec<_>>(), w)
@@ -101,7 +101,7 @@ pub(crate) fn ct_fp8(amax: &[f32], w: DType) -> Plan {
 /// for a non-finite block (scale inf) x86 makes that 127. In float16, `2^(E-127)` is 0 below
 /// 2^-24 and inf above 65504: a 0 scale becomes 1 (the eps of the uint8 scale dtype), stored as
 /// 127.
-pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
+pub(crate) fn compressed_tensors_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     let offset = if scheme.element == DType::Float8E4M3Fn {
         8
     } else {
@@ -164,7 +164,7 @@ pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
     }
 }
 
-/// [`ct_mx`] where every amax rounds to a finite power of two in the weight's dtype (float32 and
+/// [`compressed_tensors_mx`] where every amax rounds to a finite power of two in the weight's dtype (float32 and
 /// bfloat16: below `0x7F60_0000`; float16: below 1.75 * 2^15): `E = exponent - offset` clamped
 /// at 0 (0 for an amax that rounds to 0), stored as it is — `2^(E-127)` is exact in float32 and
 /// bfloat16 alike, so `floor(log2)` of it is `E - 127` — and the factor `2^(E-127)`. A float16
@@ -173,7 +173,7 @@ pub(crate) fn ct_mx(amax: &[f32], w: DType, scheme: &Scheme) -> Plan {
 /// whose factor `2^-127` rounds to 0 in float16 and is replaced by 1 (byte 127); every other
 /// `2^(E-127)` lies in 2^-22 ..= 2^13, exact in float16.
 #[inline(always)]
-pub(crate) fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
+pub(crate) fn compressed_tensors_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
     let mut stored = vec![0u8; amax.len()];
     let mut factors = vec![0f32; amax.len()];
     let half = w == DType::Float16;
@@ -208,18 +208,18 @@ pub(crate) fn ct_mx_finite(amax: &[f32], offset: i32, w: DType) -> Plan {
 }
 
 /// E8M0 byte `e`'s value, 2^(e-127): 0 is the subnormal 2^-127 (255, inf here, is never
-/// stored by [`ct_mx_finite`]).
+/// stored by [`compressed_tensors_mx_finite`]).
 #[inline(always)]
 pub(crate) fn e8m0_factor(e: u32) -> f32 {
     f32::from_bits(if e == 0 { 0x0040_0000 } else { e << 23 })
 }
 
-/// [`ct_nvfp4`]'s block scales where every amax is finite and the global scale `g` is known:
+/// [`compressed_tensors_nvfp4`]'s block scales where every amax is finite and the global scale `g` is known:
 /// `amax / 6` rounded in the weight's dtype, times `g`, clamped to 448, rounded to
 /// float8_e4m3fn (nearest-even: on the float32 bits above 2^-6, in steps of 2^-9 below), 0
 /// replaced by 0.125; the factor `s / g`.
 #[inline(always)]
-pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
+pub(crate) fn compressed_tensors_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
     let mut stored = vec![0u8; amax.len()];
     let mut factors = vec![0f32; amax.len()];
     let mut bounded = true;
@@ -245,7 +245,7 @@ pub(crate) fn ct_nvfp4_finite(amax: &[f32], g: f32, w: DType) -> Plan {
 }
 
 /// compressed-tensors' NVFP4 block scales of 16-bit float groups (bfloat16 or float16) by their
-/// largest magnitude (a band's maxima): [`ct_nvfp4_finite`] run once on every magnitude of the
+/// largest magnitude (a band's maxima): [`compressed_tensors_nvfp4_finite`] run once on every magnitude of the
 /// weight's dtype up to the tensor's amax, so that a band needs no plan — no float32 amax, no
 /// arithmetic per group (two divisions and float8 rounding): the float4 comparisons look each
 /// group's scale byte up as they encode it (`thresholds::ScaleBytes::ByMaxima`).
@@ -279,7 +279,7 @@ impl ScaleCodes {
         let amax: Vec<f32> = (0..=top).map(|m| half_value(m, w)).collect();
         let plan = with_best_isa(
             #[inline(always)]
-            || ct_nvfp4_finite(&amax, g, w),
+            || compressed_tensors_nvfp4_finite(&amax, g, w),
         );
         if !plan.bounded {
             return None;
@@ -385,7 +385,7 @@ pub(crate) fn floor_log2(x: f32) -> f32 {
 /// compressed-tensors NVFP4: global scale `2688 / max(amax, tiny)` in the weight's dtype (NaN or
 /// inf: 1), block scale `fp8(global * (amax_block / 6))` (0 becomes 0.125), `x / (s / global)`
 /// in float32.
-pub(crate) fn ct_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
+pub(crate) fn compressed_tensors_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
     // finfo(w).tiny: 2^-126 for float32 and bfloat16, 2^-14 for float16 (where `2688 / amax`
     // overflows to inf, so 1, for an amax below about 0.041). `2688 / tensor` is torch's
     // `__rtruediv__`: the tensor's reciprocal times 2688, each rounded in `w`.
@@ -420,7 +420,7 @@ pub(crate) fn ct_nvfp4(amax: &[f32], tensor_amax: f32, w: DType) -> Plan {
 /// mantissa width first, CEIL: plus one if not a power of two) minus the element's largest
 /// exponent, clamped to [-127, 128]; NaN: 255. Elements `x / max(2^(E-127), 2^-126)` in float32;
 /// float8 clamped, float4 saturated by its encoder.
-pub(crate) fn ao_mx(amax: &[f32], rounding: MxRounding, scheme: &Scheme) -> Plan {
+pub(crate) fn torchao_mx(amax: &[f32], rounding: MxRounding, scheme: &Scheme) -> Plan {
     let fp8 = scheme.element == DType::Float8E4M3Fn;
     let (target, mbits) = if fp8 { (8, 3) } else { (2, 1) };
     let mut stored = Vec::with_capacity(amax.len());
@@ -457,7 +457,7 @@ pub(crate) fn ao_mx(amax: &[f32], rounding: MxRounding, scheme: &Scheme) -> Plan
 
 /// torchao MX RCEIL: `E = clamp(ceil(log2(amax / max)), -127, 127) + 127` (NaN: 255, inf: 254);
 /// elements multiplied by `2^(127 - E)` (E = 0: 1, 254: 2^-127, 255: NaN) and clamped.
-pub(crate) fn ao_mx_rceil(amax: &[f32], element_max: f32) -> Plan {
+pub(crate) fn torchao_mx_rceil(amax: &[f32], element_max: f32) -> Plan {
     let mut stored = Vec::with_capacity(amax.len());
     let mut factors = Vec::with_capacity(amax.len());
     for &a in amax {
@@ -491,7 +491,7 @@ pub(crate) fn ao_mx_rceil(amax: &[f32], element_max: f32) -> Plan {
 
 /// torchao NVFP4: block scale `fp8(clamp(amax / 6 [/ per_tensor], 2^-6, 448))`; elements times
 /// `1 / s` (two-level: `(1 / per_tensor) / s`), the per-tensor scale `amax / 2688` a multiplier.
-pub(crate) fn ao_nvfp4(amax: &[f32], tensor_amax: f32, scheme: &Scheme) -> Plan {
+pub(crate) fn torchao_nvfp4(amax: &[f32], tensor_amax: f32, scheme: &Scheme) -> Plan {
     let tiny = pow2(-6);
     let global = scheme.global_scale.then(|| div(tensor_amax, 2688.0));
     let block: Vec<f32> = amax

@@ -152,7 +152,7 @@ impl Scheme {
             name: name.to_owned(),
         };
         let abs = ScaleRule::AbsMax;
-        let ct_mx = ScaleRule::PowerOfTwo(MxRounding::CompressedTensors);
+        let compressed_tensors_mx = ScaleRule::PowerOfTwo(MxRounding::CompressedTensors);
         Ok(match name {
             "ct_fp8_tensor" => scheme(
                 Granularity::Tensor,
@@ -182,7 +182,7 @@ impl Scheme {
                 Granularity::Group(32),
                 E4M3,
                 UInt8,
-                ct_mx,
+                compressed_tensors_mx,
                 false,
                 CompressedTensors,
             ),
@@ -190,7 +190,7 @@ impl Scheme {
                 Granularity::Group(32),
                 F4,
                 UInt8,
-                ct_mx,
+                compressed_tensors_mx,
                 false,
                 CompressedTensors,
             ),

@@ -89,18 +89,4 @@ pub(crate) fn prefetch_base(src: &[u8], next: &[u8]) -> *const u8 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
-    /// # Safety
-    /// The CPU runs AVX-512 F, BW, VL and DQ.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-    pub(super) unsafe fn avx512<R>(work: impl FnOnce() -> R) -> R {
-        work()
-    }
-
-    /// # Safety
-    /// The CPU runs AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn avx2<R>(work: impl FnOnce() -> R) -> R {
-        work()
-    }
-}
+use crate::x86::simd as x86;
