@@ -36,6 +36,7 @@ mod directory;
 mod header;
 mod json;
 mod layout;
+mod pipeline;
 mod quantize;
 mod quantized;
 mod reader;
@@ -43,13 +44,14 @@ mod save;
 mod shape;
 mod sharded;
 
-pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary, CHUNK_BYTES};
+pub use convert::{convert_file, read_config, ConvertOptions, Quantize, Summary};
 pub use directory::{convert_dir, model_weights};
 pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use layout::compressed_tensors::{
     scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
 };
 pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
+pub use pipeline::CHUNK_BYTES;
 pub use quantized::{detect as detect_quantized, unread_quantized, QuantizedWeight};
 pub use reader::Checkpoint;
 pub use save::save;

@@ -7,10 +7,11 @@ use std::io::Write;
 use dtcast_dtype::DType;
 use dtcast_quant::Scheme;
 
-use super::convert::{Quantize, Summary, CHUNK_BYTES};
+use super::convert::{Quantize, Summary};
 use super::header::{self, Entry};
 use super::json::quote;
 use super::layout::check_whole_modules;
+use super::pipeline::CHUNK_BYTES;
 use super::reader::Checkpoint;
 use crate::error::LayerError;
 use crate::output::AtomicFile;
@@ -24,9 +25,9 @@ pub(crate) fn write_quantized(
 ) -> Result<Summary, LayerError> {
     let names = ckpt.entries().iter().map(|e| e.name.as_str());
     let ignore = ignore_patterns(q, names)?;
-    let plan = plan(ckpt.entries(), q, &ignore)?;
-    check_targets(q, [(ckpt.entries(), plan.as_slice())])?;
-    write_planned(ckpt, q, &plan, out, progress)
+    let schemes = schemes(ckpt.entries(), q, &ignore)?;
+    check_targets(q, [(ckpt.entries(), schemes.as_slice())])?;
+    write_with_schemes(ckpt, q, &schemes, out, progress)
 }
 
 /// `q`'s `--ignore` globs, each of which must match a tensor of the checkpoint (`names`: every
@@ -50,14 +51,15 @@ pub(crate) fn ignore_patterns<'a>(
     Ok(ignore)
 }
 
-/// An error unless some tensor of the checkpoint (`plans`: one per file, with its entries) is
+/// An error unless some tensor of the checkpoint (`files`: one per file, with its entries) is
 /// quantized, or where a module would hold a weight `--ignore` leaves dense and one quantized.
 pub(crate) fn check_targets<'a>(
     q: &Quantize,
-    plans: impl IntoIterator<Item = (&'a [Entry], &'a [Option<Scheme>])> + Clone,
+    files: impl IntoIterator<Item = (&'a [Entry], &'a [Option<Scheme>])> + Clone,
 ) -> Result<(), LayerError> {
     let layout = q.format.layout();
-    let each = || (plans.clone().into_iter()).flat_map(|(entries, plan)| entries.iter().zip(plan));
+    let each =
+        || (files.clone().into_iter()).flat_map(|(entries, schemes)| entries.iter().zip(schemes));
     check_whole_modules(
         each()
             .filter(|(e, s)| s.is_none() && layout.targets(e))
@@ -79,7 +81,7 @@ pub(crate) fn check_targets<'a>(
 
 /// Each entry of one file: its scheme if `q` quantizes it. Everything is checked here, before
 /// anything is written.
-pub(crate) fn plan(
+pub(crate) fn schemes(
     entries: &[Entry],
     q: &Quantize,
     ignore: &[glob::Pattern],
@@ -96,10 +98,10 @@ pub(crate) fn plan(
             "it is quantized already; dequantize it with its own tools first",
         ));
     }
-    let mut plan: Vec<Option<Scheme>> = Vec::with_capacity(entries.len());
+    let mut schemes: Vec<Option<Scheme>> = Vec::with_capacity(entries.len());
     for e in entries {
         if !layout.targets(e) || ignore.iter().any(|p| p.matches(&e.name)) {
-            plan.push(None);
+            schemes.push(None);
             continue;
         }
         let bad = |reason: String| {
@@ -130,21 +132,21 @@ pub(crate) fn plan(
         if scheme.element.is_packed() && cols % 2 != 0 {
             return Err(bad(format!("{cols} columns do not pack two per byte")));
         }
-        plan.push(Some(scheme));
+        schemes.push(Some(scheme));
     }
-    Ok(plan)
+    Ok(schemes)
 }
 
-/// The names of the tensors a file holds once quantized by `plan`, in order.
+/// The names of the tensors a file holds once quantized by `schemes`, in order.
 pub(crate) fn output_names(
     entries: &[Entry],
     q: &Quantize,
-    plan: &[Option<Scheme>],
+    schemes: &[Option<Scheme>],
 ) -> Vec<String> {
     let layout = q.format.layout();
     entries
         .iter()
-        .zip(plan)
+        .zip(schemes)
         .flat_map(|(e, scheme)| match scheme {
             Some(s) => layout.parts(e, s).into_iter().map(|p| p.0).collect(),
             None => vec![e.name.clone()],
@@ -152,11 +154,12 @@ pub(crate) fn output_names(
         .collect()
 }
 
-/// Writes `ckpt` quantized by `plan` (from [`plan`]) into `out`.
-pub(crate) fn write_planned(
+/// Writes `ckpt` into `out`, each tensor quantized by its scheme in `schemes` (from
+/// [`schemes`]) or copied.
+pub(crate) fn write_with_schemes(
     ckpt: &Checkpoint,
     q: &Quantize,
-    plan: &[Option<Scheme>],
+    schemes: &[Option<Scheme>],
     out: &mut AtomicFile,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Summary, LayerError> {
@@ -164,7 +167,7 @@ pub(crate) fn write_planned(
     let layout = q.format.layout();
     let mut specs = Vec::new();
     let mut summary = Summary::default();
-    for (e, scheme) in entries.iter().zip(plan) {
+    for (e, scheme) in entries.iter().zip(schemes) {
         summary.bytes_before += e.range.len() as u64;
         match scheme {
             Some(s) => {
@@ -194,7 +197,7 @@ pub(crate) fn write_planned(
     // tensor copied a chunk at a time: memory stays bounded whatever the sizes.
     let mut done = 0u64;
     let mut buf = Vec::new();
-    for (e, scheme) in entries.iter().zip(plan) {
+    for (e, scheme) in entries.iter().zip(schemes) {
         match scheme {
             Some(s) => layout.quantize(ckpt, e, s, out, &mut |bytes| {
                 done += bytes;

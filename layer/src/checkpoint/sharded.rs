@@ -8,11 +8,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::convert::{
-    data_bytes, read_config_into, write_converted, ConvertOptions, Selection, Summary,
-};
+use super::convert::{data_bytes, read_config_into, ConvertOptions, Selection, Summary};
 use super::header::Entry;
 use super::json::{self, quote};
+use super::pipeline::{write_converted, Tensors};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
 use crate::input::{read_small, Inputs};
@@ -336,7 +335,7 @@ enum Work {
     /// `--quantize`: each shard's plan.
     Quantize {
         quantize: super::convert::Quantize,
-        plans: Vec<Vec<Option<dtcast_quant::Scheme>>>,
+        file_schemes: Vec<Vec<Option<dtcast_quant::Scheme>>>,
     },
 }
 
@@ -398,9 +397,9 @@ impl Shards {
         ck: ShardedCheckpoint,
         q: &super::convert::Quantize,
     ) -> Result<Shards, LayerError> {
-        use super::quantize::{check_targets, ignore_patterns, output_names, plan};
+        use super::quantize::{check_targets, ignore_patterns, output_names, schemes};
         let ignore = ignore_patterns(q, ck.names())?;
-        let mut plans = Vec::with_capacity(ck.shards.len());
+        let mut file_schemes = Vec::with_capacity(ck.shards.len());
         let mut weight_map: Vec<(String, String)> = Vec::new();
         for (name, shard) in &ck.shards {
             let at = |e: LayerError| e.at(Path::new(name));
@@ -410,24 +409,24 @@ impl Shards {
             {
                 return Err(at(w.already_quantized()));
             }
-            let p = plan(shard.entries(), q, &ignore).map_err(at)?;
+            let p = schemes(shard.entries(), q, &ignore).map_err(at)?;
             weight_map.extend(
                 output_names(shard.entries(), q, &p)
                     .into_iter()
                     .map(|n| (n, name.clone())),
             );
-            plans.push(p);
+            file_schemes.push(p);
         }
         check_targets(
             q,
-            (ck.shards.iter().zip(&plans)).map(|((_, c), p)| (c.entries(), p.as_slice())),
+            (ck.shards.iter().zip(&file_schemes)).map(|((_, c), p)| (c.entries(), p.as_slice())),
         )?;
         weight_map.sort();
         Ok(Shards {
             ck,
             work: Work::Quantize {
                 quantize: q.clone(),
-                plans,
+                file_schemes,
             },
             weight_map: Some(weight_map),
         })
@@ -450,28 +449,38 @@ impl Shards {
             let mut file = AtomicFile::create(staged.path(), FileMode::like(shard.path()))?;
             let done = |d| progress(before + d, total);
             let s = match &self.work {
-                Work::Quantize { quantize, plans } => {
-                    super::quantize::write_planned(shard, quantize, &plans[k], &mut file, &done)
-                }
+                Work::Quantize {
+                    quantize,
+                    file_schemes,
+                } => super::quantize::write_with_schemes(
+                    shard,
+                    quantize,
+                    &file_schemes[k],
+                    &mut file,
+                    &done,
+                ),
                 Work::Convert {
                     selection,
                     config,
                     found,
                 } => {
                     let f = &found[k];
-                    let lenders: Vec<&Checkpoint> =
+                    let other_shards: Vec<&Checkpoint> =
                         (f.borrowed_from.iter()).map(|&j| &ck.shards[j].1).collect();
+                    let tensors = Tensors {
+                        ckpt: shard,
+                        all: &f.entries,
+                        other_shards: &other_shards,
+                    };
                     let s = write_converted(
-                        shard,
-                        &f.entries,
-                        &lenders,
+                        &tensors,
                         selection,
                         options,
                         config.as_ref(),
                         &mut file,
                         &done,
                     );
-                    lenders.iter().for_each(|c| c.close());
+                    other_shards.iter().for_each(|c| c.close());
                     s
                 }
             }
