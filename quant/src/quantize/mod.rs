@@ -59,17 +59,19 @@ use crate::simd::{prefetch, with_best_isa};
 use crate::QuantError;
 use crate::{amax16, encode4, encode8, thresholds};
 
+mod bands;
 mod codes;
+mod encode;
 mod input;
 mod job;
 #[cfg(test)]
 mod tests;
 
+use self::bands::*;
 use self::codes::*;
 use self::input::*;
 pub(crate) use self::input::{amax_nan_is_default, fold_amax, reads_nan_as_default};
 pub(crate) use self::job::Job;
-use self::job::*;
 
 /// What [`quantize`] writes: the elements (float4: packed, low nibble first), the scales in the
 /// scheme's layout and dtype, and the global scale where the scheme has one.
