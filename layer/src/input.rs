@@ -302,6 +302,13 @@ impl Inputs {
             .map(|(_, p)| p.as_path())
     }
 
+    /// Every input's path by its identity.
+    pub(crate) fn by_id(&self) -> std::collections::HashMap<FileId, &Path> {
+        (self.files.iter())
+            .map(|(id, p)| (*id, p.as_path()))
+            .collect()
+    }
+
     /// The paths read.
     pub(crate) fn paths(&self) -> impl Iterator<Item = &Path> {
         self.files.iter().map(|(_, p)| p.as_path())

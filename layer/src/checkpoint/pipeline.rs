@@ -213,15 +213,7 @@ impl<'a> Conversion<'a> {
                     let align = Band::alignment(q);
                     let row_bytes = storage(options.dtype, cols).max(1);
                     let per = (CHUNK_BYTES / row_bytes / align).max(1) * align;
-                    let chunk = Chunk {
-                        entry: i,
-                        more: 0,
-                        first: 0,
-                        count: 0,
-                        from: e.dtype,
-                        to: options.dtype,
-                        dequant: Some(k),
-                    };
+                    let chunk = Chunk::of(i, e.dtype, options.dtype, Some(k));
                     // A dense tensor of no elements has nothing to read or write (its rows may be
                     // 2^60 of no columns: no chunk per few of them).
                     if n > 0 {
@@ -245,18 +237,11 @@ impl<'a> Conversion<'a> {
                 summary.converted += 1;
             }
             summary.bytes_before += e.range.len() as u64;
-            summary.bytes_after += storage(to, n) as u64; // whole bytes: checked above
-                                                          // Chunks start at multiples of 8 elements: whole bytes for every packed dtype.
+            // Whole bytes: checked above.
+            summary.bytes_after += storage(to, n) as u64;
+            // Chunks start at multiples of 8 elements: whole bytes for every packed dtype.
             let per = (CHUNK_BYTES * 8 / e.dtype.bits().max(to.bits())) & !7;
-            let chunk = Chunk {
-                entry: i,
-                more: 0,
-                first: 0,
-                count: 0,
-                from: e.dtype,
-                to,
-                dequant: None,
-            };
+            let chunk = Chunk::of(i, e.dtype, to, None);
             // A tensor that fits in a chunk joins the chunk of the tensors before it where that
             // holds whole tensors of the same pair, stored just before it, and has room: one read,
             // one cast and one write for any number of small tensors.
@@ -435,6 +420,20 @@ impl Chunk {
         LayerError::Tensor {
             name: entries[entry].name.clone(),
             source,
+        }
+    }
+
+    /// The chunks of entry `entry` (`dequant`: its quantized weight) start from this, one
+    /// [`split`](Chunk::split) off per chunk.
+    fn of(entry: usize, from: DType, to: DType, dequant: Option<usize>) -> Chunk {
+        Chunk {
+            entry,
+            more: 0,
+            first: 0,
+            count: 0,
+            from,
+            to,
+            dequant,
         }
     }
 

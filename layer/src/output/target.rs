@@ -253,8 +253,10 @@ impl Target {
                         )));
                     }
                 }
+                // (By a map: a directory of 10,000 shards against as many inputs.)
+                let by_id = inputs.by_id();
                 for e in entries {
-                    if let Some(input) = inputs.find(e.version.id()) {
+                    if let Some(input) = e.version.id().and_then(|id| by_id.get(&id)) {
                         return Err(LayerError::Output(format!(
                             "refusing to replace `{shown}`: its `{}` is the input {}; choose another output",
                             e.name.to_string_lossy(),
