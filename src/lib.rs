@@ -92,7 +92,7 @@ pub mod prelude {
     pub use dtcast_dtype::num_complex::Complex;
     pub use dtcast_dtype::{
         DType, Element, Float4E2M1FnX2, Float8E3M4, Float8E4M3, Float8E4M3B11Fnuz, Float8E4M3Fn,
-        Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E8M0Fnu,
+        Float8E4M3Fnuz, Float8E5M2, Float8E5M2Fnuz, Float8E5M3Fnu, Float8E8M0Fnu,
     };
     pub use dtcast_layer::{Embedding, Layer, LayerNorm, Linear, LoadOptions, Sequential};
     pub use dtcast_promote::{Operand, Policy, ScalarKind, Torch};

@@ -70,6 +70,7 @@ enum RealLimits {
         has_inf: bool,
         has_nan: bool,
         signed: bool,
+        has_zero: bool,
     },
 }
 
@@ -95,6 +96,7 @@ impl Limits {
                         has_inf: f.has_inf,
                         has_nan: f.nan != NanEncoding::None,
                         signed: f.signed,
+                        has_zero: f.has_zero,
                     }
                 }
                 None => RealLimits::Bool,
@@ -138,14 +140,9 @@ fn is_zero(n: Num) -> bool {
     }
 }
 
-/// The closed range of an integer dtype.
+/// The closed range of an integer dtype (the dtype table's fact).
 pub(crate) fn int_range(to: DType) -> (i128, i128) {
-    let bits = to.bits() as u32;
-    if to.is_signed() {
-        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-    } else {
-        (0, (1i128 << bits) - 1)
-    }
+    to.integer_range().unwrap_or((0, 1))
 }
 
 #[inline]
@@ -173,6 +170,7 @@ fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
             has_inf,
             has_nan,
             signed,
+            has_zero,
         } => {
             let x = match n {
                 Num::Int(i) => int_to_f64(i),
@@ -180,8 +178,8 @@ fn real_problem(n: Num, limits: &RealLimits) -> Option<ValueErrorKind> {
             };
             if x.is_nan() {
                 (!has_nan).then_some(ValueErrorKind::NotFinite)
-            } else if !signed && x <= 0.0 {
-                Some(ValueErrorKind::OutOfRange) // e8m0: no zero, no sign
+            } else if !signed && (x < 0.0 || (x == 0.0 && !has_zero)) {
+                Some(ValueErrorKind::OutOfRange) // no sign (and e8m0: no zero)
             } else if x.is_infinite() {
                 (!has_inf).then_some(ValueErrorKind::NotFinite)
             } else {
@@ -233,52 +231,9 @@ fn complex(re: f64, im: f64) -> String {
 }
 
 /// `true` when every value of `from` is exactly a value of `to`, so Checked and Exact have
-/// nothing to check.
+/// nothing to check (-0 into a format without it is +0, which Exact counts as the same value).
 pub(crate) fn lossless(from: DType, to: DType) -> bool {
-    if from == to {
-        return true;
-    }
-    match (from.category(), to.category()) {
-        (_, Category::Complex) => lossless(from.to_real(), to.to_real()),
-        (Category::Complex, _) => false,
-        (Category::Bool, Category::Floating) => to.float_format().is_some_and(|f| f.has_zero),
-        (Category::Bool, Category::SignedInt | Category::UnsignedInt) => int_range(to).1 >= 1, // int1 lacks 1
-        (Category::Bool, _) => true,
-        (_, Category::Bool) => false,
-        (
-            Category::SignedInt | Category::UnsignedInt,
-            Category::SignedInt | Category::UnsignedInt,
-        ) => {
-            let ((flo, fhi), (tlo, thi)) = (int_range(from), int_range(to));
-            flo >= tlo && fhi <= thi
-        }
-        (Category::SignedInt | Category::UnsignedInt, Category::Floating) => {
-            let (lo, hi) = int_range(from);
-            let digits = to.float_format().map_or(0, |f| f.mantissa_bits + 1);
-            let needed = 128 - (hi.max(-lo - 1) as u128).leading_zeros();
-            // Every integer must also be within the largest finite value (float4's is 6).
-            to.float_format().is_some_and(|f| {
-                f.has_zero && (f.signed || lo >= 0) && hi.max(-lo) as f64 <= f.max_finite
-            }) && needed <= digits
-        }
-        (Category::Floating, Category::Floating) => {
-            match (from.float_format(), to.float_format()) {
-                (Some(a), Some(b)) => {
-                    b.mantissa_bits >= a.mantissa_bits
-                        && b.max_finite >= a.max_finite
-                        && b.min_subnormal.unwrap_or(b.min_normal)
-                            <= a.min_subnormal.unwrap_or(a.min_normal)
-                        && (!a.has_inf || b.has_inf)
-                        && (!a.signed || b.signed)
-                        && (!a.has_zero || b.has_zero)
-                        && (!a.has_negative_zero || b.has_negative_zero)
-                        && (a.nan == NanEncoding::None || b.nan != NanEncoding::None)
-                }
-                _ => false,
-            }
-        }
-        (Category::Floating, _) => false,
-    }
+    to.holds_every_value_of(from)
 }
 
 #[cfg(feature = "self-test")]

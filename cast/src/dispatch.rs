@@ -273,6 +273,7 @@ macro_rules! with_lanes {
             Float8E4M3Fnuz => E4M3Fnuz, Float8E5M2Fnuz => E5M2Fnuz, Float8E8M0Fnu => E8M0,
             Float8E4M3 => ml_float!(Float8E4M3), Float8E3M4 => ml_float!(Float8E3M4),
             Float8E4M3B11Fnuz => ml_float!(Float8E4M3B11Fnuz),
+            Float8E5M3Fnu => ml_float!(Float8E5M3Fnu),
             Float6E2M3Fn => ml_float!(Float6E2M3Fn), Float6E3M2Fn => ml_float!(Float6E3M2Fn),
             Float4E2M1Fn => ml_float!(Float4E2M1Fn),
             Int4 => I4, UInt4 => U4, Int2 => I2, UInt2 => U2, Int1 => I1, UInt1 => U1)

@@ -32,10 +32,14 @@ pub(crate) struct Ending {
     pub(crate) nan_is_nan: bool,
 }
 
-/// The layout of a narrow floating format with a sign bit, derived from its [`FloatFormat`] in
-/// `dtcast-dtype` (the one description of each format).
+/// The layout of a narrow floating format, derived from its [`FloatFormat`] in `dtcast-dtype`
+/// (the one description of each format). An unsigned format (`float8_e5m3fnu`) has no sign bit:
+/// [`Narrow::sign_bit`] lies just above its code, and a negative value is past its range on the
+/// low side.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Narrow {
+    /// `false` for an unsigned format.
+    pub(crate) signed: bool,
     pub(crate) exp_bits: u32,
     pub(crate) man_bits: u32,
     pub(crate) bias: i32,
@@ -65,7 +69,7 @@ impl Narrow {
     /// The layout of `dtype`'s format. NaN is written as ml_dtypes writes it: the quiet NaN of an
     /// IEEE-like format and the all-ones code of float8_e4m3fn with the value's sign, `0x80` for
     /// the fnuz formats, and — for formats without NaN — the zero of the *opposite* sign (what
-    /// ml_dtypes 0.6 produces: NaN → -0.0, -NaN → +0.0).
+    /// ml_dtypes produces: NaN → -0.0, -NaN → +0.0).
     pub(crate) const fn of(dtype: DType) -> Narrow {
         let f = format_of(dtype);
         let (e, m) = (f.exponent_bits, f.mantissa_bits);
@@ -75,10 +79,13 @@ impl Narrow {
         let (max_mag, nan_code, nan_signed) = match f.nan {
             NanEncoding::Ieee => (exp_ones - 1, exp_ones | 1 << (m - 1), true),
             NanEncoding::AllOnes => (all - 1, all, true),
-            NanEncoding::NegativeZero | NanEncoding::AllOnesUnsigned => (all, sign, false),
+            NanEncoding::NegativeZero => (all, sign, false),
+            // Unsigned, so `all` is the whole code (e8m0 has its own encoder; this is e5m3fnu).
+            NanEncoding::AllOnesUnsigned => (all - 1, all, false),
             NanEncoding::None => (all, sign, true),
         };
         Narrow {
+            signed: f.signed,
             exp_bits: e,
             man_bits: m,
             bias: f.bias,
@@ -130,12 +137,14 @@ impl Narrow {
         }
     }
 
-    /// The code written for a value that `out` says becomes ±inf, ±max or NaN.
+    /// The code written for a value that `out` says becomes ±inf, ±max or NaN. In an unsigned
+    /// format a negative value's `Max` is the format's lowest value, 0.
     #[inline(always)]
     pub(crate) const fn special(&self, out: Out, negative: bool) -> u32 {
         let sign = if negative { self.sign_bit() } else { 0 };
         match (out, self.inf_mag) {
             (Out::Inf, Some(inf)) => inf | sign,
+            (Out::Max, _) if negative && !self.signed => 0,
             (Out::Max, _) => self.max_mag | sign,
             _ => self.nan(negative),
         }
@@ -152,13 +161,17 @@ impl Narrow {
     }
 
     /// Rounds `x` (not NaN) to nearest-even. A finite value past the largest finite one gives
-    /// `overflow`; an infinite one gives `inf`.
+    /// `overflow`; an infinite one gives `inf`. In an unsigned format every negative value but -0
+    /// is past the range (ml_dtypes: even one that rounds to zero), and gets the same rules.
     #[inline(always)]
     pub(crate) fn encode(&self, x: f64, overflow: Out, inf: Out) -> u32 {
         let negative = x.is_sign_negative();
         let a = x.abs();
         if a == f64::INFINITY {
             return self.special(inf, negative);
+        }
+        if negative && !self.signed && a != 0.0 {
+            return self.special(overflow, true);
         }
         let mag = self.round_magnitude(a);
         if mag > u64::from(self.max_mag) {
@@ -432,6 +445,7 @@ pub(crate) mod tests {
             DType::Float8E4M3,
             DType::Float8E3M4,
             DType::Float8E4M3B11Fnuz,
+            DType::Float8E5M3Fnu,
             DType::Float6E2M3Fn,
             DType::Float6E3M2Fn,
             DType::Float4E2M1Fn,
@@ -441,7 +455,7 @@ pub(crate) mod tests {
             .into_iter()
             .chain(new)
         {
-            let total = 1u32 << (1 + fmt.exp_bits + fmt.man_bits);
+            let total = 1u32 << (u32::from(fmt.signed) + fmt.exp_bits + fmt.man_bits);
             for code in 0..total {
                 if fmt.is_nan(code) {
                     continue;

@@ -392,8 +392,14 @@ impl Lane for E8M0 {
         Val::Float(formats::e8m0_to_f32(self.0))
     }
     #[inline(always)]
-    fn torch(v: Val, _: Quirks) -> Self {
-        E8M0(formats::f32_to_e8m0(rules::to_f32(v, false)))
+    fn torch(v: Val, q: Quirks) -> Self {
+        let x = rules::to_f32(v, false);
+        // ml_dtypes 0.7 (a source torch cannot cast): e8m0 has neither zero nor sign, so zero and
+        // negative values become its NaN; torch drops the sign and writes 2^-127 for zero.
+        if q.ml && (x <= 0.0 || x.is_nan()) {
+            return E8M0(0xFF);
+        }
+        E8M0(formats::f32_to_e8m0(x))
     }
     #[inline(always)]
     fn saturate(v: Val) -> Self {

@@ -18,7 +18,8 @@ use dtcast_dtype::DType;
 use crate::formats::{Narrow, Out};
 use crate::rules::{self, NanToF32};
 
-/// The bit layout of a narrow floating format with a sign bit, as the encoders use it.
+/// The bit layout of a narrow floating format, as the encoders use it (an unsigned format's
+/// sign bit is the bit above its code, never set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FormatLayout {
     /// Exponent bits.
@@ -39,6 +40,9 @@ pub struct FormatLayout {
     pub nan_signed: bool,
     /// `false` where -0 is not a value (the fnuz formats): a negative zero encodes as +0.
     pub neg_zero: bool,
+    /// `false` for an unsigned format (`float8_e5m3fnu`): a negative value is past its range,
+    /// and gets the rules of an overflow (`Max` there means its lowest value, 0).
+    pub signed: bool,
 }
 
 /// What an encoder writes for a value its format cannot hold.
@@ -79,6 +83,7 @@ fn layout(n: &Narrow) -> FormatLayout {
         nan_code: n.nan_code,
         nan_signed: n.nan_signed,
         neg_zero: n.neg_zero,
+        signed: n.signed,
     }
 }
 
@@ -91,10 +96,11 @@ fn special(out: Out) -> Special {
 }
 
 /// The layout ml_dtypes' rules (and Saturate mode's, for the formats torch lacks) encode `dtype`
-/// with; `None` for a dtype that is not a signed floating format (e8m0, integers, complex).
+/// with; `None` for a dtype that is not a floating format with a mantissa (e8m0, which has its
+/// own encoder; integers, complex).
 pub fn ml_format(dtype: DType) -> Option<FormatLayout> {
     let f = dtype.float_format()?;
-    f.signed.then(|| layout(&Narrow::of(dtype)))
+    (f.mantissa_bits > 0).then(|| layout(&Narrow::of(dtype)))
 }
 
 /// torch's rules for `dtype` if it is one of torch's float8 formats with a mantissa.

@@ -13,12 +13,15 @@
 //! | [`Exact`](CastMode::Exact) | as Torch | as Torch | error: any change of value |
 //!
 //! Where torch cannot cast a pair — one side is a dtype it lacks or only stores (float8_e4m3,
-//! float8_e3m4, float8_e4m3b11fnuz, float6, float4, int4/2/1, uint4/2/1) — the Torch mode is
-//! ml_dtypes 0.6's `astype`, bit for bit: through f32, nearest-even; overflow and ±inf to ±inf,
-//! else NaN, else (float6, float4) ±max; NaN to the format's NaN or, without one, to the zero of the
-//! opposite sign; float → int4/2/1 truncates and keeps the low bits (NaN, ±inf, |x| ≥ 2^31 → 0),
-//! float → int8..int64 gives 0 for NaN and the bounds for ±inf. Saturate gives +0 for NaN into a
-//! format without NaN; Checked refuses NaN there.
+//! float8_e3m4, float8_e4m3b11fnuz, float8_e5m3fnu, float6, float4, int4/2/1, uint4/2/1) — the
+//! Torch mode is ml_dtypes 0.7's `astype`, bit for bit: one rounding from float64 or float32
+//! (integers through f32), nearest-even; overflow and ±inf to ±inf, else NaN, else (float6,
+//! float4) ±max; NaN to the format's NaN or, without one, to the zero of the opposite sign; a
+//! negative value into the unsigned float8_e5m3fnu is its NaN, and zero or a negative value into
+//! float8_e8m0fnu its NaN; float → int4/2/1 truncates and keeps the low bits (NaN, ±inf,
+//! |x| ≥ 2^31 → 0), float → int8..int64 gives 0 for NaN and the bounds for ±inf. Saturate gives +0
+//! for NaN into a format without NaN and 0 for a negative value into float8_e5m3fnu; Checked
+//! refuses both.
 //!
 //! Packed buffers hold element `i` in bits `i·b .. i·b + b` (see [`dtcast_dtype::packing`]); their
 //! lengths must end on a byte.

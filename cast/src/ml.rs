@@ -1,10 +1,12 @@
 //! ml_dtypes' value rules, for the pairs that torch 2.15 cannot cast (any pair with a dtype that
-//! torch lacks or only stores: float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float6, float4,
-//! int4/2/1, uint4/2/1). Reproduced from ml_dtypes 0.6's `astype` (vectors in
+//! torch lacks or only stores: float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float8_e5m3fnu,
+//! float6, float4, int4/2/1, uint4/2/1). Reproduced from ml_dtypes 0.7's `astype` (vectors in
 //! `tests/fixtures/lowp/`):
 //!
-//! - A value reaches a narrow float through float32: float64 and 64-bit integers round to f32
-//!   first (double rounding, as ml_dtypes does), then round to nearest-even.
+//! - A value reaches a narrow float in one rounding to nearest-even from its float64 or float32
+//!   value (0.6 rounded float64 twice, through float32); integers go through f32 first.
+//! - In the unsigned float8_e5m3fnu every negative value but -0 is past the range (its NaN; even
+//!   one that would round to zero); into float8_e8m0fnu, zero and negative values are its NaN.
 //! - Past the largest finite value, and for ±inf: ±inf where the format has it, else its NaN, else
 //!   (float6, float4: neither) ±max.
 //! - NaN: the format's NaN with the value's sign (fnuz: `0x80`); formats without NaN write the zero
@@ -16,18 +18,23 @@
 //!   of the truncated value, and 0 for NaN, ±inf and |x| ≥ 2^31 (ml_dtypes through float32; its
 //!   float8 → int4 path differs for ±inf and NaN, which C leaves undefined — dtcast uses this one
 //!   rule).
-//! - integer → integer keeps the low bits (numpy refuses some of these pairs, e.g. int4 → int2;
-//!   dtcast defines them as its other integer casts work).
+//! - integer → integer keeps the low bits (numpy casts every pair under ml_dtypes 0.7, narrowing
+//!   int4 → int2 included).
 
 use dtcast_dtype::DType;
 
 use crate::formats::{Ending, Narrow, Out};
 use crate::rules::{self, Val};
 
-/// ml_dtypes' conversion of `v` to the format `n` (through f32).
+/// ml_dtypes' conversion of `v` to the format `n`: one rounding from a float64 or float32 value,
+/// integers through f32 first.
 #[inline(always)]
 pub(crate) fn encode(n: &Narrow, v: Val) -> u32 {
-    n.encode_ending(f64::from(rules::to_f32(v, false)), ending(n, false))
+    let x = match v.real() {
+        Val::Double(x) => x,
+        other => f64::from(rules::to_f32(other, false)),
+    };
+    n.encode_ending(x, ending(n, false))
 }
 
 /// Saturate mode: one rounding from the exact value; finite overflow gives ±max, ±inf gives ±inf

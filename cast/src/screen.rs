@@ -228,14 +228,20 @@ fn checked_plan(from: DType, to: DType) -> Check {
                     Some(f) => {
                         // Integers inside the overflow threshold, and the threshold itself when
                         // the tie rounds down (`as` saturates: huge thresholds cover every
-                        // integer); e8m0 holds only positive values.
+                        // integer); an unsigned format holds no negative values (e8m0: no
+                        // zero either).
                         let (t, tie_overflows) = f.overflow_threshold();
                         let hi = if t.fract() == 0.0 && tie_overflows {
                             (t as i128).saturating_sub(1)
                         } else {
                             t.floor() as i128
                         };
-                        (if f.signed { -hi } else { 1 }, hi)
+                        let lo = match (f.signed, f.has_zero) {
+                            (true, _) => -hi,
+                            (false, true) => 0,
+                            (false, false) => 1,
+                        };
+                        (lo, hi)
                     }
                     None => return Check::Elements,
                 },
@@ -295,11 +301,13 @@ fn checked_plan(from: DType, to: DType) -> Check {
                             };
                             failing_run(width, Key::Masked(abs), first, end.saturating_sub(first))
                         } else {
-                            // e8m0: no sign, no zero. Failing: from the threshold up through
-                            // every negative bit pattern, wrapping round to +0. (NaNs fail the
-                            // screen too, though the rules take them: this screen is not exact.)
+                            // No sign. Failing: from the threshold up through every negative
+                            // bit pattern, and (e8m0: no zero) wrapping round to +0. (NaNs and
+                            // -0 fail the screen too, though the rules take them: this screen
+                            // is not exact.)
                             let all = 1u128 << width;
-                            failing_run(width, Key::Masked(u64::MAX), first, all - first + 1)
+                            let zero = u128::from(!f.has_zero);
+                            failing_run(width, Key::Masked(u64::MAX), first, all - first + zero)
                         }
                     }
                     None => Check::Elements,
@@ -745,9 +753,11 @@ pub(crate) mod tests {
                     state.to_le_bytes()[..unit(from)].to_vec()
                 });
                 let samples: Vec<Vec<u8>> = samples.into_iter().chain(random).collect();
-                // Exact screens, and Checked ones into e8m0 from floats, may fail good elements too.
-                let e8m0_from_float = to == DType::Float8E8M0Fnu && from.is_floating_point();
-                let precise = verify == Verify::Checked && !e8m0_from_float;
+                // Exact screens, and Checked ones from floats into an unsigned format (e8m0's
+                // NaNs, e5m3fnu's -0 and NaNs), may fail good elements too.
+                let unsigned_from_float =
+                    to.float_format().is_some_and(|f| !f.signed) && from.is_floating_point();
+                let precise = verify == Verify::Checked && !unsigned_from_float;
                 for bytes in samples {
                     let (passes, ok) = (
                         screen.passes(&bytes, from, &mut Vec::new(), isa),

@@ -9,8 +9,8 @@ use crate::packing::StorageError;
 /// An element type.
 ///
 /// The set is PyTorch's (2.15) minus its quantized and `bits` types and its int3/int5..7 family,
-/// plus ml_dtypes' low-precision floats (float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float6,
-/// float4). Canonical names are torch's Python names (`float32`, `bfloat16`, `float8_e4m3fn`) and
+/// plus ml_dtypes' low-precision floats (float8_e4m3, float8_e3m4, float8_e4m3b11fnuz,
+/// float8_e5m3fnu, float6, float4). Canonical names are torch's Python names (`float32`, `bfloat16`, `float8_e4m3fn`) and
 /// ml_dtypes' for the types torch lacks; see [`DType::name`] and the `FromStr` impl for the
 /// accepted spellings.
 ///
@@ -74,6 +74,9 @@ pub enum DType {
     Float8E3M4,
     /// `float8_e4m3b11fnuz` (ml_dtypes): bias 11, max 30, no infinity, no -0, NaN = `0x80`.
     Float8E4M3B11Fnuz,
+    /// `float8_e5m3fnu` (ml_dtypes 0.7): unsigned (no sign bit), 5 exponent and 3 mantissa bits,
+    /// bias 15, max 114688, no infinity, NaN = `0xFF`; negative values cast to NaN.
+    Float8E5M3Fnu,
     /// `float6_e2m3fn` (OCP MX FP6): bias 1, max 7.5, no infinity, no NaN. Stored packed.
     Float6E2M3Fn,
     /// `float6_e3m2fn` (OCP MX FP6): bias 3, max 28, no infinity, no NaN. Stored packed.
@@ -127,7 +130,8 @@ pub enum TorchSupport {
     /// A torch dtype that torch only stores (int1..int4, uint1..uint4 and float4_e2m1fn_x2: `.to()`
     /// fails for every other dtype); its promotion answers are torch's.
     Storage,
-    /// Not a torch dtype (ml_dtypes' float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float6, float4).
+    /// Not a torch dtype (ml_dtypes' float8_e4m3, float8_e3m4, float8_e4m3b11fnuz, float8_e5m3fnu,
+    /// float6, float4).
     Absent,
 }
 
@@ -189,6 +193,7 @@ table! {
     Float8E4M3: "float8_e4m3", "Float8_e4m3", [], ["f8e4m3"], 8, Floating, Some(f::ieee(4, 3)), Float8E4M3, None, None, Absent;
     Float8E3M4: "float8_e3m4", "Float8_e3m4", [], ["f8e3m4"], 8, Floating, Some(f::ieee(3, 4)), Float8E3M4, None, None, Absent;
     Float8E4M3B11Fnuz: "float8_e4m3b11fnuz", "Float8_e4m3b11fnuz", [], ["f8e4m3b11fnuz"], 8, Floating, Some(f::fnuz(4, 3, 11)), Float8E4M3B11Fnuz, None, None, Absent;
+    Float8E5M3Fnu: "float8_e5m3fnu", "Float8_e5m3fnu", [], ["f8e5m3fnu"], 8, Floating, Some(f::unsigned_finite(5, 3, 15)), Float8E5M3Fnu, None, None, Absent;
     Float6E2M3Fn: "float6_e2m3fn", "Float6_e2m3fn", [], ["f6e2m3fn", "f6e2m3"], 6, Floating, Some(f::finite_only(2, 3)), Float6E2M3Fn, None, Some("F6_E2M3"), Absent;
     Float6E3M2Fn: "float6_e3m2fn", "Float6_e3m2fn", [], ["f6e3m2fn", "f6e3m2"], 6, Floating, Some(f::finite_only(3, 2)), Float6E3M2Fn, None, Some("F6_E3M2"), Absent;
     Float4E2M1Fn: "float4_e2m1fn", "Float4_e2m1fn", [], ["f4e2m1fn", "f4e2m1"], 4, Floating, Some(f::finite_only(2, 1)), Float4E2M1Fn, None, Some("F4"), Absent;
@@ -203,7 +208,7 @@ table! {
 
 impl DType {
     /// How many dtypes there are.
-    pub const COUNT: usize = 35;
+    pub const COUNT: usize = 36;
 
     /// The position of this dtype in [`DType::ALL`]; handy for indexing per-dtype tables.
     pub const fn index(self) -> usize {

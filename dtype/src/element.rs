@@ -110,6 +110,7 @@ mod tests {
         check::<Float8E4M3>();
         check::<Float8E3M4>();
         check::<Float8E4M3B11Fnuz>();
+        check::<Float8E5M3Fnu>();
         check::<Float4E2M1FnX2>();
     }
 }

@@ -65,6 +65,10 @@ float8!(
     Float8E4M3B11Fnuz
 );
 float8!(
+    /// One `float8_e5m3fnu` value (unsigned, bias 15, max 114688, NaN `0xFF`).
+    Float8E5M3Fnu
+);
+float8!(
     /// One `float4_e2m1fn_x2` byte: two float4 values, the first in the low nibble.
     Float4E2M1FnX2
 );

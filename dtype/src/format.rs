@@ -10,7 +10,8 @@ pub enum NanEncoding {
     AllOnes,
     /// The "negative zero" pattern `0x80` is the single NaN (the `fnuz` formats); they have no -0.
     NegativeZero,
-    /// The unsigned `0xFF` pattern is the single NaN (`float8_e8m0fnu`).
+    /// The unsigned all-ones pattern `0xFF` is the single NaN (`float8_e8m0fnu`,
+    /// `float8_e5m3fnu`).
     AllOnesUnsigned,
     /// No NaN at all (the MX float6 and float4 formats): every code is a number.
     None,
@@ -77,10 +78,13 @@ impl FloatFormat {
         (max + half_ulp, last_bit_odd)
     }
 
-    /// The value `-max_finite` (or `min_normal` for an unsigned format, whose lowest value is positive).
+    /// The value `-max_finite`; for an unsigned format its smallest value (0, or e8m0's 2^-127,
+    /// which has no zero).
     pub fn lowest(&self) -> f64 {
         if self.signed {
             -self.max_finite
+        } else if self.has_zero {
+            0.0
         } else {
             self.min_subnormal.unwrap_or(self.min_normal)
         }
@@ -159,6 +163,30 @@ pub(crate) const fn fnuz(exponent_bits: u32, mantissa_bits: u32, bias: i32) -> F
     }
 }
 
+/// An unsigned format with zero and subnormals, no infinity, and the all-ones code as its only NaN
+/// (ml_dtypes' `float8_e5m3fnu`): the all-ones exponent holds normal values up to the code below.
+pub(crate) const fn unsigned_finite(
+    exponent_bits: u32,
+    mantissa_bits: u32,
+    bias: i32,
+) -> FloatFormat {
+    let max_exp = (1 << exponent_bits) - 1 - bias;
+    FloatFormat {
+        exponent_bits,
+        mantissa_bits,
+        bias,
+        signed: false,
+        has_inf: false,
+        has_negative_zero: false,
+        has_zero: true,
+        nan: NanEncoding::AllOnesUnsigned,
+        // The all-ones mantissa of the top exponent is the NaN: max is (2 - 2·2^-m) · 2^max_exp.
+        max_finite: (2.0 - 2.0 * pow2(-(mantissa_bits as i32))) * pow2(max_exp),
+        min_normal: pow2(1 - bias),
+        min_subnormal: Some(pow2(1 - bias - mantissa_bits as i32)),
+    }
+}
+
 /// An MX "fn" format: no infinity and no NaN, so the all-ones exponent holds normal values.
 pub(crate) const fn finite_only(exponent_bits: u32, mantissa_bits: u32) -> FloatFormat {
     let bias = (1 << (exponent_bits - 1)) - 1;
@@ -206,12 +234,13 @@ mod tests {
 
     #[test]
     fn low_precision_formats_match_the_ml_dtypes_table() {
-        // ml_dtypes 0.6 finfo (tests/fixtures/lowp/formats.json): max, min normal, min subnormal.
+        // ml_dtypes 0.7 finfo (tests/fixtures/lowp/formats.json): max, min normal, min subnormal.
         use crate::DType::*;
         let rows = [
             (Float8E4M3, 240.0, -6, -9),
             (Float8E3M4, 15.5, -2, -6),
             (Float8E4M3B11Fnuz, 30.0, -10, -13),
+            (Float8E5M3Fnu, 114688.0, -14, -17),
             (Float6E2M3Fn, 7.5, 0, -3),
             (Float6E3M2Fn, 28.0, -2, -4),
             (Float4E2M1Fn, 6.0, 0, -1),

@@ -1,6 +1,6 @@
 //! The dtype set of dtcast: PyTorch's dtypes and ml_dtypes' low-precision ones, down to 1 bit.
 //!
-//! [`DType`] names the 35 element types dtcast knows. Everything about a dtype that does not depend on
+//! [`DType`] names the 36 element types dtcast knows. Everything about a dtype that does not depend on
 //! values — its names, size, category and (for floating types) the exact encoding — lives here, in
 //! one table. [`Element`] maps Rust element types to their dtype.
 //!
@@ -37,6 +37,7 @@ mod format;
 pub mod packing;
 mod parse;
 mod shape;
+mod values;
 
 pub use category::Category;
 pub use dtype::{DType, TorchSupport};

@@ -109,10 +109,19 @@ impl fmt::Display for LayerError {
                 write!(f, "tensor `{name}` has shape {found:?}, but the layer expects {expected:?}")
             }
             LayerError::Checkpoint { path, reason } => write!(f, "{}: not a valid safetensors file: {reason}", path.display()),
-            LayerError::Unstorable { name, dtype } => write!(
-                f,
-                "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores bool, the integers, float16, bfloat16, float32, float64, complex64 and the float8 formats)"
-            ),
+            LayerError::Unstorable { name, dtype } => {
+                // What it stores, from the dtype table (a dtype safetensors gains is listed).
+                let stored: Vec<&str> = DType::ALL
+                    .into_iter()
+                    .filter(|d| d.safetensors_name().is_some() && *d != DType::Float4E2M1FnX2)
+                    .map(DType::name)
+                    .collect();
+                write!(
+                    f,
+                    "tensor `{name}` would be {dtype}, which safetensors cannot store (it stores {})",
+                    stored.join(", ")
+                )
+            }
             LayerError::Index { path, reason } | LayerError::Input { path, reason } => write!(f, "{}: {reason}", path.display()),
             LayerError::Changed { path } => write!(f, "{} changed while it was being read", path.display()),
             LayerError::Output(msg) => f.write_str(msg),

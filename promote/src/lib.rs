@@ -5,7 +5,7 @@
 //! `promoteTypes` table, the float8 and uint16/32/64 errors with torch's messages, and the
 //! dim / zero-dim / wrapped-scalar precedence of `result_type`. [`Jax`] is jax 0.10's lattice,
 //! where Python scalars are weak; [`NumPy`] is numpy 2.4's promotion and casting (NEP 50) with
-//! ml_dtypes 0.6's dtypes. `can_cast` takes NumPy's five [`Casting`] levels in every policy.
+//! ml_dtypes 0.7's dtypes. `can_cast` takes NumPy's five [`Casting`] levels in every policy.
 //!
 //! ```
 //! use dtcast_dtype::DType;

@@ -1,9 +1,20 @@
-//! NumPy 2's promotion and casting (NEP 50), with ml_dtypes 0.6's dtypes.
+//! NumPy 2's promotion and casting (NEP 50), with ml_dtypes 0.7's dtypes.
 //!
-//! Everything here is derived from three facts per dtype ([`NumPy::DTYPES`]: NumPy's type number,
-//! kind character and item size, and which library defines it) and from the casts ml_dtypes
-//! registers ([`ML_FLOAT_CASTS`] and the tables beside it), by the algorithms of NumPy's
+//! Everything here is derived from a few facts per dtype ([`NumPy::DTYPES`]: NumPy's type number,
+//! kind character and item size, and which library defines it), from the dtype table's
+//! [`DType::holds_every_value_of`] (ml_dtypes 0.7 registers a cast between two of its dtypes as
+//! safe exactly when it loses no value), and from the algorithms of NumPy's
 //! `convert_datatype.c`, `dtypemeta.c`, `abstractdtypes.c` and `common_dtype.c`.
+//!
+//! ml_dtypes 0.7 registers a cast for every pair, each with its level: safe as above (and, with
+//! NumPy's own dtypes, the casts 0.6 registered: its floats safely to float32 and wider, bool,
+//! uint8 and int8 safely to its floats); `same_kind` where the number kind does not go down
+//! (bool, unsigned, signed, float, complex); `unsafe` otherwise. Its dtypes subclass NumPy's
+//! abstract integer, float and complex DTypes, so Python scalars meet them as they meet NumPy's
+//! own, and two dtypes with no safe cast between them promote to the smallest NumPy type of the
+//! higher kind that both cast to safely (`float8_e4m3fn ∨ int32` is float64). Two of its
+//! integers promote through NumPy's (`int1 ∨ int4` is int8), though one casts safely to the
+//! other.
 
 use dtcast_dtype::DType;
 
@@ -15,28 +26,27 @@ use crate::policy::Policy;
 use DType as D;
 
 /// numpy 2.4's `np.promote_types`, `np.result_type` and `np.can_cast` (NEP 50), with bfloat16,
-/// the float8/6/4 types, int1..int4, uint1..uint4, complex32 and bcomplex32 as ml_dtypes 0.6
+/// the float8/6/4 types, int1..int4, uint1..uint4, complex32 and bcomplex32 as ml_dtypes 0.7
 /// defines them (every dtcast dtype but torch's float4_e2m1fn_x2).
 ///
 /// **Promotion** is NumPy's "common DType": when one dtype casts safely to the other, the other;
-/// else, for NumPy's own kinds (bool, unsigned, signed, float, complex), the smallest builtin type
-/// of the higher kind, or a higher one, that both cast to safely (`uint64 ∨ int8` is float64);
-/// otherwise an error. ml_dtypes' dtypes are NumPy kind `V` (bfloat16 and most float8 types) or
-/// `W` (its complex types), so they promote only where a safe cast says so:
-/// `bfloat16 ∨ float16` is an error, `int8 ∨ bfloat16` is bfloat16, `float8_e4m3fn ∨ float8_e5m2`
-/// is an error. The relation is not associative (`(int8 ∨ uint8) ∨ float16` is float32,
+/// else the smallest builtin type of the higher number kind (bool, unsigned, signed, float,
+/// complex), or of a higher kind, that both cast to safely (`uint64 ∨ int8` is float64,
+/// `bfloat16 ∨ float16` float32, `float8_e4m3fn ∨ float8_e5m2` float32). Every two dtypes of the
+/// policy promote. The relation is not associative (`(int8 ∨ uint8) ∨ float16` is float32,
 /// `int8 ∨ (uint8 ∨ float16)` float16), and `result_type` over three or more operands follows
-/// NumPy's own reduction (`PyArray_PromoteDTypeSequence`), so with ml_dtypes' dtypes its answer
-/// can depend on the operands' order, exactly as NumPy's does.
+/// NumPy's own reduction (`PyArray_PromoteDTypeSequence`), so its answer can depend on the
+/// operands' order, exactly as NumPy's does.
 ///
 /// **Python scalars are weak** (NEP 50): an `int`, `float` or `complex` takes the other operands'
 /// dtype when that dtype is of its kind or higher (`int8 array + 3` is int8, `float16 array +
-/// 2.5` is float16, `int8 array + 2.5` is float64); a Python `bool` is a strong bool; scalars
-/// alone give int64, float64, complex128. 0-dim arrays are arrays: nothing like torch's
-/// precedence. Values matter only for Python ints whose value is known
-/// ([`Operand::IntLiteral`]): NumPy's ufuncs convert them to the result dtype, so
-/// `uint8 array + 300` and `uint8 array + -1` are errors (`np.result_type` itself, and
-/// [`Operand::WrappedScalar`], ignore values).
+/// 2.5` is float16, `int4 array + 3` is int4, `int8 array + 2.5` is float64, `bfloat16 array +
+/// 1j` complex64); a Python `bool` is a strong bool; scalars alone give int64, float64,
+/// complex128. 0-dim arrays are arrays: nothing like torch's precedence. Values matter only for
+/// Python ints whose value is known ([`Operand::IntLiteral`]) and a result that is one of
+/// NumPy's integer types: NumPy's ufuncs convert them to it, so `uint8 array + 300` and `uint8
+/// array + -1` are errors (`np.result_type` itself, and [`Operand::WrappedScalar`], ignore
+/// values).
 ///
 /// **Casting**: [`Policy::can_cast_with`] is `np.can_cast` at each [`Casting`] level;
 /// [`Policy::can_cast`] (may a result be written to an output?) is `same_kind`, NumPy's default
@@ -48,7 +58,8 @@ use DType as D;
 /// let np = NumPy;
 /// assert_eq!(np.promote_types(DType::UInt64, DType::Int8)?, DType::Float64);
 /// assert_eq!(np.promote_types(DType::Int16, DType::Float16)?, DType::Float32);
-/// assert!(np.promote_types(DType::BFloat16, DType::Float16).is_err());
+/// assert_eq!(np.promote_types(DType::BFloat16, DType::Float16)?, DType::Float32);
+/// assert_eq!(np.promote_types(DType::Float8E4M3Fn, DType::Int32)?, DType::Float64);
 /// let ops = [Operand::Tensor(DType::UInt8), Operand::WrappedScalar(ScalarKind::Int)];
 /// assert_eq!(np.result_type(&ops)?, DType::UInt8);
 /// let ops = [Operand::Tensor(DType::UInt8), Operand::IntLiteral(300)];
@@ -76,38 +87,24 @@ pub enum Kind {
     Float,
     /// `c`.
     Complex,
-    /// `V`: ml_dtypes' bfloat16, float8 (but e5m2), float6, float4 and int1..uint4. ml_dtypes
-    /// cannot use `f`/`i`: NumPy takes two dtypes of equal kind and size for the same type.
+    /// `V`: ml_dtypes' bfloat16, float8 (but e5m2), float6, float4, int1..uint4 and bcomplex32
+    /// (ml_dtypes' complex32 is `c`). The kind character is what NumPy reports; how a dtype
+    /// promotes is its [number kind](Entry::number_kind).
     Void,
-    /// `W`: ml_dtypes' complex32 and bcomplex32, a kind NumPy does not know.
-    Wide,
 }
 
 impl Kind {
-    /// NumPy's `dtype_kind_to_ordering`: `same_kind` casts go up this order (`V` is above every
-    /// number kind; `W` has no place in it).
-    const fn ordering(self) -> Option<u8> {
-        match self {
-            Kind::Bool => Some(0),
-            Kind::UInt => Some(1),
-            Kind::Int => Some(2),
-            Kind::Float => Some(4),
-            Kind::Complex => Some(5),
-            Kind::Void => Some(8),
-            Kind::Wide => None,
-        }
-    }
-
-    /// NumPy's `dtype_kind_to_simplified_ordering`: the scalar kinds, whose common type may be
-    /// searched for in [`SEARCH`].
-    const fn scalar_kind(self) -> Option<usize> {
+    /// The number kinds in NumPy's order (`dtype_kind_to_simplified_ordering`): `same_kind`
+    /// casts do not go down it, and a common type is searched for in [`SEARCH`] from the higher
+    /// of two kinds up. `None` for `V`, which is no number kind.
+    const fn order(self) -> Option<usize> {
         match self {
             Kind::Bool => Some(0),
             Kind::UInt => Some(1),
             Kind::Int => Some(2),
             Kind::Float => Some(3),
             Kind::Complex => Some(4),
-            Kind::Void | Kind::Wide => None,
+            Kind::Void => None,
         }
     }
 }
@@ -144,6 +141,27 @@ pub struct Entry {
     pub origin: Origin,
 }
 
+impl Entry {
+    /// The number kind NumPy's promotion sees: the kind of NumPy's own dtypes, and for
+    /// ml_dtypes' the abstract DType it subclasses (float, complex, or a signed or unsigned
+    /// integer).
+    pub fn number_kind(&self) -> Kind {
+        match self.origin {
+            Origin::Builtin => self.kind,
+            Origin::MlFloat => Kind::Float,
+            Origin::MlComplex => Kind::Complex,
+            Origin::MlInt if self.dtype.is_signed() => Kind::Int,
+            Origin::MlInt => Kind::UInt,
+        }
+    }
+
+    /// The place of [`number_kind`](Entry::number_kind) in NumPy's order.
+    fn order(&self) -> usize {
+        // A number kind always has its place; `V` never reaches here.
+        self.number_kind().order().unwrap_or_default()
+    }
+}
+
 const fn e(dtype: DType, num: u16, kind: Kind, itemsize: u8, origin: Origin) -> Entry {
     Entry {
         dtype,
@@ -154,12 +172,12 @@ const fn e(dtype: DType, num: u16, kind: Kind, itemsize: u8, origin: Origin) -> 
     }
 }
 
-use Kind::{Bool as B, Complex as C, Float as F, Int as I, UInt as U, Void as V, Wide as W};
+use Kind::{Bool as B, Complex as C, Float as F, Int as I, UInt as U, Void as V};
 use Origin::{Builtin as Np, MlComplex as MlC, MlFloat as MlF, MlInt as MlI};
 
 impl NumPy {
-    /// Every dtype of the policy (numpy 2.4 with ml_dtypes 0.6 imported).
-    pub const DTYPES: [Entry; 34] = [
+    /// Every dtype of the policy (numpy 2.4 with ml_dtypes 0.7 imported).
+    pub const DTYPES: [Entry; 35] = [
         e(D::Bool, 0, B, 1, Np),
         e(D::Int8, 1, I, 1, Np),
         e(D::UInt8, 2, U, 1, Np),
@@ -176,25 +194,26 @@ impl NumPy {
         // Half comes after every other builtin type.
         e(D::Float16, 23, F, 2, Np),
         e(D::BFloat16, 256, V, 2, MlF),
-        e(D::Float8E3M4, 257, V, 1, MlF),
-        e(D::Float8E4M3, 258, V, 1, MlF),
-        e(D::Float8E4M3B11Fnuz, 259, V, 1, MlF),
-        e(D::Float8E4M3Fn, 260, V, 1, MlF),
-        e(D::Float8E4M3Fnuz, 261, V, 1, MlF),
-        e(D::Float8E5M2, 262, F, 1, MlF),
-        e(D::Float8E5M2Fnuz, 263, V, 1, MlF),
-        e(D::Float6E2M3Fn, 264, V, 1, MlF),
-        e(D::Float6E3M2Fn, 265, V, 1, MlF),
-        e(D::Float4E2M1Fn, 266, V, 1, MlF),
-        e(D::Float8E8M0Fnu, 267, V, 1, MlF),
-        e(D::Int1, 268, V, 1, MlI),
-        e(D::UInt1, 269, V, 1, MlI),
-        e(D::Int2, 270, V, 1, MlI),
-        e(D::UInt2, 271, V, 1, MlI),
-        e(D::Int4, 272, V, 1, MlI),
-        e(D::UInt4, 273, V, 1, MlI),
-        e(D::BComplex32, 274, W, 4, MlC),
-        e(D::Complex32, 275, W, 4, MlC),
+        e(D::Float8E4M3, 257, V, 1, MlF),
+        e(D::Float8E4M3B11Fnuz, 258, V, 1, MlF),
+        e(D::Float8E4M3Fn, 259, V, 1, MlF),
+        e(D::Float8E4M3Fnuz, 260, V, 1, MlF),
+        e(D::Float8E5M2, 261, F, 1, MlF),
+        e(D::Float8E5M2Fnuz, 262, V, 1, MlF),
+        e(D::Float8E3M4, 263, V, 1, MlF),
+        e(D::Float8E5M3Fnu, 264, V, 1, MlF),
+        e(D::Float8E8M0Fnu, 265, V, 1, MlF),
+        e(D::Float6E2M3Fn, 266, V, 1, MlF),
+        e(D::Float6E3M2Fn, 267, V, 1, MlF),
+        e(D::Float4E2M1Fn, 268, V, 1, MlF),
+        e(D::Int1, 269, V, 1, MlI),
+        e(D::UInt1, 270, V, 1, MlI),
+        e(D::Int2, 271, V, 1, MlI),
+        e(D::UInt2, 272, V, 1, MlI),
+        e(D::Int4, 273, V, 1, MlI),
+        e(D::UInt4, 274, V, 1, MlI),
+        e(D::BComplex32, 275, V, 4, MlC),
+        e(D::Complex32, 276, C, 4, MlC),
     ];
 
     /// How NumPy knows `dtype`, or `None` for torch's float4_e2m1fn_x2.
@@ -226,57 +245,6 @@ const ROW: [u8; DType::COUNT] = {
     row
 };
 
-/// ml_dtypes' `RegisterAllFloatCasts<...>`: casts both ways between every two of these.
-pub const ML_FLOAT_CASTS: [DType; 13] = [
-    D::BFloat16,
-    D::Float8E3M4,
-    D::Float8E4M3,
-    D::Float8E4M3B11Fnuz,
-    D::Float8E4M3Fn,
-    D::Float8E4M3Fnuz,
-    D::Float8E5M2,
-    D::Float8E5M2Fnuz,
-    D::Float6E2M3Fn,
-    D::Float6E3M2Fn,
-    D::Float4E2M1Fn,
-    D::BComplex32,
-    D::Complex32,
-];
-
-/// ml_dtypes' other casts between two of its own dtypes: float8_e8m0fnu with bfloat16 (both
-/// ways), and one way from a narrower integer to a wider one of its signedness.
-const ML_OTHER_CASTS: [(DType, DType); 8] = [
-    (D::Float8E8M0Fnu, D::BFloat16),
-    (D::BFloat16, D::Float8E8M0Fnu),
-    (D::Int1, D::Int2),
-    (D::UInt1, D::UInt2),
-    (D::Int1, D::Int4),
-    (D::UInt1, D::UInt4),
-    (D::Int2, D::Int4),
-    (D::UInt2, D::UInt4),
-];
-
-/// The pairs ml_dtypes leaves out when it registers casts both ways between each of its
-/// integers and each of [`ML_FLOAT_CASTS`] ("int4 -> float6_e2m3fn is not safe and we only
-/// register safe casts").
-const ML_INT_FLOAT_GAPS: [(DType, DType); 2] =
-    [(D::Int4, D::Float6E2M3Fn), (D::UInt4, D::Float6E2M3Fn)];
-
-/// Whether NumPy has a cast `a → b` at all.
-fn cast_exists(a: &Entry, b: &Entry) -> bool {
-    let float = |x: &Entry| ML_FLOAT_CASTS.contains(&x.dtype);
-    let int_float = |i: &Entry, f: &Entry| {
-        i.origin == Origin::MlInt && float(f) && !ML_INT_FLOAT_GAPS.contains(&(i.dtype, f.dtype))
-    };
-    a.dtype == b.dtype
-        || a.origin == Origin::Builtin
-        || b.origin == Origin::Builtin
-        || (float(a) && float(b))
-        || ML_OTHER_CASTS.contains(&(a.dtype, b.dtype))
-        || int_float(a, b)
-        || int_float(b, a)
-}
-
 /// NumPy's own safe casts between builtin types (`_npy_can_cast_safely_table`): bool to
 /// anything; an integer to a wider one of its signedness or a signed one wider than it; an
 /// integer of `n` bytes to a float (or complex component) wider than `n` bytes, and a 64-bit
@@ -300,7 +268,11 @@ fn builtin_safe(a: &Entry, b: &Entry) -> bool {
     }
 }
 
-/// The safe casts ml_dtypes registers between its dtypes and NumPy's (`PyArray_RegisterCanCast`).
+/// The safe casts ml_dtypes registers between its dtypes and NumPy's: its floats to float32 and
+/// wider and to NumPy's complex types, its complex types to NumPy's, its integers to every signed
+/// integer, float and complex (and an unsigned one to the unsigned integers); from bool to all
+/// of its dtypes and from uint8 and int8 to its floats and complex types (all as 0.6 registered
+/// them); and from a NumPy dtype whose every value it holds (float16 → complex32).
 fn registered_safe(a: &Entry, b: &Entry) -> bool {
     let small_number =
         |x: &Entry| matches!(x.kind, Kind::Bool | Kind::UInt | Kind::Int) && x.itemsize == 1;
@@ -312,15 +284,19 @@ fn registered_safe(a: &Entry, b: &Entry) -> bool {
         (Origin::MlInt, Origin::Builtin) => match b.kind {
             Kind::Int | Kind::Float | Kind::Complex => true,
             Kind::UInt => !a.dtype.is_signed(),
-            Kind::Bool | Kind::Void | Kind::Wide => false,
+            Kind::Bool | Kind::Void => false,
         },
-        (Origin::Builtin, Origin::MlFloat | Origin::MlComplex) => small_number(a),
-        (Origin::Builtin, Origin::MlInt) => a.kind == Kind::Bool,
-        _ => false,
+        (Origin::Builtin, origin) => {
+            a.kind == Kind::Bool
+                || (small_number(a) && origin != Origin::MlInt)
+                || b.dtype.holds_every_value_of(a.dtype)
+        }
+        // Between two of ml_dtypes' own: safe exactly when no value is lost.
+        (_, _) => b.dtype.holds_every_value_of(a.dtype),
     }
 }
 
-/// NumPy's safe cast `a → b` (the relation promotion is built on).
+/// NumPy's safe cast `a → b`.
 fn safe(a: &Entry, b: &Entry) -> bool {
     if a.dtype == b.dtype {
         return true;
@@ -328,25 +304,24 @@ fn safe(a: &Entry, b: &Entry) -> bool {
     if a.origin == Origin::Builtin && b.origin == Origin::Builtin {
         return builtin_safe(a, b);
     }
-    // A cast between two dtypes of equal kind and size counts as safe: NumPy takes such dtypes
-    // for equivalent (which is why ml_dtypes avoids kind `f`), so float8_e4m3fn → float4_e2m1fn
-    // and int4 → float8_e4m3fn are "safe".
-    registered_safe(a, b) || (cast_exists(a, b) && a.kind == b.kind && a.itemsize == b.itemsize)
+    registered_safe(a, b)
 }
 
-/// `np.can_cast(a, b, casting)`.
+/// The safe casts promotion takes as an answer: all but those between two of ml_dtypes'
+/// integers, which promote through NumPy's integers (`uint1 ∨ uint2` is uint8).
+fn promotes_to(a: &Entry, b: &Entry) -> bool {
+    safe(a, b) && !(a.origin == Origin::MlInt && b.origin == Origin::MlInt && a.dtype != b.dtype)
+}
+
+/// `np.can_cast(a, b, casting)`. Every pair has a cast; `same_kind` is a safe one or one whose
+/// number kind does not go down.
 fn can_cast(a: &Entry, b: &Entry, casting: Casting) -> bool {
     match casting {
         // dtcast's dtypes are in native byte order, where `equiv` is `no`.
         Casting::No | Casting::Equiv => a.dtype == b.dtype,
         Casting::Safe => safe(a, b),
-        Casting::SameKind => {
-            safe(a, b)
-                || (cast_exists(a, b)
-                    && matches!((a.kind.ordering(), b.kind.ordering()),
-                                (Some(x), Some(y)) if x <= y))
-        }
-        Casting::Unsafe => cast_exists(a, b),
+        Casting::SameKind => safe(a, b) || a.order() <= b.order(),
+        Casting::Unsafe => true,
     }
 }
 
@@ -370,14 +345,13 @@ fn entry(dtype: DType) -> &'static Entry {
 /// number (`legacy_common_dtype_function`, and `default_builtin_common_dtype`'s table, which
 /// the same rules generate); `None` when `cls` does not know one.
 fn common_concrete(cls: &Entry, other: &Entry) -> Option<DType> {
-    if safe(cls, other) {
+    if promotes_to(cls, other) {
         return Some(other.dtype);
     }
-    if safe(other, cls) {
+    if promotes_to(other, cls) {
         return Some(cls.dtype);
     }
-    let (ka, kb) = (cls.kind.scalar_kind()?, other.kind.scalar_kind()?);
-    SEARCH[ka.max(kb)..]
+    SEARCH[cls.order().max(other.order())..]
         .iter()
         .flat_map(|chain| chain.iter())
         .map(|&dt| entry(dt))
@@ -431,8 +405,9 @@ fn common_dtype(cls: Node, other: Node) -> Option<Node> {
         Node::DType(dt) => Some(entry(dt)),
         _ => None,
     };
-    // A Python scalar meeting an ml_dtypes dtype asks it about these builtin types in turn
-    // (NumPy's "back-compat fallback" in `int_common_dtype` and its siblings).
+    // A Python scalar asked first about an ml_dtypes dtype (a legacy DType to NumPy) asks it
+    // about these builtin types in turn (NumPy's "back-compat fallback" in `int_common_dtype` and
+    // its siblings): `3 ∨ int4` is int16, where `int4 ∨ 3` is int4.
     let fallback = |other: &Entry, tries: &[DType]| {
         tries
             .iter()
@@ -447,22 +422,24 @@ fn common_dtype(cls: Node, other: Node) -> Option<Node> {
                 .map(Node::DType)
         }
         (Node::DType(a), None) => {
-            // `default_builtin_common_dtype` with a Python scalar: a builtin number of the
-            // scalar's kind or higher stays (Python complex makes floats complex).
+            // `default_builtin_common_dtype` with a Python scalar: a number of the scalar's kind
+            // or higher stays (Python complex makes floats complex) — ml_dtypes' dtypes too, as
+            // subclasses of NumPy's abstract number DTypes.
+            // ml_dtypes' integers answer a Python float or complex themselves, with NumPy's
+            // defaults (NumPy's own integers leave that to the scalar, with the same answer).
             let a = entry(a);
-            let kind = a.kind;
-            let number = a.origin == Origin::Builtin;
-            match other {
-                PyComplex if number && kind == Kind::Complex => Some(cls),
-                PyComplex if number && kind == Kind::Float => {
-                    Some(Node::DType(if a.itemsize <= 4 {
-                        D::Complex64
-                    } else {
-                        D::Complex128
-                    }))
-                }
-                PyFloat if number && matches!(kind, Kind::Float | Kind::Complex) => Some(cls),
-                PyInt if number && !matches!(kind, Kind::Bool) => Some(cls),
+            let ml = a.origin != Origin::Builtin;
+            match (other, a.number_kind()) {
+                (PyComplex, Kind::Complex) => Some(cls),
+                (PyComplex, Kind::Float) => Some(Node::DType(if a.itemsize <= 4 {
+                    D::Complex64
+                } else {
+                    D::Complex128
+                })),
+                (PyFloat, Kind::Float | Kind::Complex) => Some(cls),
+                (PyInt, kind) if kind != Kind::Bool => Some(cls),
+                (PyFloat, Kind::Int | Kind::UInt) if ml => Some(Node::DType(D::Float64)),
+                (PyComplex, Kind::Int | Kind::UInt) if ml => Some(Node::DType(D::Complex128)),
                 _ => None,
             }
         }
@@ -551,17 +528,11 @@ fn promote_sequence(list: &mut [Slot]) -> Result<Node, (Node, Node)> {
 /// (dtcast keeps its scratch list on the stack, so that the crate needs no allocator.)
 pub const MAX_OPERANDS: usize = 64;
 
-/// The range of Python ints NumPy converts to `dtype` without an error, or `None` when any
-/// int dtcast holds converts (NumPy's float and complex types).
+/// The range of Python ints NumPy converts to `dtype` without an error: NumPy's integer types'
+/// ranges (NEP 50's OverflowError); `None` for every other dtype.
 fn python_int_range(dtype: &Entry) -> Option<(i128, i128)> {
-    let bits = dtype.dtype.bits() as u32;
     match (dtype.kind, dtype.origin) {
-        (Kind::Int, _) | (Kind::Void, Origin::MlInt) if dtype.dtype.is_signed() => {
-            Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1))
-        }
-        (Kind::UInt, _) | (Kind::Void, Origin::MlInt) => Some((0, (1i128 << bits) - 1)),
-        // ml_dtypes reads a Python int through a C long: beyond int64, a TypeError.
-        (_, Origin::MlFloat | Origin::MlComplex) => Some((i64::MIN.into(), i64::MAX.into())),
+        (Kind::Int | Kind::UInt, Origin::Builtin) => dtype.dtype.integer_range(),
         _ => None,
     }
 }
@@ -591,7 +562,7 @@ impl Policy for NumPy {
 
     /// `np.result_type`, and the dtype a ufunc such as `np.add` computes in: arrays (0-dim or
     /// not) and Python bools are strong, Python int/float/complex weak; a Python int whose value
-    /// is known must fit the result (an integer type's range; ml_dtypes' floats take int64's).
+    /// is known must fit a result that is one of NumPy's integer types.
     fn result_type(&self, operands: &[Operand]) -> Result<DType, PromoteError> {
         if operands.is_empty() {
             return Err(PromoteError::NoOperands);

@@ -286,7 +286,7 @@ pub(crate) enum PolicyName {
     Jax,
     /// jax 0.10 with `jax_enable_x64` off (64-bit results made 32-bit).
     JaxNoX64,
-    /// numpy 2.4 with ml_dtypes 0.6 (NEP 50: weak Python scalars, an integer literal must fit
+    /// numpy 2.4 with ml_dtypes 0.7 (NEP 50: weak Python scalars, an integer literal must fit
     /// the result as in `np.add`; `can-cast --casting`).
     Numpy,
 }

@@ -23,7 +23,10 @@ pub(crate) fn run(args: &DtypesArgs, out: &mut dyn Write) -> Result<(), CmdError
         let format = dt.float_format().map_or_else(String::new, |f| {
             format!(
                 "e{}m{} bias {} max {}",
-                f.exponent_bits, f.mantissa_bits, f.bias, f.max_finite
+                f.exponent_bits,
+                f.mantissa_bits,
+                f.bias,
+                compact(f.max_finite)
             )
         });
         writeln!(
@@ -46,6 +49,16 @@ pub(crate) fn run(args: &DtypesArgs, out: &mut dyn Write) -> Result<(), CmdError
          `-` = not a torch dtype (Torch mode is ml_dtypes' astype for both)."
     )?;
     Ok(())
+}
+
+/// A maximum as a reader takes it in: exactly below 10^7 (`448`, `7.5`, `114688`), else seven
+/// significant digits (`1.797693e308`, not float64's 309 digits).
+fn compact(x: f64) -> String {
+    if x < 1e7 {
+        x.to_string()
+    } else {
+        format!("{x:.6e}")
+    }
 }
 
 fn torch(dt: DType) -> &'static str {

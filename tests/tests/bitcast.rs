@@ -253,6 +253,7 @@ proptest! {
             DType::Float8E4M3 => round_trip_typed::<dtcast::dtype::Float8E4M3>(&bytes)?,
             DType::Float8E3M4 => round_trip_typed::<dtcast::dtype::Float8E3M4>(&bytes)?,
             DType::Float8E4M3B11Fnuz => round_trip_typed::<dtcast::dtype::Float8E4M3B11Fnuz>(&bytes)?,
+            DType::Float8E5M3Fnu => round_trip_typed::<dtcast::dtype::Float8E5M3Fnu>(&bytes)?,
             DType::Float4E2M1FnX2 => round_trip_typed::<dtcast::dtype::Float4E2M1FnX2>(&bytes)?,
             other => prop_assert!(false, "no element type for {}", other),
         }

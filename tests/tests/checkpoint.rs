@@ -146,6 +146,28 @@ fn outputs_are_never_half_written_or_overwritten_by_accident() {
         "{e}"
     );
     assert!(!dir.path().join("c.safetensors").exists());
+    // safetensors 0.8 has no name for ml_dtypes 0.7's float8_e5m3fnu: the error names the dtype
+    // and what it does store.
+    let e = convert_file(
+        &p,
+        &dir.path().join("c.safetensors"),
+        &ConvertOptions::new(DType::Float8E5M3Fnu),
+        &|_, _| {},
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(
+            "would be float8_e5m3fnu, which safetensors cannot store (it stores bool, uint8"
+        ),
+        "{text}"
+    );
+    let stored = text.split("it stores").nth(1).unwrap();
+    assert!(
+        stored.contains("float8_e8m0fnu") && !stored.contains("float8_e5m3fnu"),
+        "{text}"
+    );
+    assert!(!dir.path().join("c.safetensors").exists());
 }
 
 #[test]

@@ -25,7 +25,7 @@ fn promote_prints_the_result_dtype() {
 
 #[test]
 fn policy_numpy_keeps_literal_values_and_casting_levels() {
-    // Expected values: numpy 2.4.6 + ml_dtypes 0.6.0 (np.add for the value errors, np.can_cast).
+    // Expected values: numpy 2.4.6 + ml_dtypes 0.7.0 (np.result_type and NEP 50's value errors, np.can_cast).
     let run = |args: &[&str]| dtcast(args, "");
     let np = |args: &[&str]| run(&[args, &["--policy", "numpy"]].concat());
     assert_eq!(np(&["promote", "uint8[2]", "3"]).stdout, "uint8\n");
@@ -47,21 +47,26 @@ fn policy_numpy_keeps_literal_values_and_casting_levels() {
         np(&["promote", "float16[2]", "float64[]"]).stdout,
         "float64\n"
     );
-    assert_eq!(np(&["promote", "int4[2]", "3"]).stdout, "int8\n");
-    let o = np(&["promote", "bfloat16[2]", "float16[2]"]);
-    assert_eq!(o.code, 1);
-    assert!(
-        o.stderr.contains("do not have a common DType"),
-        "{}",
-        o.stderr
+    // ml_dtypes 0.7: int4 is an integer DType (a weak int keeps it), and bfloat16 ∨ float16
+    // is float32; an ml_dtypes dtype with no common dtype is gone.
+    assert_eq!(np(&["promote", "int4[2]", "3"]).stdout, "int4\n");
+    assert_eq!(
+        np(&["promote", "bfloat16[2]", "float16[2]"]).stdout,
+        "float32\n"
     );
+    let o = np(&["promote", "float4_e2m1fn_x2[2]", "float16[2]"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("float4_e2m1fn_x2"), "{}", o.stderr);
     for (from, to, casting, want) in [
         ("int64", "float64", "safe", "true"),
         ("float64", "float32", "safe", "false"),
         ("float64", "float32", "same_kind", "true"),
         ("float64", "int8", "same_kind", "false"),
         ("float64", "int8", "unsafe", "true"),
-        ("float8_e8m0fnu", "float8_e4m3fn", "unsafe", "false"),
+        // ml_dtypes 0.7 casts every pair; e8m0's range is not e4m3fn's, so not safely.
+        ("float8_e8m0fnu", "float8_e4m3fn", "unsafe", "true"),
+        ("float8_e8m0fnu", "float8_e4m3fn", "safe", "false"),
+        ("float6_e2m3fn", "float8_e4m3fn", "safe", "true"),
         ("int8", "int8", "no", "true"),
     ] {
         let o = np(&["can-cast", from, to, "--casting", casting]);
@@ -842,6 +847,17 @@ fn dtypes_lists_every_dtype_from_the_table() {
         "{}",
         o.stdout
     );
+    // Maxima compactly: float64's is 1.797693e308 (not its 309 digits); small ones exactly.
+    assert!(
+        o.stdout.contains("e11m52 bias 1023 max 1.797693e308 "),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("e5m3 bias 15 max 114688 "),
+        "{}",
+        o.stdout
+    );
     let o = dtcast(&["dtypes", "--json"], "");
     let rows: Vec<serde_json::Value> = o
         .stdout
@@ -932,21 +948,52 @@ fn hex_tokens_of_packed_dtypes_are_one_element_each() {
     );
     let o = dtcast(&["cast", "--from", "f4e2m1", "--to", "f32", "--hex"], "2 7");
     assert_eq!(o.stdout, "0000803f 0000c040\n");
-    // float6: two hex digits, at most 3f; elements must fill whole bytes (4 per 3 bytes).
+    // float6: a code of 6 bits, at most 3f; 40 does not fit.
     let o = dtcast(
         &["cast", "--from", "float6_e2m3fn", "--to", "f32", "--hex"],
         "40 0 0 0",
     );
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("--hex token 0 (`40`) is not one float6_e2m3fn element: expected 2 hex digit(s) (its 6 bits)"), "{}", o.stderr);
+    assert!(o.stderr.contains("--hex token 0 (`40`) is not one float6_e2m3fn element: expected a code of 6 bits, 0 to 3f in hex"), "{}", o.stderr);
+    // The tokens are elements: any number of them, nothing packed (three int4 end inside a
+    // byte; as tokens they are three elements). int4 7, -8, -1.
     let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "7 8 f");
-    assert_eq!(o.code, 1);
-    assert!(
-        o.stderr
-            .contains("packed int4 input needs a multiple of 2 values"),
+    assert_eq!(
+        (o.code, o.stdout.as_str()),
+        (0, "0000e040 000000c1 000080bf\n"),
         "{}",
         o.stderr
     );
+    // Into a packed dtype too: one float32 1.0 is float4 code 2.
+    let o = dtcast(
+        &["cast", "--from", "f32", "--to", "f4e2m1", "--hex"],
+        "0000803f",
+    );
+    assert_eq!(o.stdout, "2\n");
+    // Leading zeros: `07` is float4 code 7 (6.0), `0008` code 8 (-0.0).
+    let o = dtcast(
+        &["cast", "--from", "f4e2m1", "--to", "f32", "--hex"],
+        "07 0008",
+    );
+    assert_eq!(o.stdout, "0000c040 00000080\n");
+    let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "010");
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("expected a code of 4 bits, 0 to f in hex"),
+        "{}",
+        o.stderr
+    );
+    // An error names the element it is about, not a padding copy: int4 -> uint4 Checked fails
+    // at -1 (element 1), and at element 0 when that is the bad one.
+    let o = dtcast(
+        &[
+            "cast", "--from", "int4", "--to", "uint4", "--hex", "--mode", "checked",
+        ],
+        "1 f 2",
+    );
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("element 1"), "{}", o.stderr);
     let o = dtcast(&["cast", "--from", "int4", "--to", "f32", "--hex"], "7 8");
     assert_eq!(o.stdout, "0000e040 000000c1\n"); // 7, -8
 }

@@ -82,6 +82,7 @@ fn every_element_type_round_trips() {
         Float8E4M3,
         Float8E3M4,
         Float8E4M3B11Fnuz,
+        Float8E5M3Fnu,
         Float4E2M1FnX2,
     );
     // Every dtype with a whole-byte element type is covered (the packed sub-byte dtypes have none).

@@ -74,6 +74,7 @@ struct Narrow {
     bool has_nan;
     u32 nan_code;  // a format without NaN: the code its NaN rule writes (-0)
     bool nan_signed, neg_zero;
+    bool is_signed;  // false: an unsigned format (float8_e5m3fnu); negative values are past its range
 };
 
 // Fmt_<dtype>() for every narrow float format (ml_dtypes' NaN byte), TorchFmt_<dtype>() for
@@ -88,7 +89,8 @@ DEV u32 nan_code(const Narrow& f, bool negative) {
 DEV u32 special(const Narrow& f, int out, bool negative) {
     u32 sign = negative ? sign_bit(f) : 0;
     if (out == OUT_INF && f.inf_mag >= 0) return (u32)f.inf_mag | sign;
-    if (out == OUT_MAX) return f.max_mag | sign;
+    // An unsigned format's "max" below zero is its lowest value, 0.
+    if (out == OUT_MAX) return (negative && !f.is_signed) ? 0u : (f.max_mag | sign);
     return nan_code(f, negative);
 }
 DEV u64 round_magnitude(const Narrow& f, double a) {
@@ -105,6 +107,7 @@ DEV u32 encode(const Narrow& f, double x, int overflow, int inf) {
     bool negative = (d2u(x) >> 63) != 0;
     double a = u2d(d2u(x) & 0x7FFFFFFFFFFFFFFFull);
     if (isinf_d(a)) return special(f, inf, negative);
+    if (negative && !f.is_signed && a != 0.0) return special(f, overflow, true);
     u64 mag = round_magnitude(f, a);
     if (mag > (u64)f.max_mag) return special(f, overflow, negative);
     if (mag == 0 && !f.neg_zero) return 0;
@@ -121,6 +124,7 @@ DEV u32 encode_f32(const Narrow& f, float x, int overflow, int inf) {
     bool negative = (b >> 31) != 0;
     u32 a = b & 0x7FFFFFFFu;
     if (a == 0x7F800000u) return special(f, inf, negative);
+    if (negative && !f.is_signed && a != 0) return special(f, overflow, true);
     int emin = 1 - f.bias;
     u32 mag;
     if ((int)(a >> 23) - 127 >= emin) {
@@ -441,9 +445,15 @@ template <class F> DEV float f8_decode(u8 code) {
 // for ±inf, ±inf where the format has it, else its NaN, else ±max; NaN: the format's NaN (-0 / +0
 // where it has none).
 DEV u32 ml_encode(const Narrow& f, Val v) {
+    int beyond = f.inf_mag >= 0 ? OUT_INF : f.has_nan ? OUT_NAN : OUT_MAX;
+    Val r = real(v);
+    if (r.kind == K_DOUBLE) {
+        // ml_dtypes 0.7: one rounding from float64.
+        if (isnan_d(r.d)) return nan_code(f, (d2u(r.d) >> 63) != 0);
+        return encode(f, r.d, beyond, beyond);
+    }
     float x = to_f32(v, false);
     if (isnan_f(x)) return nan_code(f, (f2u(x) >> 31) != 0);
-    int beyond = f.inf_mag >= 0 ? OUT_INF : f.has_nan ? OUT_NAN : OUT_MAX;
     return encode_f32(f, x, beyond, beyond);
 }
 // Saturate for ml_dtypes' formats: one rounding; finite overflow -> ±max, ±inf -> ±inf where the
@@ -662,7 +672,11 @@ struct E8M0Lane {
     static const int BITS = 8;
     MEM static Val load(const u8* p) { return v_float(e8m0_to_f32(p[0])); }
     PLAIN_LOAD_ML
-    MEM static void torch(Val v, Quirks, u8* p) { p[0] = f32_to_e8m0(to_f32(v, false)); }
+    MEM static void torch(Val v, Quirks q, u8* p) {
+        float x = to_f32(v, false);
+        // ml_dtypes 0.7 (a source torch cannot cast): zero and negative values are the NaN.
+        p[0] = (q.ml && !(x > 0.0f)) ? (u8)0xFF : f32_to_e8m0(x);
+    }
     MEM static void saturate(Val v, u8* p) { p[0] = f64_to_e8m0_saturating(to_f64_for_rounding(v)); }
 };
 template <class Part, int KIND> struct ComplexLane {
@@ -867,7 +881,7 @@ struct Limits {
     double lo_f, hi_excl_f;  // the integer range for float values: trunc(x) in [lo_f, hi_excl_f)
     double threshold;        // floating destinations: magnitudes from here overflow...
     bool tie_overflows;      // ...the threshold itself too, if this is set
-    bool has_inf, has_nan, fsigned;
+    bool has_inf, has_nan, fsigned, has_zero;
 };
 
 DEV bool is_int_kind(int k) { return k == K_BOOL || k == K_INT || k == K_UINT; }
@@ -900,7 +914,8 @@ DEV bool real_ok(Val v, const Limits& l) {
         return v.i >= 0 && (u64)v.i <= l.hi_u;
     }
     if (isnan_d(x)) return l.has_nan;
-    if (!l.fsigned && x <= 0.0) return false;
+    // An unsigned format holds no negative value (e8m0: no zero either).
+    if (!l.fsigned && (x < 0.0 || (x == 0.0 && !l.has_zero))) return false;
     if (isinf_d(x)) return l.has_inf;
     double a = x < 0 ? -x : x;
     return !(a > l.threshold || (a == l.threshold && l.tie_overflows));

@@ -115,6 +115,13 @@ struct Ml_float8_e4m3b11fnuz {
 };
 typedef MlFloatLane<Ml_float8_e4m3b11fnuz> Lane_float8_e4m3b11fnuz;
 
+// float8_e5m3fnu
+struct Ml_float8_e5m3fnu {
+    MEM static Narrow ml() { return Fmt_float8_e5m3fnu(); }
+    static const int BITS = 8;
+};
+typedef MlFloatLane<Ml_float8_e5m3fnu> Lane_float8_e5m3fnu;
+
 // float6_e2m3fn
 struct Ml_float6_e2m3fn {
     MEM static Narrow ml() { return Fmt_float6_e2m3fn(); }
@@ -157,4 +164,4 @@ typedef NarrowIntLane<1, false> Lane_uint1;
 // float4_e2m1fn_x2: no values of its own, no lane
 
 // Every lane, with its dtype's index in dtcast_dtype::DType::ALL.
-#define DTCAST_LANES(X) X(0, Lane_bool) X(1, Lane_uint8) X(2, Lane_int8) X(3, Lane_int16) X(4, Lane_int32) X(5, Lane_int64) X(6, Lane_uint16) X(7, Lane_uint32) X(8, Lane_uint64) X(9, Lane_float16) X(10, Lane_bfloat16) X(11, Lane_float32) X(12, Lane_float64) X(13, Lane_complex32) X(14, Lane_complex64) X(15, Lane_complex128) X(16, Lane_bcomplex32) X(17, Lane_float8_e4m3fn) X(18, Lane_float8_e5m2) X(19, Lane_float8_e4m3fnuz) X(20, Lane_float8_e5m2fnuz) X(21, Lane_float8_e8m0fnu) X(22, Lane_float8_e4m3) X(23, Lane_float8_e3m4) X(24, Lane_float8_e4m3b11fnuz) X(25, Lane_float6_e2m3fn) X(26, Lane_float6_e3m2fn) X(27, Lane_float4_e2m1fn) X(28, Lane_int4) X(29, Lane_uint4) X(30, Lane_int2) X(31, Lane_uint2) X(32, Lane_int1) X(33, Lane_uint1)
+#define DTCAST_LANES(X) X(0, Lane_bool) X(1, Lane_uint8) X(2, Lane_int8) X(3, Lane_int16) X(4, Lane_int32) X(5, Lane_int64) X(6, Lane_uint16) X(7, Lane_uint32) X(8, Lane_uint64) X(9, Lane_float16) X(10, Lane_bfloat16) X(11, Lane_float32) X(12, Lane_float64) X(13, Lane_complex32) X(14, Lane_complex64) X(15, Lane_complex128) X(16, Lane_bcomplex32) X(17, Lane_float8_e4m3fn) X(18, Lane_float8_e5m2) X(19, Lane_float8_e4m3fnuz) X(20, Lane_float8_e5m2fnuz) X(21, Lane_float8_e8m0fnu) X(22, Lane_float8_e4m3) X(23, Lane_float8_e3m4) X(24, Lane_float8_e4m3b11fnuz) X(25, Lane_float8_e5m3fnu) X(26, Lane_float6_e2m3fn) X(27, Lane_float6_e3m2fn) X(28, Lane_float4_e2m1fn) X(29, Lane_int4) X(30, Lane_uint4) X(31, Lane_int2) X(32, Lane_uint2) X(33, Lane_int1) X(34, Lane_uint1)

@@ -363,8 +363,9 @@ pub fn check_line(from: DType, to: DType, exact: bool) -> String {
     let has_inf = format.is_some_and(|f| f.has_inf);
     let has_nan = format.is_some_and(|f| f.nan != dtcast_dtype::NanEncoding::None);
     let fsigned = format.is_none_or(|f| f.signed);
+    let has_zero = format.is_none_or(|f| f.has_zero);
     format!(
-        "DTCAST_CHECK({}, {}, {}, {}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {has_nan}, {fsigned})\n",
+        "DTCAST_CHECK({}, {}, {}, {}, {kind}, {}, {signed}, {}, {}, {hi_u:#x}ull, {}, {}, {}, {tie}, {has_inf}, {has_nan}, {fsigned}, {has_zero})\n",
         lane_of(from),
         lane_of(to),
         u8::from(exact),

@@ -88,7 +88,7 @@ fn special(s: Special) -> &'static str {
 
 fn narrow(name: &str, f: &FormatLayout) -> String {
     format!(
-        "DEV Narrow {name}() {{ Narrow n = {{{}, {}, {}, {:#x}, {}, {}, {:#x}, {}, {}}}; return n; }}\n",
+        "DEV Narrow {name}() {{ Narrow n = {{{}, {}, {}, {:#x}, {}, {}, {:#x}, {}, {}, {}}}; return n; }}\n",
         f.exp_bits,
         f.man_bits,
         f.bias,
@@ -97,7 +97,8 @@ fn narrow(name: &str, f: &FormatLayout) -> String {
         f.has_nan,
         f.nan_code,
         f.nan_signed,
-        f.neg_zero
+        f.neg_zero,
+        f.signed
     )
 }
 
