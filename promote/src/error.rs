@@ -4,6 +4,8 @@ use core::fmt;
 
 use dtcast_dtype::DType;
 
+use crate::operand::ScalarKind;
+
 /// Why promotion failed. `Display` prints PyTorch's own message where PyTorch has one.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,6 +71,25 @@ pub enum PromoteError {
         /// The most accepted.
         max: usize,
     },
+    /// Two dtypes the Array API standard does not promote together, and the rule that says so.
+    ArrayApi {
+        /// First operand type.
+        a: DType,
+        /// Second operand type.
+        b: DType,
+        /// Why not.
+        rule: ArrayApiRule,
+    },
+    /// A Python scalar of a kind the Array API standard does not promote with arrays of
+    /// `dtype` (a float with an integer array, an int with a bool array, ...).
+    ArrayApiScalar {
+        /// The scalar's kind.
+        scalar: ScalarKind,
+        /// The arrays' dtype.
+        dtype: DType,
+    },
+    /// Python scalars and no array: the Array API standard gives them no dtype.
+    ArrayApiNoArray,
     /// A torch dtype without a row in `c10::promoteTypes`' table (int1..int4,
     /// float4_e2m1fn_x2): torch fails an internal assertion (`ix_a != -1`).
     NoTableEntry {
@@ -77,6 +98,16 @@ pub enum PromoteError {
         /// Second operand type.
         b: DType,
     },
+}
+
+/// Which of the Array API standard's rules refuses two dtypes.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrayApiRule {
+    /// Promotion stays within a kind: bool, the integers, the floating types.
+    KindsDiffer,
+    /// No signed integer holds every value of both (uint64 with a signed integer).
+    NoSignedHoldsBoth,
 }
 
 impl fmt::Display for PromoteError {
@@ -104,10 +135,17 @@ impl fmt::Display for PromoteError {
                 common.cpp_name(),
                 out.cpp_name()
             ),
-            PromoteError::NotInPolicy { dtype, policy } => write!(
-                f,
-                "{dtype} is not a {policy} dtype, so the {policy} rules cannot promote it"
-            ),
+            PromoteError::NotInPolicy { dtype, policy } => {
+                let article = if policy.starts_with(['A', 'E', 'I', 'O', 'U']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                write!(
+                    f,
+                    "{dtype} is not {article} {policy} dtype, so the {policy} rules cannot promote it"
+                )
+            }
             PromoteError::NoCommonDType { a, b, policy: "JAX" } => write!(
                 f,
                 "Input dtypes ('{a}', '{b}') have no available implicit dtype promotion path \
@@ -115,9 +153,7 @@ impl fmt::Display for PromoteError {
             ),
             PromoteError::NoCommonDType { a, b, policy: "NumPy" } => write!(
                 f,
-                "The DTypes {a} and {b} do not have a common DType (NumPy promotes two dtypes only \
-                 where one casts safely to the other or both cast safely to a NumPy type; cast one \
-                 explicitly)"
+                "The DTypes {a} and {b} do not have a common DType (cast one explicitly)"
             ),
             PromoteError::PythonIntOutOfBounds { value, dtype } if dtype.is_integral(false) => {
                 write!(f, "Python integer {value} out of bounds for {dtype}")
@@ -134,6 +170,39 @@ impl fmt::Display for PromoteError {
             PromoteError::NoCommonDType { a, b, policy } => write!(
                 f,
                 "the {policy} rules have no common dtype for {a} and {b}"
+            ),
+            PromoteError::ArrayApi { a, b, rule: ArrayApiRule::KindsDiffer } => write!(
+                f,
+                "{a} and {b} cannot be promoted together: the Array API promotes only within a \
+                 kind (bool; the integers; the real and complex floating types)"
+            ),
+            PromoteError::ArrayApi { a, b, rule: ArrayApiRule::NoSignedHoldsBoth } => write!(
+                f,
+                "{a} and {b} cannot be promoted together: the Array API has no signed integer \
+                 that holds every value of both"
+            ),
+            PromoteError::ArrayApiScalar { scalar: ScalarKind::Int, dtype } => write!(
+                f,
+                "Python int scalars cannot be promoted with bool arrays (the Array API; these are \
+                 {dtype})"
+            ),
+            PromoteError::ArrayApiScalar { scalar: ScalarKind::Bool, dtype } => write!(
+                f,
+                "Python bool scalars can only be promoted with bool arrays (the Array API; these \
+                 are {dtype})"
+            ),
+            PromoteError::ArrayApiScalar { scalar, dtype } => write!(
+                f,
+                "Python {} scalars can only be promoted with floating-point arrays (the Array API; \
+                 these are {dtype})",
+                match scalar {
+                    ScalarKind::Complex => "complex",
+                    ScalarKind::Float | ScalarKind::Int | ScalarKind::Bool => "float",
+                }
+            ),
+            PromoteError::ArrayApiNoArray => f.write_str(
+                "result_type needs at least one array or dtype: the Array API gives Python scalars \
+                 alone no dtype",
             ),
             PromoteError::NoTableEntry { a, b } => write!(
                 f,

@@ -5,7 +5,8 @@
 //! `promoteTypes` table, the float8 and uint16/32/64 errors with torch's messages, and the
 //! dim / zero-dim / wrapped-scalar precedence of `result_type`. [`Jax`] is jax 0.10's lattice,
 //! where Python scalars are weak; [`NumPy`] is numpy 2.4's promotion and casting (NEP 50) with
-//! ml_dtypes 0.7's dtypes. `can_cast` takes NumPy's five [`Casting`] levels in every policy.
+//! ml_dtypes 0.7's dtypes; [`ArrayApi`] is the Python Array API standard's (2025.12), errors
+//! included. `can_cast` takes NumPy's five [`Casting`] levels in every policy.
 //!
 //! ```
 //! use dtcast_dtype::DType;
@@ -29,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod array_api;
 mod casting;
 mod error;
 pub mod jax;
@@ -38,8 +40,9 @@ mod policy;
 mod state;
 mod torch;
 
+pub use array_api::ArrayApi;
 pub use casting::{Casting, ParseCastingError};
-pub use error::PromoteError;
+pub use error::{ArrayApiRule, PromoteError};
 pub use jax::Jax;
 pub use numpy::NumPy;
 pub use operand::{Operand, ScalarKind};

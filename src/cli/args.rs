@@ -289,6 +289,9 @@ pub(crate) enum PolicyName {
     /// numpy 2.4 with ml_dtypes 0.7 (NEP 50: weak Python scalars, an integer literal must fit
     /// the result as in `np.add`; `can-cast --casting`).
     Numpy,
+    /// The Python Array API standard 2025.12, as array-api-strict 2.6.1 (within a kind only;
+    /// Python scalars must match the arrays' kind).
+    ArrayApi,
 }
 
 /// The policy flags of `promote`, `can-cast` and `table`.

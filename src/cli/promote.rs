@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, Write};
 
-use dtcast_promote::{Jax, NumPy, Operand, Policy, Torch};
+use dtcast_promote::{ArrayApi, Jax, NumPy, Operand, Policy, Torch};
 
 use super::args::{CanCastArgs, PolicyArgs, PolicyName, PromoteArgs};
 use super::operand::parse_operand;
@@ -89,7 +89,8 @@ pub(crate) fn policy(args: &PolicyArgs) -> Result<Box<dyn Policy>, CmdError> {
             None => Ok(policy),
             Some(_) => Err(
                 "--default-dtype is torch's: JAX's default dtype follows x64 \
-                 (--policy jax: float64, jax-no-x64: float32) and NumPy's is float64"
+                 (--policy jax: float64, jax-no-x64: float32) and NumPy's and the Array API's \
+                 are float64"
                     .into(),
             ),
         }
@@ -101,5 +102,6 @@ pub(crate) fn policy(args: &PolicyArgs) -> Result<Box<dyn Policy>, CmdError> {
         PolicyName::Jax => fixed(Box::<Jax>::default()),
         PolicyName::JaxNoX64 => fixed(Box::new(Jax::without_x64())),
         PolicyName::Numpy => fixed(Box::new(NumPy)),
+        PolicyName::ArrayApi => fixed(Box::new(ArrayApi)),
     }
 }

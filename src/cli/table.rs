@@ -241,10 +241,10 @@ fn markdown(policy: &dyn Policy, dtypes: &[DType], out: &mut dyn Write) -> Resul
             "torch refuses the pair (float8 with another type; uint1/2/4 and uint16/32/64 with a \
              non-floating type; int1/2/4 and float4_e2m1fn_x2, which its table lacks, with another type)"
         }
-        "NumPy" => {
-            "NumPy has no common DType (neither casts safely to the other, and they are not both \
-             of NumPy's own kinds bool/unsigned/signed/float/complex: most of ml_dtypes' types \
-             with most others)"
+        "NumPy" => "NumPy has no common DType",
+        "Array API" => {
+            "the Array API promotes only within a kind (bool; the integers, but uint64 with a \
+             signed one; the real and complex floating types)"
         }
         _ => {
             "the lattice has no type above both (the 8-, 6- and 4-bit floats and the 1-, 2- and \

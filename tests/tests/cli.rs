@@ -99,7 +99,42 @@ fn policy_numpy_keeps_literal_values_and_casting_levels() {
     );
     let o = np(&["promote", "int8[2]", "--default-dtype", "float16"]);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("NumPy's is float64"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("NumPy's and the Array API's are float64"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn policy_array_api_promotes_within_a_kind_and_names_the_rule() {
+    // Expected values: array-api-strict 2.6.1 (fixtures/arrayapi/).
+    let xp = |args: &[&str]| dtcast(&[args, &["--policy", "array-api"]].concat(), "");
+    assert_eq!(xp(&["promote", "uint8[2]", "int8[]"]).stdout, "int16\n");
+    assert_eq!(
+        xp(&["promote", "float32[2]", "(1+2j)"]).stdout,
+        "complex64\n"
+    );
+    let o = xp(&["promote", "int32[2]", "float32[2]"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("only within a kind"), "{}", o.stderr);
+    let o = xp(&["promote", "int8[2]", "300"]);
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (1, "error: Python integer 300 out of bounds for int8\n")
+    );
+    assert_eq!(xp(&["can-cast", "int8", "int64"]).stdout, "true\n");
+    assert_eq!(xp(&["can-cast", "int8", "float64"]).stdout, "false\n");
+    let o = xp(&["promote", "float16[2]", "float32[2]"]);
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr.contains("float16 is not an Array API dtype"),
+        "{}",
+        o.stderr
+    );
+    let table = xp(&["table"]);
+    assert!(table.stdout.contains("| **uint64** |"), "{}", table.stdout);
+    assert!(!table.stdout.contains("bfloat16"), "{}", table.stdout);
 }
 
 #[test]
@@ -1003,10 +1038,11 @@ fn table_dot_is_the_hasse_diagram_of_each_policy() {
     use dtcast::promote::{Jax, NumPy};
     use dtcast::{DType, Policy, Torch};
     use std::collections::BTreeSet;
-    let policies: [(&str, Box<dyn Policy>); 3] = [
+    let policies: [(&str, Box<dyn Policy>); 4] = [
         ("torch", Box::new(Torch::default())),
         ("jax", Box::new(Jax::default())),
         ("numpy", Box::new(NumPy)),
+        ("array-api", Box::new(dtcast::promote::ArrayApi)),
     ];
     for (name, policy) in policies {
         let o = dtcast(&["table", "--format", "dot", "--policy", name], "");
@@ -1052,7 +1088,10 @@ fn table_dot_is_the_hasse_diagram_of_each_policy() {
         let has = |a: &str, b: &str| edges.contains(&(a.to_owned(), b.to_owned()));
         // Known covers (independent reasoning), and no transitive shortcut.
         assert!(has("int8", "int16") && has("uint8", "int16") && has("float32", "float64"));
-        assert!(has("bfloat16", "float32") && has("float16", "float32"));
+        // (The Array API standard has neither bfloat16 nor float16.)
+        if policy.has_dtype(DType::BFloat16) {
+            assert!(has("bfloat16", "float32") && has("float16", "float32"));
+        }
         assert!(!has("int8", "int32") && !has("float16", "float64"));
     }
 }
@@ -1062,10 +1101,11 @@ fn the_committed_lattice_pictures_are_what_table_svg_draws() {
     use dtcast::promote::{Jax, NumPy};
     use dtcast::{DType, Policy, Torch};
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lattices");
-    let policies: [(&str, Box<dyn Policy>); 3] = [
+    let policies: [(&str, Box<dyn Policy>); 4] = [
         ("torch", Box::new(Torch::default())),
         ("jax", Box::new(Jax::default())),
         ("numpy", Box::new(NumPy)),
+        ("array-api", Box::new(dtcast::promote::ArrayApi)),
     ];
     for (name, policy) in policies {
         let o = dtcast(&["table", "--format", "svg", "--policy", name], "");
