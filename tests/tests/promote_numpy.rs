@@ -27,35 +27,6 @@ fn result_rows(rows: &[Value]) -> (usize, Vec<String>) {
     result_type_rows(&NP, rows, "numpy", &operand)
 }
 
-/// Whether a row has three or more operands, one of them an ml_dtypes dtype: NumPy's reduction
-/// over those (`PyArray_PromoteDTypeSequence` asking ml_dtypes 0.7's new DTypes) is not yet
-/// modelled exactly — the open part of the move to ml_dtypes 0.7.
-fn ml_reduction(row: &Value) -> bool {
-    let ops = row[0].as_array().expect("operands");
-    ops.len() >= 3
-        && ops.iter().any(|o| {
-            let name = o.as_str().unwrap().split('[').next().unwrap();
-            name.parse::<DType>().is_ok_and(|d| {
-                NumPy::entry(d).is_some_and(|e| e.origin != dtcast::promote::numpy::Origin::Builtin)
-            })
-        })
-}
-
-/// Rows split into those that must all conform and the ml_dtypes reductions (see
-/// [`ml_reduction`]), whose differing rows are counted exactly: a change either way fails.
-fn conforms_but_ml_reductions(name: &str, rows: &[Value], known_differences: usize) {
-    let (ml, rest): (Vec<Value>, Vec<Value>) = rows.iter().cloned().partition(ml_reduction);
-    assert_conforms(name, "numpy", result_rows(&rest));
-    let (total, failures) = result_rows(&ml);
-    assert_eq!(
-        failures.len(),
-        known_differences,
-        "{name}: {} of {total} ml_dtypes reductions differ from numpy (known: {known_differences}):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
 fn can_cast_rows(rows: &[Value]) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
     for r in rows {
@@ -94,10 +65,10 @@ fn promote_types_matches_numpy() {
 
 #[test]
 fn result_type_matches_numpy_with_weak_scalars_and_value_errors() {
-    conforms_but_ml_reductions(
+    assert_conforms(
         "policies/numpy_result_type.json",
-        &rows("policies/numpy_result_type.json"),
-        8,
+        "numpy",
+        result_rows(&rows("policies/numpy_result_type.json")),
     );
     assert_conforms(
         "numpy_lattice.json result_type",
@@ -111,7 +82,11 @@ fn result_type_of_many_operands_follows_numpys_reduction() {
     // 3 to 5 operands: NumPy's `PyArray_PromoteDTypeSequence`, order-dependent answers included.
     let rows = lattice("result_type_many");
     assert_eq!(rows.len(), 4000);
-    conforms_but_ml_reductions("numpy_lattice.json result_type_many", &rows, 86);
+    assert_conforms(
+        "numpy_lattice.json result_type_many",
+        "numpy",
+        result_rows(&rows),
+    );
 }
 
 #[test]

@@ -9,14 +9,16 @@
 //! ml_dtypes 0.7 registers a cast for every pair, each with its level: safe as above (and, with
 //! NumPy's own dtypes, the casts 0.6 registered: its floats safely to float32 and wider, bool,
 //! uint8 and int8 safely to its floats); `same_kind` where the number kind does not go down
-//! (bool, unsigned, signed, float, complex); `unsafe` otherwise. Its dtypes subclass NumPy's
-//! abstract integer, float and complex DTypes, so Python scalars meet them as they meet NumPy's
-//! own, and two dtypes with no safe cast between them promote to the smallest NumPy type of the
-//! higher kind that both cast to safely (`float8_e4m3fn ∨ int32` is float64). Two of its
-//! integers promote through NumPy's (`int1 ∨ int4` is int8), though one casts safely to the
-//! other.
+//! (bool, unsigned, signed, float, complex); `unsafe` otherwise. Its DTypes answer promotion
+//! themselves (`ml_dtypes.rs`: its `common_dtype` functions, rule for rule): a float meets a
+//! wider integer as float32 does (`float8_e4m3fn ∨ int32` is float64), two floats meet in the
+//! one that holds the other or in float32, two of its integers in int8 or uint8 (`int1 ∨ int4`
+//! is int8, though int1 casts safely to int4); NumPy's own dtypes leave every pair with one of
+//! them to it.
 
 use dtcast_dtype::DType;
+
+mod ml_dtypes;
 
 use crate::casting::Casting;
 use crate::error::PromoteError;
@@ -307,12 +309,6 @@ fn safe(a: &Entry, b: &Entry) -> bool {
     registered_safe(a, b)
 }
 
-/// The safe casts promotion takes as an answer: all but those between two of ml_dtypes'
-/// integers, which promote through NumPy's integers (`uint1 ∨ uint2` is uint8).
-fn promotes_to(a: &Entry, b: &Entry) -> bool {
-    safe(a, b) && !(a.origin == Origin::MlInt && b.origin == Origin::MlInt && a.dtype != b.dtype)
-}
-
 /// `np.can_cast(a, b, casting)`. Every pair has a cast; `same_kind` is a safe one or one whose
 /// number kind does not go down.
 fn can_cast(a: &Entry, b: &Entry, casting: Casting) -> bool {
@@ -341,14 +337,14 @@ fn entry(dtype: DType) -> &'static Entry {
     &NumPy::DTYPES[ROW[dtype.index()] as usize]
 }
 
-/// The common dtype of `cls` and `other` as `cls` sees it, where `cls` has the larger type
-/// number (`legacy_common_dtype_function`, and `default_builtin_common_dtype`'s table, which
-/// the same rules generate); `None` when `cls` does not know one.
+/// The common dtype of two of NumPy's own dtypes as `cls` sees it, where `cls` has the larger
+/// type number (`default_builtin_common_dtype`'s table, which these rules generate); `None` when
+/// `cls` does not know one.
 fn common_concrete(cls: &Entry, other: &Entry) -> Option<DType> {
-    if promotes_to(cls, other) {
+    if safe(cls, other) {
         return Some(other.dtype);
     }
-    if promotes_to(other, cls) {
+    if safe(other, cls) {
         return Some(cls.dtype);
     }
     SEARCH[cls.order().max(other.order())..]
@@ -401,6 +397,12 @@ fn common_dtype(cls: Node, other: Node) -> Option<Node> {
     if cls == other {
         return Some(cls);
     }
+    if let Node::DType(a) = cls {
+        let a = entry(a);
+        if a.origin != Origin::Builtin {
+            return ml_dtypes::common(a, other);
+        }
+    }
     let concrete = |n: Node| match n {
         Node::DType(dt) => Some(entry(dt)),
         _ => None,
@@ -423,13 +425,9 @@ fn common_dtype(cls: Node, other: Node) -> Option<Node> {
         }
         (Node::DType(a), None) => {
             // `default_builtin_common_dtype` with a Python scalar: a number of the scalar's kind
-            // or higher stays (Python complex makes floats complex) — ml_dtypes' dtypes too, as
-            // subclasses of NumPy's abstract number DTypes.
-            // ml_dtypes' integers answer a Python float or complex themselves, with NumPy's
-            // defaults (NumPy's own integers leave that to the scalar, with the same answer).
+            // or higher stays (Python complex makes floats complex).
             let a = entry(a);
-            let ml = a.origin != Origin::Builtin;
-            match (other, a.number_kind()) {
+            match (other, a.kind) {
                 (PyComplex, Kind::Complex) => Some(cls),
                 (PyComplex, Kind::Float) => Some(Node::DType(if a.itemsize <= 4 {
                     D::Complex64
@@ -438,8 +436,6 @@ fn common_dtype(cls: Node, other: Node) -> Option<Node> {
                 })),
                 (PyFloat, Kind::Float | Kind::Complex) => Some(cls),
                 (PyInt, kind) if kind != Kind::Bool => Some(cls),
-                (PyFloat, Kind::Int | Kind::UInt) if ml => Some(Node::DType(D::Float64)),
-                (PyComplex, Kind::Int | Kind::UInt) if ml => Some(Node::DType(D::Complex128)),
                 _ => None,
             }
         }
@@ -546,18 +542,18 @@ impl Policy for NumPy {
         NumPy::entry(dtype).is_some()
     }
 
-    /// `np.promote_types`: the dtype with the larger type number decides.
+    /// `np.promote_types`: `PyArray_CommonDType`, `a` asked first.
     fn promote_types(&self, a: DType, b: DType) -> Result<DType, PromoteError> {
-        let (ea, eb) = (NumPy::check(a)?, NumPy::check(b)?);
-        let (hi, lo) = if ea.num >= eb.num { (ea, eb) } else { (eb, ea) };
-        if a == b {
-            return Ok(a);
+        NumPy::check(a)?;
+        NumPy::check(b)?;
+        match common_both(Node::DType(a), Node::DType(b)) {
+            Some(Node::DType(common)) => Ok(common),
+            _ => Err(PromoteError::NoCommonDType {
+                a,
+                b,
+                policy: "NumPy",
+            }),
         }
-        common_concrete(hi, lo).ok_or(PromoteError::NoCommonDType {
-            a,
-            b,
-            policy: "NumPy",
-        })
     }
 
     /// `np.result_type`, and the dtype a ufunc such as `np.add` computes in: arrays (0-dim or
