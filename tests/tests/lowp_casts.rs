@@ -448,10 +448,10 @@ fn ml_hot_pairs() -> Vec<(DType, DType)> {
 fn simd_casts_of_ml_dtypes_match_the_scalar_rules_on_every_isa() {
     use dtcast::cast::{cast_reference, cast_with_isa, isas};
     let pairs = ml_hot_pairs();
-    // 17 narrowings (float32/bfloat16/float16 into float8_e4m3, float8_e3m4, float6 x2, float4;
-    // float32 into int4/uint4) and 17 widenings back (into float32, bfloat16 and float16; the
-    // 4-bit integers into float32).
-    assert_eq!(pairs.len(), 34);
+    // 20 narrowings (float32/bfloat16/float16 into float8_e4m3, float8_e3m4, float8_e5m3fnu,
+    // float6 x2, float4; float32 into int4/uint4) and 20 widenings back (into float32, bfloat16
+    // and float16; the 4-bit integers into float32).
+    assert_eq!(pairs.len(), 40);
     // Every 16-bit pattern; for float32, every value of the fixture's float32 source (each
     // representable value, tie and overflow tie of every new format, specials), every top half
     // with three low halves, and random bits;

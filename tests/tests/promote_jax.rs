@@ -174,3 +174,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_low_precision_fixtures_jax_rows_match() {
+    // fixtures/lowp/promotion.json (jax 0.10.2, x64): jnp.promote_types with ml_dtypes' types
+    // (jax has no float8_e5m3fnu).
+    let data = fixture("lowp/promotion.json");
+    assert_eq!(data["jax"]["x64"], true);
+    let rows = data["jax"]["rows"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 1024);
+    assert_conforms(
+        "lowp/promotion.json jax",
+        "jax",
+        promote_rows(Jax::default(), &rows),
+    );
+}

@@ -310,3 +310,14 @@ fn a_weak_scalar_never_widens_an_array_of_its_kind() {
         assert_eq!(zero, NP.promote_types(a, DType::Float64));
     }
 }
+
+#[test]
+fn the_low_precision_fixtures_numpy_rows_match() {
+    // fixtures/lowp/promotion.json (ml_dtypes 0.7): numpy's promote_types with every new dtype.
+    let rows = fixture("lowp/promotion.json")["numpy"]["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(rows.len(), 897);
+    assert_conforms("lowp/promotion.json numpy", "numpy", promote_rows(&rows));
+}

@@ -1,5 +1,5 @@
 //! SIMD casts between the formats torch cannot cast and float32/bfloat16/float16, by ml_dtypes'
-//! rules (`ml.rs`): into float8_e4m3, float8_e3m4, float6 and float4 and back, and float32 into
+//! rules (`ml.rs`): into float8_e4m3, float8_e3m4, float8_e5m3fnu, float6 and float4 and back, and float32 into
 //! int4 and uint4; and torch's float8 formats into float32, bfloat16 and float16. Packed sides
 //! (float6, float4, int4, uint4) are read and written packed, as the buffers store them — no
 //! unpacked copy.
@@ -23,6 +23,7 @@ type E3M4 = ml_float!(Float8E3M4);
 type E2M3Fn = ml_float!(Float6E2M3Fn);
 type E3M2Fn = ml_float!(Float6E3M2Fn);
 type E2M1Fn = ml_float!(Float4E2M1Fn);
+type E5M3Fnu = ml_float!(Float8E5M3Fnu);
 
 /// A narrow format as ml_dtypes encodes it: `MAN` mantissa bits, bias `BIAS`, `SHIFT` = 23 - MAN,
 /// the largest finite magnitude code, and whether the all-ones exponent is inf/NaN (IEEE-like) or
@@ -37,7 +38,9 @@ pub(crate) trait MlFormat {
 
 /// The code of f32 bits `b` in a format of `MAN` mantissa bits and bias `BIAS` whose largest
 /// finite magnitude code is `MAX` and whose sign bit is `SIGN` (f32's sign moved right by
-/// `TO_SIGN`); `IEEE`: `MAX + 1` is inf and `MAX + 1 + 2^(MAN-1)` the quiet NaN.
+/// `TO_SIGN`); `IEEE`: `MAX + 1` is inf and `MAX + 1 + 2^(MAN-1)` the quiet NaN; `!SIGNED`: an
+/// unsigned format without inf whose NaN is `MAX + 1` (float8_e5m3fnu), where a negative value
+/// but -0 is past the range.
 #[inline(always)]
 unsafe fn ml_code<
     V: Vector,
@@ -48,6 +51,7 @@ unsafe fn ml_code<
     const SIGN: u32,
     const TO_SIGN: i32,
     const IEEE: bool,
+    const SIGNED: bool,
     const SATURATE: bool,
 >(
     b: V,
@@ -58,6 +62,20 @@ unsafe fn ml_code<
         let code = narrow_magnitude::<V, MAN, BIAS, SHIFT>(a);
         let sign = b.shr::<TO_SIGN>().and(V::splat(SIGN));
         let nan = a.gt_i32(V::splat(0x7F80_0000));
+        if !SIGNED {
+            // Torch (ml_dtypes): overflow, inf, NaN and negative values are the NaN `MAX + 1`.
+            // Saturate: overflow and inf give the max, negative values the lowest value 0, NaN
+            // stays NaN.
+            let negative = V::splat(0).gt_i32(b); // -0 too: its code is 0 either way
+            let nan_code = V::splat(MAX + 1);
+            return if SATURATE {
+                let code = V::select(negative, V::splat(0), code.min_i32(V::splat(MAX)));
+                V::select(nan, nan_code, code)
+            } else {
+                let below = V::select(a.gt_i32(V::splat(0)), nan_code, V::splat(0));
+                V::select(negative, below, code.min_i32(nan_code))
+            };
+        }
         if IEEE {
             let inf = MAX + 1;
             // Torch: overflow and inf → inf. Saturate: finite overflow → max, inf stays inf.
@@ -92,7 +110,9 @@ macro_rules! ml_format {
             unsafe fn code<V: Vector, const SATURATE: bool>(b: V) -> V {
                 narrow_constants!(Narrow::of(DType::$dtype));
                 // SAFETY: the caller's contract.
-                unsafe { ml_code::<V, MAN, BIAS, SHIFT, MAX, SIGN, TO_SIGN, IEEE, SATURATE>(b) }
+                unsafe {
+                    ml_code::<V, MAN, BIAS, SHIFT, MAX, SIGN, TO_SIGN, IEEE, SIGNED, SATURATE>(b)
+                }
             }
         }
         impl MlValue for $name {
@@ -100,7 +120,7 @@ macro_rules! ml_format {
             unsafe fn value<V: Vector>(c: V) -> V {
                 narrow_constants!(Narrow::of(DType::$dtype));
                 // SAFETY: the caller's contract.
-                unsafe { ml_value::<V, SHIFT, BIAS, SIGN, TO_SIGN, MAX, IEEE>(c) }
+                unsafe { ml_value::<V, SHIFT, BIAS, SIGN, TO_SIGN, MAX, IEEE, SIGNED>(c) }
             }
         }
     };
@@ -111,6 +131,7 @@ ml_format!(E3M4Format: Float8E3M4);
 ml_format!(E2M3Format: Float6E2M3Fn);
 ml_format!(E3M2Format: Float6E3M2Fn);
 ml_format!(E2M1Format: Float4E2M1Fn);
+ml_format!(E5M3FnuFormat: Float8E5M3Fnu);
 
 /// Writes four vectors of codes at `d` as dtype `D` stores them: one byte each, or packed
 /// (4 or 6 bits each).
@@ -211,13 +232,14 @@ ml_steps!(E3M4Format: F32ToE3M4 => E3M4, Bf16ToE3M4, F16ToE3M4);
 ml_steps!(E2M3Format: F32ToE2M3Fn => E2M3Fn, Bf16ToE2M3Fn, F16ToE2M3Fn);
 ml_steps!(E3M2Format: F32ToE3M2Fn => E3M2Fn, Bf16ToE3M2Fn, F16ToE3M2Fn);
 ml_steps!(E2M1Format: F32ToE2M1Fn => E2M1Fn, Bf16ToE2M1Fn, F16ToE2M1Fn);
+ml_steps!(E5M3FnuFormat: F32ToE5M3Fnu => E5M3Fnu, Bf16ToE5M3Fnu, F16ToE5M3Fnu);
 
 // ---- widening: a narrow format's codes → f32 bits, exactly (`ml::decode`)
 
 /// The f32 bits of the codes `c` of a format with `23 - SHIFT` mantissa bits, bias `BIAS`, sign
 /// bit `SIGN` (moved up by `TO_SIGN`) and largest finite magnitude code `MAX`; `IEEE`: `MAX + 1`
 /// is inf and the codes above it NaN (a NaN reads as the quiet NaN of its sign, as ml_dtypes reads
-/// it). Normal codes: the bits moved up to f32's positions, the exponent rebiased by an integer
+/// it); `!SIGNED`: `MAX + 1` is the (positive) NaN. Normal codes: the bits moved up to f32's positions, the exponent rebiased by an integer
 /// add. Subnormal codes: the mantissa as an integer times the format's quantum — exact, and no
 /// float operation ever sees a subnormal (which costs a microcode assist on x86).
 #[inline(always)]
@@ -229,6 +251,7 @@ unsafe fn ml_value<
     const TO_SIGN: i32,
     const MAX: u32,
     const IEEE: bool,
+    const SIGNED: bool,
 >(
     c: V,
 ) -> V {
@@ -248,6 +271,12 @@ unsafe fn ml_value<
                 V::splat(0x7F80_0000),
             );
             V::select(magnitude.gt_i32(V::splat(MAX)), special, value)
+        } else if !SIGNED {
+            V::select(
+                magnitude.eq(V::splat(MAX + 1)),
+                V::splat(0x7FC0_0000),
+                value,
+            )
         } else {
             value
         };
@@ -277,7 +306,8 @@ pub(crate) trait MlValue {
 #[inline(always)]
 unsafe fn looked_up<V: Vector, K: Step, const STREAM: bool>(s: *const u8, d: *mut u8) -> bool {
     let bits = K::S::BITS;
-    if bits > V::LOOKUP_BITS {
+    // The tables hold a signed format's magnitudes (`lookup::codes`); an unsigned one computes.
+    if bits > V::LOOKUP_BITS || !K::S::DTYPE.is_signed() {
         return false;
     }
     let table = super::lookup::codes::<K>();
@@ -339,6 +369,7 @@ ml_widen!(E3M4Format: E3M4 => E3M4ToF32, E3M4ToBf16, E3M4ToF16);
 ml_widen!(E2M3Format: E2M3Fn => E2M3FnToF32, E2M3FnToBf16, E2M3FnToF16);
 ml_widen!(E3M2Format: E3M2Fn => E3M2FnToF32, E3M2FnToBf16, E3M2FnToF16);
 ml_widen!(E2M1Format: E2M1Fn => E2M1FnToF32, E2M1FnToBf16, E2M1FnToF16);
+ml_widen!(E5M3FnuFormat: E5M3Fnu => E5M3FnuToF32, E5M3FnuToBf16, E5M3FnuToF16);
 
 /// torch's float8_e4m3fn → f32 (c10's `fp8e4m3fn_to_fp32_value`): exact; a NaN code (either
 /// sign) reads as what torch's bit formula gives it — the normal path's bits with the all-ones
@@ -348,7 +379,7 @@ unsafe fn e4m3fn_value<V: Vector>(c: V) -> V {
     narrow_constants!(crate::formats::E4M3FN);
     // SAFETY: the caller's contract.
     unsafe {
-        let value = ml_value::<V, SHIFT, BIAS, SIGN, TO_SIGN, MAX, false>(c);
+        let value = ml_value::<V, SHIFT, BIAS, SIGN, TO_SIGN, MAX, false, true>(c);
         let nan = c.and(V::splat(SIGN - 1)).eq(V::splat(N.nan_code));
         value.or(V::select(nan, V::splat(0x7F80_0000), V::splat(0)))
     }
@@ -472,7 +503,7 @@ int4_widen! {
 
 /// The pairs with kernels here (after `kernels::BASIC` in the hot pairs), with their steps in
 /// Torch and Saturate rounding.
-pub(crate) const ML_FAST: [(DType, DType, Pick); 40] = {
+pub(crate) const ML_FAST: [(DType, DType, Pick); 46] = {
     use DType::*;
     [
         (
@@ -580,6 +611,21 @@ pub(crate) const ML_FAST: [(DType, DType, Pick); 40] = {
             Float4E2M1Fn,
             pick::<F16ToE2M1Fn<false>, F16ToE2M1Fn<true>>,
         ),
+        (
+            Float32,
+            Float8E5M3Fnu,
+            pick::<F32ToE5M3Fnu<false>, F32ToE5M3Fnu<true>>,
+        ),
+        (
+            BFloat16,
+            Float8E5M3Fnu,
+            pick::<Bf16ToE5M3Fnu<false>, Bf16ToE5M3Fnu<true>>,
+        ),
+        (
+            Float16,
+            Float8E5M3Fnu,
+            pick::<F16ToE5M3Fnu<false>, F16ToE5M3Fnu<true>>,
+        ),
         (Float32, Int4, pick::<F32ToI4<false>, F32ToI4<true>>),
         (Float32, UInt4, pick::<F32ToU4<false>, F32ToU4<true>>),
         (Int4, Float32, pick::<I4ToF32<false>, I4ToF32<true>>),
@@ -658,6 +704,21 @@ pub(crate) const ML_FAST: [(DType, DType, Pick); 40] = {
             Float4E2M1Fn,
             Float16,
             pick::<E2M1FnToF16<false>, E2M1FnToF16<true>>,
+        ),
+        (
+            Float8E5M3Fnu,
+            Float32,
+            pick::<E5M3FnuToF32<false>, E5M3FnuToF32<true>>,
+        ),
+        (
+            Float8E5M3Fnu,
+            BFloat16,
+            pick::<E5M3FnuToBf16<false>, E5M3FnuToBf16<true>>,
+        ),
+        (
+            Float8E5M3Fnu,
+            Float16,
+            pick::<E5M3FnuToF16<false>, E5M3FnuToF16<true>>,
         ),
     ]
 };

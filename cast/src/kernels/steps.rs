@@ -338,7 +338,8 @@ pub(crate) unsafe fn narrow_magnitude<
 
 /// The constants of a narrow format's SIMD rules (`MAN`, `BIAS`, `SHIFT` = 23 - `MAN`, the largest
 /// finite magnitude code `MAX`, the sign bit `SIGN`, `TO_SIGN` = how far f32's sign bit moves right
-/// to become it, `IEEE` = has inf, `INF` = the code of inf, or `MAX` where the format has none) as
+/// to become it, `IEEE` = has inf, `SIGNED` = has a sign bit (`SIGN` is then the bit above an
+/// unsigned format's code), `INF` = the code of inf, or `MAX` where the format has none) as
 /// items of the enclosing block, all derived from a [`Narrow`](formats::Narrow) — the format's row
 /// of the dtype table — so that no number in a kernel repeats a fact of the table.
 macro_rules! narrow_constants {
@@ -359,6 +360,8 @@ macro_rules! narrow_constants {
         const TO_SIGN: i32 = 31 - (N.exp_bits + N.man_bits) as i32;
         #[allow(dead_code)]
         const IEEE: bool = N.inf_mag.is_some();
+        #[allow(dead_code)]
+        const SIGNED: bool = N.signed;
         #[allow(dead_code)]
         const INF: u32 = match N.inf_mag {
             Some(inf) => inf,
