@@ -556,3 +556,78 @@ fn packed_simd_casts_match_at_every_length_and_alignment() {
         }
     }
 }
+
+#[test]
+fn float8_e5m3fnu_has_no_sign_and_the_modes_say_what_happens_below_zero() {
+    // ml_dtypes 0.7's float8_e5m3fnu: no sign bit, bias 15, max 1.75 * 2^16 = 114688 (0xFE),
+    // 0xFF its only NaN, no infinity (formats.json). 1.0 is 0x78 (exponent 15, mantissa 0);
+    // 118784 = 1.8125 * 2^16 is the tie above the max, which rounds to the even 0xFE; 118785 is
+    // past it; 2^-17 is the smallest subnormal (0x01).
+    let values = [
+        1.0f32,
+        -2.0,
+        -0.0,
+        114_688.0,
+        118_784.0,
+        118_785.0,
+        f32::INFINITY,
+        f32::NAN,
+        2f32.powi(-17),
+        -(2f32.powi(-30)),
+    ];
+    let src = f32_bytes(&values);
+    let cast8 = |mode| cast_to_vec(&src, DType::Float32, DType::Float8E5M3Fnu, mode);
+    // Torch (= ml_dtypes): a negative value is the NaN, even one that would round to 0; -0 is 0.
+    assert_eq!(
+        cast8(CastMode::Torch).unwrap(),
+        [0x78, 0xFF, 0x00, 0xFE, 0xFE, 0xFF, 0xFF, 0xFF, 0x01, 0xFF]
+    );
+    // Saturate: below zero is the lowest value, 0; past the max (and inf) the max; NaN stays.
+    assert_eq!(
+        cast8(CastMode::Saturate).unwrap(),
+        [0x78, 0x00, 0x00, 0xFE, 0xFE, 0xFE, 0xFE, 0xFF, 0x01, 0x00]
+    );
+    // Checked and Exact refuse -2.0 first (element 1).
+    for mode in [CastMode::Checked, CastMode::Exact] {
+        let err = cast8(mode).unwrap_err();
+        assert!(
+            matches!(err, CastError::Value { index: 1, .. }),
+            "{mode}: {err}"
+        );
+    }
+    // Without the negative values, Checked takes the tie 118784 (it rounds into range) and
+    // refuses 118785 (overflow).
+    let src = f32_bytes(&[1.0, 118_784.0, 118_785.0]);
+    let err = cast_to_vec(
+        &src,
+        DType::Float32,
+        DType::Float8E5M3Fnu,
+        CastMode::Checked,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CastError::Value {
+                index: 2,
+                kind: ValueErrorKind::Overflow,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Back: 0xFF reads as NaN, every other code as its value.
+    let back = cast_to_vec(
+        &[0x78, 0xFE, 0x01, 0xFF],
+        DType::Float8E5M3Fnu,
+        DType::Float32,
+        CastMode::Torch,
+    )
+    .unwrap();
+    let back: Vec<f32> = back
+        .chunks(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(&back[..3], &[1.0, 114_688.0, 2f32.powi(-17)]);
+    assert!(back[3].is_nan());
+}
