@@ -631,3 +631,34 @@ fn float8_e5m3fnu_has_no_sign_and_the_modes_say_what_happens_below_zero() {
     assert_eq!(&back[..3], &[1.0, 114_688.0, 2f32.powi(-17)]);
     assert!(back[3].is_nan());
 }
+
+#[test]
+fn the_pairs_torch_cannot_cast_are_the_ones_torch_mode_gives_ml_dtypes_rules() {
+    // fixtures/lowp/torch_casts.json: torch 2.15's `tensor.to` for every pair with one of its
+    // storage-only dtypes. Every one but the identity fails there; so dtcast's table must not say
+    // that torch casts both sides (where it does, Torch mode is torch's bytes, not ml_dtypes').
+    use dtcast::dtype::TorchSupport;
+    let data = fixture("lowp/torch_casts.json");
+    assert_eq!(data["nonidentity_successes"], serde_json::json!([]));
+    let mut checked = 0;
+    for row in data["rows"].as_array().expect("rows") {
+        let name = |k: &str| row[k].as_str().expect("a dtype name");
+        let (Ok(from), Ok(to)) = (name("from").parse::<DType>(), name("to").parse::<DType>())
+        else {
+            continue; // int3, uint5...: dtypes dtcast does not have
+        };
+        let fails = row["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("error"));
+        assert_eq!(fails, from != to, "{from} -> {to}: {}", row["result"]);
+        if from != to {
+            checked += 1;
+            assert!(
+                from.torch_support() != TorchSupport::Casts
+                    || to.torch_support() != TorchSupport::Casts,
+                "{from} -> {to}"
+            );
+        }
+    }
+    assert!(checked >= 350, "{checked} pairs");
+}
