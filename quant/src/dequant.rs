@@ -429,6 +429,7 @@ impl DequantPlan {
             }
         };
         let factors: Vec<f32> = match (scheme.rule, scheme.convention) {
+            (ScaleRule::MinMax { .. }, _) => return Err(crate::scheme::not_scaled()),
             // gpt-oss: the scale bytes are exponents (`ldexp`), no factors.
             (_, Convention::GptOss) => Vec::new(),
             // torchao: `2^(E-127)` in float32 (255: NaN), then in the output dtype, as the elements.

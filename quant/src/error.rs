@@ -65,8 +65,9 @@ impl fmt::Display for QuantError {
         match self {
             QuantError::UnknownScheme { name } => write!(
                 f,
-                "unknown scheme `{name}`; known: {}",
-                crate::scheme::NAMES.join(", ")
+                "unknown scheme `{name}`; known: {}, {}",
+                crate::scheme::NAMES.join(", "),
+                crate::Scheme::INTEGER_NAMES.join(", ")
             ),
             QuantError::Shape { reason } => write!(f, "{reason}"),
             QuantError::Scheme { reason } => write!(f, "the scheme does not work: {reason}"),

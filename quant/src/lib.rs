@@ -51,8 +51,10 @@
 //! ```
 
 mod arith;
+mod bitsandbytes;
 mod dequant;
 mod error;
+mod integer;
 mod kernels;
 mod plans;
 mod quantize;
@@ -64,8 +66,13 @@ mod scheme;
 use kernels::x86;
 use kernels::{amax16, e4m3, encode4, encode8, lookup4, simd, thresholds};
 
+pub use bitsandbytes::{dequantize_bnb4_into, dequantize_int8_rows_into, Bnb4Scheme, Bnb4Weight};
 pub use dequant::{dequantize, dequantize_into, DequantPlan, Quantized, Scales};
 pub use error::QuantError;
+pub use integer::{
+    dequantize_int_into, pack_zero_points, quantize_int_rows, IntGroups, IntLayout, IntPart,
+    IntQuantized, IntScheme, IntWeight, Strided, ZeroPoints,
+};
 pub use plans::{matrix_shape, scale_layout, Quantizer, ScalePlan};
 pub use quantize::{quantize, quantize_into, quantize_rows, QuantizedTensor, TensorAmax};
 pub use scheme::{Convention, Granularity, MxRounding, ScaleRule, Scheme};

@@ -41,6 +41,13 @@ pub enum ScaleRule {
     AbsMax,
     /// A power of two, stored as an E8M0 byte.
     PowerOfTwo(MxRounding),
+    /// compressed-tensors' integer scales from a group's minimum and maximum (its `W4A16`
+    /// presets): `max(|min|, |max|) / (range / 2)` where `symmetric`, else `(max − min) / range`
+    /// with a zero point ([`quantize_int_rows`](crate::quantize_int_rows)).
+    MinMax {
+        /// Whether the zero point is 0 (no zero points stored).
+        symmetric: bool,
+    },
 }
 
 /// Whose arithmetic a scheme follows: the references round in different dtypes and read some
@@ -90,6 +97,26 @@ pub struct Scheme {
     pub convention: Convention,
 }
 
+/// compressed-tensors' integer presets (`W4A16`, `W4A16_ASYM`, `W8A16`, `W2A16`, and `INT8`'s
+/// per-channel weights): name, element, granularity, symmetric. Their scales are in the
+/// weight's dtype.
+const INTEGER_PRESETS: [(&str, DType, Granularity, bool); 5] = [
+    ("ct_w4a16", DType::Int4, Granularity::Group(128), true),
+    ("ct_w4a16_asym", DType::Int4, Granularity::Group(128), false),
+    ("ct_w8a16", DType::Int8, Granularity::Group(128), true),
+    ("ct_w2a16", DType::Int2, Granularity::Group(128), true),
+    ("ct_w8a16_channel", DType::Int8, Granularity::Channel, true),
+];
+
+/// The error for an integer scheme given to the scaled formats' functions.
+pub(crate) fn not_scaled() -> QuantError {
+    QuantError::Scheme {
+        reason: "an integer scheme: integer weights are quantized with `quantize_int_rows` and \
+                 dequantized with `dequantize_int_into`"
+            .to_owned(),
+    }
+}
+
 /// The names [`Scheme::named`] knows (the references' own scheme names).
 pub(crate) const NAMES: &[&str] = &[
     "ct_fp8_tensor",
@@ -115,8 +142,18 @@ pub(crate) const NAMES: &[&str] = &[
 ];
 
 impl Scheme {
-    /// Every name [`Scheme::named`] knows, compressed-tensors' first.
+    /// The scaled formats' names [`Scheme::named`] knows, compressed-tensors' first.
     pub const NAMES: &'static [&'static str] = NAMES;
+
+    /// The integer presets' names [`Scheme::named`] knows (compressed-tensors' `ct_w4a16` and
+    /// the like): quantized by [`quantize_int_rows`](crate::quantize_int_rows).
+    pub const INTEGER_NAMES: [&'static str; 5] = [
+        INTEGER_PRESETS[0].0,
+        INTEGER_PRESETS[1].0,
+        INTEGER_PRESETS[2].0,
+        INTEGER_PRESETS[3].0,
+        INTEGER_PRESETS[4].0,
+    ];
 
     /// A reference's scheme by name (`ct_fp8_block`, `ao_mxfp4_rceil`, `gpt_oss_mxfp4`, ...; `ct_`
     /// is compressed-tensors, `ao_` torchao). `weight` is the dense weight's dtype, which
@@ -153,6 +190,19 @@ impl Scheme {
         };
         let abs = ScaleRule::AbsMax;
         let compressed_tensors_mx = ScaleRule::PowerOfTwo(MxRounding::CompressedTensors);
+        if let Some(&(_, element, granularity, symmetric)) =
+            INTEGER_PRESETS.iter().find(|p| p.0 == name)
+        {
+            let rule = ScaleRule::MinMax { symmetric };
+            return Ok(scheme(
+                granularity,
+                element,
+                weight,
+                rule,
+                false,
+                CompressedTensors,
+            ));
+        }
         Ok(match name {
             "ct_fp8_tensor" => scheme(
                 Granularity::Tensor,
@@ -288,8 +338,23 @@ impl Scheme {
     /// of whole bytes (E8M0 scales: one byte).
     pub fn check(&self) -> Result<(), QuantError> {
         // The formats the references scale: float8_e4m3fn (FP8, MXFP8) and float4 (MXFP4, NVFP4).
+        if let ScaleRule::MinMax { .. } = self.rule {
+            return match crate::integer::integer_bits(self) {
+                Some(_) if self.scale.is_floating_point() && self.scale.byte_size().is_some() => {
+                    Ok(())
+                }
+                _ => Err(QuantError::Scheme {
+                    reason: format!(
+                        "min-max scales with {} elements and {} scales (integer schemes store \
+                         int2, int4 or int8 with floating scales)",
+                        self.element, self.scale
+                    ),
+                }),
+            };
+        }
         let narrow_float = matches!(self.element, DType::Float8E4M3Fn | DType::Float4E2M1Fn);
         let scale_ok = match self.rule {
+            ScaleRule::MinMax { .. } => false,
             ScaleRule::PowerOfTwo(_) => self.scale.bits() == 8 && !self.scale.is_packed(),
             ScaleRule::AbsMax => self.scale.is_floating_point() && self.scale.byte_size().is_some(),
         };
@@ -415,6 +480,20 @@ impl Scheme {
             | Convention::GptOss => true,
             Convention::ModelOpt => false,
         }
+    }
+
+    /// The bits of an integer scheme's codes and whether it is symmetric (`None` for the scaled
+    /// float formats).
+    ///
+    /// ```
+    /// use dtcast_dtype::DType;
+    /// use dtcast_quant::Scheme;
+    /// assert_eq!(Scheme::named("ct_w4a16_asym", DType::BFloat16)?.integer(), Some((4, false)));
+    /// assert_eq!(Scheme::named("ct_mxfp4", DType::BFloat16)?.integer(), None);
+    /// # Ok::<(), dtcast_quant::QuantError>(())
+    /// ```
+    pub fn integer(&self) -> Option<(u32, bool)> {
+        crate::integer::integer_bits(self)
     }
 
     /// Whether a scale depends on the whole tensor's largest magnitude (a per-tensor scale, a

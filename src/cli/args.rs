@@ -76,7 +76,8 @@ pub(crate) struct ConvertArgs {
     #[arg(long, value_name = "DT", value_parser = parse_dtype, required_unless_present = "quantize")]
     pub(crate) dtype: Option<DType>,
     /// Quantize the linear weights (2-D `*.weight`, not embeddings or lm_head) instead: fp8-tensor,
-    /// fp8-channel, fp8-block, mxfp8, mxfp4 or nvfp4, written as compressed-tensors writes them.
+    /// fp8-channel, fp8-block, mxfp8, mxfp4, nvfp4, or the integer presets w4a16, w4a16-asym,
+    /// w8a16, w2a16, w8a16-channel, written as compressed-tensors writes them.
     #[arg(long, value_name = "SCHEME", conflicts_with_all = ["dtype", "all", "keep", "mode", "device"])]
     pub(crate) quantize: Option<String>,
     /// With --quantize: the layout to write: compressed-tensors (every scheme), deepseek
@@ -93,6 +94,10 @@ pub(crate) struct ConvertArgs {
     /// instead of the format's own (compressed-tensors' rule; gpt-oss: rceil).
     #[arg(long, value_name = "RULE", requires = "quantize")]
     pub(crate) scale_rounding: Option<String>,
+    /// With --quantize w4a16, w4a16-asym, w8a16 or w2a16: the columns each scale covers
+    /// (compressed-tensors' `group_size`; the presets' is 128).
+    #[arg(long, value_name = "N", requires = "quantize")]
+    pub(crate) group_size: Option<usize>,
     /// With --quantize: weights to leave unquantized (name or glob; repeat or separate with
     /// commas; each must match a tensor).
     #[arg(

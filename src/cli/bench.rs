@@ -103,7 +103,20 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             // What a machine whose best kernels are `set` runs, for every step of the schemes.
             dtcast_cast::pin_isa(set).map_err(|e| e.to_string())?;
         }
-        return super::bench_quant::run(args, out);
+        let integer = args
+            .scheme
+            .iter()
+            .filter(|s| super::bench_int::is_integer(s))
+            .count();
+        return match integer {
+            0 => super::bench_quant::run(args, out),
+            n if n == args.scheme.len() => super::bench_int::run(args, out),
+            _ => Err(
+                "--scheme: measure the integer schemes (gptq4, awq4, w4a16, nf4, ...) and \
+                      the scaled ones in separate runs"
+                    .into(),
+            ),
+        };
     }
     if let dtcast_device::Device::Cuda(ordinal) = dtcast_device::resolve_device(args.device) {
         if !args.backend.is_empty() || args.threads.is_some() || args.alloc || args.scratch {
@@ -303,6 +316,28 @@ fn measure(
             versus_first: paired_ratio(&cast_times[0], times),
         })
         .collect())
+}
+
+/// `repeat` rounds of `work` then a memcpy of `copy_from` into `copy_to` on `pool`, interleaved:
+/// each side's times, in round order.
+pub(super) fn beside_memcpy(
+    pool: &rayon::ThreadPool,
+    repeat: usize,
+    copy_to: &mut [u8],
+    copy_from: &[u8],
+    mut work: impl FnMut() -> Result<(), CmdError>,
+) -> Result<(Vec<Duration>, Vec<Duration>), CmdError> {
+    let (mut times, mut copy) = (Vec::with_capacity(repeat), Vec::with_capacity(repeat));
+    for _ in 0..repeat {
+        let t = Instant::now();
+        work()?;
+        times.push(t.elapsed());
+        let t = Instant::now();
+        pool.install(|| memcpy(copy_to, copy_from));
+        std::hint::black_box(&copy_to);
+        copy.push(t.elapsed());
+    }
+    Ok((times, copy))
 }
 
 /// The median over rounds of `numerator[i] / denominator[i]` (two timings of one round): a

@@ -4,7 +4,7 @@
 //! rounds interleaved; with `--device cuda:N`, the same on a GPU, its bytes compared with the CPU's.
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dtcast::cast::{cast_to_vec, CastMode};
 use dtcast::quant::{dequantize_into, quantize, quantize_into, DequantPlan, Scheme};
@@ -63,36 +63,32 @@ pub(crate) fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CmdError>
             let bytes = dense_bytes + packed;
             let copy_from = vec![1u8; bytes / 2];
             let mut copy_to = vec![0u8; bytes / 2];
-            let (mut work, mut copy) = (Vec::new(), Vec::new());
             // Both directions write into reused buffers, as memcpy does (and as a conversion
             // reuses its buffers): page faults of a fresh allocation are not the kernel's time.
             let mut dense = vec![0u8; elements * dense_size];
             let (mut packed_out, mut scales_out) = (q.elements.clone(), q.scales.clone());
-            for _ in 0..args.repeat {
-                let t = Instant::now();
-                if direction == "quantize" {
-                    pool.install(|| {
-                        quantize_into(
-                            &src,
-                            from,
-                            &shape,
-                            &scheme,
-                            &mut packed_out,
-                            &mut scales_out,
-                        )
-                    })?;
-                    std::hint::black_box((&packed_out, &scales_out));
-                } else {
-                    let view = q.view(&shape);
-                    pool.install(|| dequantize_into(&view, &scheme, dense_dtype, &mut dense))?;
-                    std::hint::black_box(&dense);
-                }
-                work.push(t.elapsed());
-                let t = Instant::now();
-                pool.install(|| super::bench::memcpy(&mut copy_to, &copy_from));
-                std::hint::black_box(&copy_to);
-                copy.push(t.elapsed());
-            }
+            let repeat = usize::try_from(args.repeat).unwrap_or(1);
+            let (work, copy) =
+                super::bench::beside_memcpy(&pool, repeat, &mut copy_to, &copy_from, || {
+                    if direction == "quantize" {
+                        pool.install(|| {
+                            quantize_into(
+                                &src,
+                                from,
+                                &shape,
+                                &scheme,
+                                &mut packed_out,
+                                &mut scales_out,
+                            )
+                        })?;
+                        std::hint::black_box((&packed_out, &scales_out));
+                    } else {
+                        let view = q.view(&shape);
+                        pool.install(|| dequantize_into(&view, &scheme, dense_dtype, &mut dense))?;
+                        std::hint::black_box(&dense);
+                    }
+                    Ok(())
+                })?;
             let ratio = super::bench::paired_ratio(&copy, &work);
             let (w, c) = (median(&work), median(&copy));
             let gbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;

@@ -51,7 +51,7 @@ pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), Cmd
     }
     let ck = Checkpoint::open(&file)?;
     print_inspection(&[("", &ck)], ck.metadata(), out)?;
-    let found = read_config(file.parent()).and_then(|c| detect_quantized(ck.entries(), c.as_ref()));
+    let found = read_config(file.parent()).and_then(|c| detect_quantized(&ck, c.as_ref()));
     let weights = found.as_ref().map(|w| {
         (w.iter())
             .map(|w| (String::new(), ck.entries(), w))
@@ -91,7 +91,8 @@ fn print_quantized(
     found: Result<Vec<Listed>, String>,
     out: &mut dyn Write,
 ) -> Result<(), CmdError> {
-    use dtcast::quant::Granularity;
+    use dtcast::layer::checkpoint::WeightScheme;
+    use dtcast::quant::{Granularity, IntGroups};
     let weights = match found {
         Ok(w) if w.is_empty() => return Ok(()),
         Ok(w) => w,
@@ -113,26 +114,62 @@ fn print_quantized(
         schemes.join(", ")
     )?;
     for (place, entries, w) in &weights {
-        let shared = match w.scheme.granularity {
-            Granularity::Tensor => "one scale".to_owned(),
-            Granularity::Channel => "a scale per row".to_owned(),
-            Granularity::Group(k) => format!("a scale per {k} elements of a row"),
-            Granularity::Block(r, c) => format!("a scale per {r}x{c} block"),
+        let scales = &entries[w.scales];
+        let described = match &w.scheme {
+            WeightScheme::Scaled(scheme) => {
+                let shared = match scheme.granularity {
+                    Granularity::Tensor => "one scale".to_owned(),
+                    Granularity::Channel => "a scale per row".to_owned(),
+                    Granularity::Group(k) => format!("a scale per {k} elements of a row"),
+                    Granularity::Block(r, c) => format!("a scale per {r}x{c} block"),
+                };
+                format!(
+                    "{} elements, {} scales {:?} ({shared}){}",
+                    scheme.element,
+                    scales.dtype,
+                    scales.shape,
+                    if w.global.is_some() {
+                        ", a global scale"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            WeightScheme::Integer {
+                scheme,
+                group_index,
+                ..
+            } => {
+                let shared = match scheme.groups {
+                    IntGroups::Tensor => "one scale".to_owned(),
+                    IntGroups::Channel => "a scale per row".to_owned(),
+                    IntGroups::Size(k) => format!("a scale per {k} elements of a row"),
+                };
+                format!(
+                    "{}-bit integers {}, {} scales {:?} ({shared}{})",
+                    scheme.bits,
+                    if scheme.stores_zeros() {
+                        "with zero points"
+                    } else {
+                        "symmetric"
+                    },
+                    scales.dtype,
+                    scales.shape,
+                    if group_index.is_some() {
+                        "; groups by its g_idx"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            _ => String::new(),
         };
         writeln!(
             out,
-            "  {}{}  {}  {} elements, {} scales {:?} ({shared}){}",
+            "  {}{}  {}  {described}",
             escape(&w.name),
             escape(place),
             w.scheme_name,
-            w.scheme.element,
-            entries[w.scales].dtype,
-            entries[w.scales].shape,
-            if w.global.is_some() {
-                ", a global scale"
-            } else {
-                ""
-            }
         )?;
     }
     Ok(())
@@ -237,6 +274,7 @@ fn quantize_options(args: &ConvertArgs, scheme: &str) -> Result<Quantize, CmdErr
         scheme,
         ignore: args.ignore.clone(),
         format,
+        group_size: args.group_size,
     })
 }
 

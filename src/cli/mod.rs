@@ -17,6 +17,7 @@ use clap::Parser;
 mod args;
 mod bench;
 mod bench_cuda;
+mod bench_int;
 mod bench_quant;
 mod bitcast;
 mod cast;

@@ -210,6 +210,103 @@ pub fn dequantize(data: &[u8]) {
     }
 }
 
+/// The integer formats' and bitsandbytes' dequantization of arbitrary parts, shape, layout,
+/// bits, groups, zero points, group index, block sizes and output dtype: refused with one short
+/// line, or exactly the dense tensor's bytes.
+pub fn dequantize_int(data: &[u8]) {
+    use dtcast::quant::{
+        dequantize_bnb4_into, dequantize_int8_rows_into, dequantize_int_into, Bnb4Scheme,
+        Bnb4Weight, IntGroups, IntLayout, IntScheme, IntWeight, ZeroPoints,
+    };
+    let mut b = Bytes(data);
+    let how = b.byte();
+    let out = [DType::Float32, DType::BFloat16, DType::Float16, DType::Int8][usize::from(how % 4)];
+    let (rows, cols) = (b.dim(), b.dim());
+    let scale = [
+        DType::Float32,
+        DType::BFloat16,
+        DType::Float16,
+        DType::UInt8,
+    ][usize::from(b.byte() % 4)];
+    let cuts = [
+        usize::from(b.byte()) * 4,
+        usize::from(b.byte()) * 4,
+        usize::from(b.byte()) * 4,
+    ];
+    let rest = b.0;
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut at = 0;
+    for cut in cuts {
+        let end = (at + cut).min(rest.len());
+        parts.push(&rest[at..end]);
+        at = end;
+    }
+    parts.push(&rest[at..]);
+    // (Sized as the shape needs where it can be: a buffer of exactly that length is filled.)
+    let dense = |n: Option<usize>| {
+        n.and_then(|n| out.storage_bytes(n).ok())
+            .filter(|&n| n < 1 << 24)
+    };
+    let n = rows.checked_mul(cols);
+    let Some(bytes) = dense(n) else { return };
+    let mut dst = vec![0u8; bytes];
+    let result = match how / 4 % 3 {
+        0 => {
+            let layout = [
+                IntLayout::Gptq,
+                IntLayout::Awq,
+                IntLayout::CompressedTensors,
+                IntLayout::Int8,
+            ][usize::from(how / 12 % 4)];
+            let groups = match cuts[0] % 3 {
+                0 => IntGroups::Tensor,
+                1 => IntGroups::Channel,
+                _ => IntGroups::Size(cuts[1] / 4),
+            };
+            let zeros = [
+                ZeroPoints::Midpoint,
+                ZeroPoints::Stored,
+                ZeroPoints::StoredMinusOne,
+            ][cuts[2] % 3];
+            let scheme = IntScheme {
+                layout,
+                bits: u32::from(how / 48 % 10),
+                groups,
+                zeros,
+                scale,
+            };
+            let w = IntWeight {
+                rows,
+                cols,
+                codes: parts[0],
+                scales: parts[1],
+                zeros: (zeros != ZeroPoints::Midpoint).then_some(parts[2]),
+                group_index: (how & 0x80 != 0).then_some(parts[3]),
+            };
+            dequantize_int_into(&w, &scheme, out, &mut dst)
+        }
+        1 => {
+            let scheme = Bnb4Scheme {
+                blocksize: cuts[0] / 4,
+                nested: (how & 0x80 != 0).then_some((cuts[1] / 4, 0.5)),
+                dtype: scale,
+            };
+            let w = Bnb4Weight {
+                elements: rows.saturating_mul(cols),
+                codes: parts[0],
+                quant_map: parts[1],
+                absmax: parts[2],
+                nested: scheme.nested.map(|_| (parts[3], parts[3])),
+            };
+            dequantize_bnb4_into(&w, &scheme, out, &mut dst)
+        }
+        _ => dequantize_int8_rows_into(parts[0], &[rows, cols], parts[1], out, &mut dst),
+    };
+    if let Err(e) = result {
+        short(&e);
+    }
+}
+
 /// `quantize` of arbitrary input, shape and scheme: refused with one short line, or elements
 /// and scales of exactly the sizes the shape needs, which dequantize back to the shape.
 pub fn quantize(data: &[u8]) {
@@ -243,8 +340,8 @@ pub fn quantize(data: &[u8]) {
     }
 }
 
-/// The `config.json` files of the seven reference checkpoints, for [`convert`].
-const CONFIGS: [&str; 8] = [
+/// The `config.json` files of the reference checkpoints, for [`convert`].
+const CONFIGS: [&str; 13] = [
     include_str!("../fixtures/scaled/checkpoints/ct_fp8_block/config.json"),
     include_str!("../fixtures/scaled/checkpoints/ct_fp8_channel/config.json"),
     include_str!("../fixtures/scaled/checkpoints/ct_mxfp4/config.json"),
@@ -253,6 +350,11 @@ const CONFIGS: [&str; 8] = [
     include_str!("../fixtures/scaled/checkpoints/deepseek_fp8_block/config.json"),
     include_str!("../fixtures/scaled/checkpoints/gptoss_mxfp4/config.json"),
     include_str!("../fixtures/modelopt_nvfp4/config.json"),
+    include_str!("../fixtures/intq/gptq_b4_g128_act/config.json"),
+    include_str!("../fixtures/intq/awq_gemm_g128/config.json"),
+    include_str!("../fixtures/intq/ct_w4a16_asym/config.json"),
+    include_str!("../fixtures/intq/bnb_nf4_dq/config.json"),
+    include_str!("../fixtures/intq/bnb_int8/config.json"),
 ];
 
 /// ModelOpt's `hf_quant_config.json`, alone (how older ModelOpt exports describe their
@@ -297,13 +399,16 @@ pub fn convert(data: &[u8]) {
         "mxfp8",
         "mxfp4",
         "nvfp4",
+        "w4a16",
+        "w4a16-asym",
     ];
-    if let Some(scheme) = schemes.get(usize::from(how % 8)) {
-        let format = QuantizedFormat::ALL[usize::from(how / 8 % 3)];
+    if let Some(scheme) = schemes.get(usize::from(how % 16)) {
+        let format = QuantizedFormat::ALL[usize::from(how / 16 % 3)];
         options.quantize = Some(Quantize {
             scheme: (*scheme).to_owned(),
             ignore: Vec::new(),
             format,
+            group_size: None,
         });
     }
     if how & 0x80 != 0 {
@@ -347,7 +452,7 @@ pub fn convert(data: &[u8]) {
 pub type Body = fn(&[u8]);
 
 /// Every target: its name (the folder of its corpus) and its body.
-pub const TARGETS: [(&str, Body); 8] = [
+pub const TARGETS: [(&str, Body); 9] = [
     ("safetensors_header", safetensors_header),
     ("index", index),
     ("dtype_name", dtype_name),
@@ -356,4 +461,5 @@ pub const TARGETS: [(&str, Body); 8] = [
     ("dequantize", dequantize),
     ("quantize", quantize),
     ("convert", convert),
+    ("dequantize_int", dequantize_int),
 ];

@@ -307,3 +307,35 @@ pub fn random_bytes(len: usize, mut seed: u64) -> Vec<u8> {
     out.truncate(len);
     out
 }
+
+/// `file`'s tensors in two shards in `dir` (those for which `first` holds, by name, then the
+/// rest; each in name order) with a `model.safetensors.index.json` naming them; the index's path.
+pub fn two_shards(
+    file: &std::path::Path,
+    dir: &std::path::Path,
+    first: impl Fn(&str) -> bool,
+) -> PathBuf {
+    use dtcast::layer::checkpoint::{load_map, save};
+    let all = load_map(file).unwrap();
+    let mut names: Vec<&String> = all.keys().collect();
+    names.sort();
+    let (first, second): (Vec<&String>, Vec<&String>) = names.into_iter().partition(|n| first(n));
+    let mut weight_map = serde_json::Map::new();
+    for (name, part) in [
+        ("model-00001-of-00002.safetensors", &first),
+        ("model-00002-of-00002.safetensors", &second),
+    ] {
+        let tensors: Vec<(String, dtcast::Tensor)> = part
+            .iter()
+            .map(|n| ((*n).clone(), all[*n].clone()))
+            .collect();
+        save(dir.join(name), &tensors, &[]).unwrap();
+        for n in part {
+            weight_map.insert((*n).clone(), name.into());
+        }
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let json = serde_json::json!({"metadata": {"total_size": 0}, "weight_map": weight_map});
+    std::fs::write(&index, json.to_string()).unwrap();
+    index
+}

@@ -1470,32 +1470,7 @@ fn split_in_two_shards_by(
     dir: &std::path::Path,
     first: impl Fn(&str) -> bool,
 ) -> std::path::PathBuf {
-    use dtcast::layer::checkpoint::{load_map, save};
-    let all = load_map(file).unwrap();
-    let mut names: Vec<&String> = all.keys().collect();
-    names.sort();
-    let (first, second): (Vec<&String>, Vec<&String>) = names.into_iter().partition(|n| first(n));
-    let mut weight_map = serde_json::Map::new();
-    for (name, part) in [
-        ("model-00001-of-00002.safetensors", &first),
-        ("model-00002-of-00002.safetensors", &second),
-    ] {
-        let tensors: Vec<(String, dtcast::Tensor)> = part
-            .iter()
-            .map(|n| ((*n).clone(), all[*n].clone()))
-            .collect();
-        save(dir.join(name), &tensors, &[]).unwrap();
-        for n in part {
-            weight_map.insert((*n).clone(), name.into());
-        }
-    }
-    let index = dir.join("model.safetensors.index.json");
-    std::fs::write(
-        &index,
-        serde_json::json!({"metadata": {"total_size": 0}, "weight_map": weight_map}).to_string(),
-    )
-    .unwrap();
-    index
+    dtcast_tests::two_shards(file, dir, first)
 }
 
 /// Every tensor the index at `out` names is in the shard it names, equal to `want`'s, and the
@@ -2193,7 +2168,7 @@ fn a_weight_larger_than_a_band_quantizes_and_dequantizes_in_bands_as_it_does_who
         let o = convert_cli(&quantized, &back, &["--dtype", "float32"]);
         assert_eq!(o.code, 0, "{scheme}: {}", o.stderr);
         let q = Checkpoint::open(&quantized).unwrap();
-        let weights = dtcast::layer::checkpoint::detect_quantized(q.entries(), None).unwrap();
+        let weights = dtcast::layer::checkpoint::detect_quantized(&q, None).unwrap();
         let [w] = weights.as_slice() else {
             panic!("{scheme}: {} quantized weights", weights.len());
         };
@@ -2560,240 +2535,17 @@ fn quantizing_with_ignore_lists_the_modules_left_dense_in_each_format_s_config()
 }
 
 #[test]
-fn compressed_tensors_integer_weights_are_never_cast_as_if_dense() {
-    // compressed-tensors' integer formats share its tensor names (`weight_packed`, `weight`,
-    // `weight_scale`) but not its float dtypes: int4 packed in int32 (`pack-quantized`, W4A16)
-    // and int8 (`int-quantized`, W8A8). dtcast reads neither, so their scales are never cast
-    // without their weights; --keep leaves a module as it is, and inspect names the format.
-    use dtcast::layer::checkpoint::save;
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("w4a16");
-    std::fs::create_dir(&model).unwrap();
-    let (w4, w8) = ("model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj");
-    let bf16 = |v: f32| dtcast::dtype::half::bf16::from_f32(v);
-    let tensors = vec![
-        (
-            format!("{w4}.weight_packed"),
-            dtcast::Tensor::from_vec(vec![0x1234_5678i32; 16], &[4, 4]).unwrap(),
-        ),
-        (
-            format!("{w4}.weight_scale"),
-            dtcast::Tensor::from_vec(vec![bf16(0.01); 4], &[4, 1]).unwrap(),
-        ),
-        (
-            format!("{w4}.weight_shape"),
-            dtcast::Tensor::from_vec(vec![4i32, 32], &[2]).unwrap(),
-        ),
-        (
-            format!("{w8}.weight"),
-            dtcast::Tensor::from_vec(vec![-3i8; 128], &[4, 32]).unwrap(),
-        ),
-        (
-            format!("{w8}.weight_scale"),
-            dtcast::Tensor::from_vec(vec![0.01f32; 4], &[4, 1]).unwrap(),
-        ),
-        (
-            "model.norm.weight".to_owned(),
-            dtcast::Tensor::from_vec(vec![1.5f32; 32], &[32]).unwrap(),
-        ),
-        (
-            // An int8 weight without a scale is no quantized weight.
-            "model.embed_tokens.weight".to_owned(),
-            dtcast::Tensor::from_vec(vec![5i8; 8], &[2, 4]).unwrap(),
-        ),
-    ];
-    save(model.join("model.safetensors"), &tensors, &[]).unwrap();
-    let config = r#"{"quantization_config": {"quant_method": "compressed-tensors",
-        "format": "mixed-precision", "config_groups": {}}}"#;
-    std::fs::write(model.join("config.json"), config).unwrap();
-    let o = convert_cli(&model, dir.path().join("out"), &["--dtype", "bf16"]);
-    assert!(
-        o.code != 0
-            && o.stderr.contains(&format!(
-                "`{w8}.weight` makes `{w8}` a weight quantized by compressed-tensors' \
-                 int-quantized integers"
-            ))
-            && o.stderr.contains(&format!(
-                "converting its `{w8}.weight_scale` to bfloat16 would change it"
-            )),
-        "{}",
-        o.stderr
-    );
-    let o = dtcast_tests::dtcast_cli(&["inspect", model.to_str().unwrap()], "");
-    assert!(
-        o.stdout.contains(&format!(
-            "quantized in a layout dtcast does not read: 2 modules; `convert` leaves them only \
-             with --keep 'MODULE.*'\n  {w4}  compressed-tensors' pack-quantized integers (int32 \
-             `weight_packed`)\n  {w8}  compressed-tensors' int-quantized integers"
-        )),
-        "{}",
-        o.stdout
-    );
-    // The int8 module kept: both modules' tensors are the input's (the int4 one's bfloat16
-    // scales do not change), the config still describes them, and the rest is converted.
-    let out = dir.path().join("kept");
-    let o = convert_cli(
-        &model,
-        &out,
-        &["--dtype", "bf16", "--keep", &format!("{w8}.*")],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let before = read_sorted(&model.join("model.safetensors"));
-    let after = read_sorted(&out.join("model.safetensors"));
-    for (b, a) in before.iter().zip(&after) {
-        if b.0 == "model.norm.weight" {
-            assert_eq!((a.0.as_str(), a.1), ("model.norm.weight", DType::BFloat16));
-        } else {
-            assert_eq!(a, b);
-        }
-    }
-    assert_eq!(
-        read_json(&out.join("config.json"))["quantization_config"],
-        serde_json::from_str::<serde_json::Value>(config).unwrap()["quantization_config"]
-    );
-    // float16: the int4 module's scales would change too.
-    let o = convert_cli(
-        &model,
-        dir.path().join("f16"),
-        &["--dtype", "f16", "--keep", &format!("{w8}.*")],
-    );
-    assert!(
-        o.code != 0
-            && o.stderr.contains(&format!(
-                "`{w4}.weight_packed` makes `{w4}` a weight quantized by compressed-tensors' \
-                 pack-quantized integers"
-            )),
-        "{}",
-        o.stderr
-    );
-}
-
-#[test]
 fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
-    // A GPTQ file holds its weight as packed int32 `qweight` with float16 `scales`: cast to
-    // bfloat16 like any floating tensor, the scales would be rounded and the model silently
-    // changed (and bitsandbytes' `absmax`, ModelOpt's `weight_scale_2` the same). Such a module
-    // must stay as it is (--keep), and quantizing such a file is refused; a config.json naming a
-    // layout dtcast does not read is refused by name.
-    use dtcast::dtype::half::f16;
-    use dtcast::layer::checkpoint::save;
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("gptq");
-    std::fs::create_dir(&model).unwrap();
-    let gptq = "model.layers.0.mlp.down_proj";
-    let scales: Vec<f16> = (0..32)
-        .map(|i| f16::from_f32(0.001 + i as f32 / 4096.0))
-        .collect();
-    let tensors = vec![
-        (
-            format!("{gptq}.qweight"),
-            dtcast::Tensor::from_vec((0..512).collect::<Vec<i32>>(), &[16, 32]).unwrap(),
-        ),
-        (
-            format!("{gptq}.qzeros"),
-            dtcast::Tensor::from_vec(vec![0x7777_7777i32; 4], &[1, 4]).unwrap(),
-        ),
-        (
-            format!("{gptq}.scales"),
-            dtcast::Tensor::from_vec(scales, &[1, 32]).unwrap(),
-        ),
-        (
-            "model.norm.weight".to_owned(),
-            dtcast::Tensor::from_vec(vec![f16::from_f32(1.0); 32], &[32]).unwrap(),
-        ),
-    ];
-    let file = model.join("model.safetensors");
-    save(&file, &tensors, &[]).unwrap();
-    let (input, out) = (file.to_str().unwrap(), dir.path().join("out.safetensors"));
-    let o = convert_cli(input, &out, &["--dtype", "bf16"]);
-    assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains(&format!(
-            "`{gptq}.qweight` makes `{gptq}` a weight quantized by GPTQ / AWQ"
-        )) && o.stderr.contains(&format!(
-            "converting its `{gptq}.scales` to bfloat16 would change it without its weight"
-        )) && o.stderr.contains(&format!("--keep '{gptq}.*'")),
-        "{}",
-        o.stderr
-    );
-    assert!(!out.exists());
-    // Kept: the module's tensors are the input's bytes, the rest converted.
-    let keep = format!("{gptq}.*");
-    let o = convert_cli(input, &out, &["--dtype", "bf16", "--keep", &keep]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let before = read_sorted(&file);
-    let after = read_sorted(&out);
-    for (b, a) in before.iter().zip(&after) {
-        if b.0.starts_with(gptq) {
-            assert_eq!(a, b);
-        } else {
-            assert_eq!((a.0.as_str(), a.1), ("model.norm.weight", DType::BFloat16));
-        }
-    }
-    // inspect names the module and its layout.
-    let o = dtcast_tests::dtcast_cli(&["inspect", input], "");
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(
-        o.stdout.contains(&format!(
-            "quantized in a layout dtcast does not read: 1 modules; `convert` leaves them only \
-             with --keep 'MODULE.*'\n  {gptq}  GPTQ / AWQ"
-        )),
-        "{}",
-        o.stdout
-    );
-    // Quantizing it is refused.
-    let o = convert_cli(
-        input,
-        dir.path().join("q.safetensors"),
-        &["--quantize", "fp8-block"],
-    );
-    assert!(
-        o.code != 0 && o.stderr.contains("it is quantized already"),
-        "{}",
-        o.stderr
-    );
-    // bitsandbytes 4-bit, sharded so that the module's bias is in another shard than the
-    // `weight.absmax` that shows its layout (kept, so that its own shard converts): the whole
-    // checkpoint says which modules stay.
-    let bnb = "model.layers.0.self_attn.q_proj";
-    let bnb_tensors = vec![
-        (
-            format!("{bnb}.weight"),
-            dtcast::Tensor::from_vec(vec![0x12u8; 16], &[16, 1]).unwrap(),
-        ),
-        (
-            format!("{bnb}.weight.absmax"),
-            dtcast::Tensor::from_vec(vec![0.25f32; 2], &[2]).unwrap(),
-        ),
-        (
-            format!("{bnb}.bias"),
-            dtcast::Tensor::from_vec(vec![f16::from_f32(0.1); 4], &[4]).unwrap(),
-        ),
-    ];
-    let bnb_file = dir.path().join("bnb.safetensors");
-    save(&bnb_file, &bnb_tensors, &[]).unwrap();
-    let sharded = dir.path().join("bnb-sharded");
-    std::fs::create_dir(&sharded).unwrap();
-    let index = split_in_two_shards_by(&bnb_file, &sharded, |n| n.contains(".weight"));
-    let o = convert_cli(
-        &index,
-        dir.path().join("bnb-out"),
-        &["--dtype", "bf16", "--keep", "*.absmax"],
-    );
-    assert!(
-        o.code != 0
-            && o.stderr.contains(&format!(
-                "`{bnb}.weight.absmax` makes `{bnb}` a weight quantized by bitsandbytes' 4-bit \
-                 NF4/FP4"
-            ))
-            && o.stderr
-                .contains(&format!("converting its `{bnb}.bias` to bfloat16")),
-        "{}",
-        o.stderr
-    );
     // ModelOpt's NVFP4 with AWQ names its scales as compressed-tensors does, beside an
     // activation pre-scale its weight was quantized against: neither read as compressed-tensors
-    // nor as plain NVFP4, and refused by name.
+    // nor as plain NVFP4, and refused by name; cast to bfloat16 like a floating tensor, its
+    // scales would be rounded and the model silently changed. Such a module must stay as it is
+    // (--keep), quantizing such a file is refused, and a config.json naming a layout dtcast does
+    // not read is refused by name.
+    use dtcast::layer::checkpoint::save;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("awq");
+    std::fs::create_dir(&model).unwrap();
     let modelopt = "model.layers.0.self_attn.o_proj";
     let nvfp4 = vec![
         (
@@ -2812,23 +2564,65 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
             format!("{modelopt}.pre_quant_scale"),
             dtcast::Tensor::from_vec(vec![1.5f32; 8], &[8]).unwrap(),
         ),
+        (
+            "model.norm.weight".to_owned(),
+            dtcast::Tensor::from_vec(vec![1.0f32; 8], &[8]).unwrap(),
+        ),
     ];
-    let file2 = dir.path().join("modelopt.safetensors");
-    save(&file2, &nvfp4, &[]).unwrap();
-    let o = convert_cli(&file2, &out, &["--dtype", "bf16", "--force"]);
+    let file = model.join("model.safetensors");
+    save(&file, &nvfp4, &[]).unwrap();
+    let (input, out) = (file.to_str().unwrap(), dir.path().join("out.safetensors"));
+    let o = convert_cli(input, &out, &["--dtype", "bf16"]);
     assert!(
         o.code != 0
             && o.stderr.contains(&format!(
                 "`{modelopt}.pre_quant_scale` makes `{modelopt}` a weight quantized by NVIDIA \
                  ModelOpt's AWQ"
-            )),
+            ))
+            && o.stderr.contains(&format!("--keep '{modelopt}.*'")),
+        "{}",
+        o.stderr
+    );
+    assert!(!out.exists());
+    // Kept: the module's tensors are the input's bytes, the rest converted.
+    let keep = format!("{modelopt}.*");
+    let o = convert_cli(input, &out, &["--dtype", "bf16", "--keep", &keep]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let before = read_sorted(&file);
+    let after = read_sorted(&out);
+    for (b, a) in before.iter().zip(&after) {
+        if b.0.starts_with(modelopt) {
+            assert_eq!(a, b);
+        } else {
+            assert_eq!((a.0.as_str(), a.1), ("model.norm.weight", DType::BFloat16));
+        }
+    }
+    // inspect names the module and its layout.
+    let o = dtcast_tests::dtcast_cli(&["inspect", input], "");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains(&format!(
+            "quantized in a layout dtcast does not read: 1 modules; `convert` leaves them only \
+             with --keep 'MODULE.*'\n  {modelopt}  NVIDIA ModelOpt's AWQ"
+        )),
+        "{}",
+        o.stdout
+    );
+    // Quantizing it is refused.
+    let o = convert_cli(
+        input,
+        dir.path().join("q.safetensors"),
+        &["--quantize", "fp8-block"],
+    );
+    assert!(
+        o.code != 0 && o.stderr.contains("it is quantized already"),
         "{}",
         o.stderr
     );
     // A config.json that names such a layout: refused by name, whatever the tensors.
     std::fs::write(
         model.join("config.json"),
-        r#"{"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}"#,
+        r#"{"quantization_config": {"quant_method": "hqq", "nbits": 4}}"#,
     )
     .unwrap();
     let o = convert_cli(
@@ -2839,8 +2633,9 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
     assert!(
         o.code != 0
             && o.stderr.contains(
-                "config.json's quantization_config says `gptq`, a quantized layout dtcast does \
-                 not read (it reads `compressed-tensors` (compressed-tensors), `fp8` (deepseek), \
+                "config.json's quantization_config says `hqq`, a quantized layout dtcast does \
+                 not read (it reads `awq` (AWQ), `bitsandbytes` (bitsandbytes), \
+                 `compressed-tensors` (compressed-tensors), `fp8` (deepseek), `gptq` (GPTQ), \
                  `modelopt` (ModelOpt), `mxfp4` (gpt-oss))"
             ),
         "{}",

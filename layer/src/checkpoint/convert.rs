@@ -57,6 +57,8 @@ pub struct Quantize {
     /// The layout written: compressed-tensors (every scheme), DeepSeek-V3 (`fp8-block`) or
     /// gpt-oss (`mxfp4`, the MoE experts).
     pub format: QuantizedFormat,
+    /// The integer schemes' group size (`--group-size`), where it is not the preset's.
+    pub group_size: Option<usize>,
 }
 
 impl ConvertOptions {
@@ -321,7 +323,7 @@ impl Source {
         let config = read_config_into(input.parent(), inputs)?;
         if options.quantize.is_none() {
             // The whole file: a config.json that calls it quantized must find quantized weights.
-            let found = quantized::detect(ckpt.entries(), config.as_ref())?;
+            let found = quantized::detect(&ckpt, config.as_ref())?;
             selection.plan_dequantizing(found.iter().map(|w| (w, ckpt.entries())))?;
             selection.note_foreign(ckpt.entries());
         }

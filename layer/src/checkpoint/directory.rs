@@ -275,7 +275,7 @@ fn updated_config(
     match &options.quantize {
         Some(q) => {
             let layout = q.format.layout();
-            let mut quantization = layout.config(&q.scheme);
+            let mut quantization = layout.config(&q.scheme, q.group_size);
             mark_dense(layout, &mut quantization, &summary.dense_weights)?;
             obj.insert("quantization_config".to_owned(), quantization);
         }

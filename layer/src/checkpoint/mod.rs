@@ -50,6 +50,7 @@ pub use header::{Entry, Header, MAX_HEADER_LEN};
 pub use layout::compressed_tensors::{
     scheme_name as quantize_scheme_name, SCHEMES as QUANTIZE_SCHEMES,
 };
+pub use layout::WeightScheme;
 pub use layout::{QuantizedFormat, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 pub use pipeline::CHUNK_BYTES;
 pub use quantized::{detect as detect_quantized, unread_quantized, QuantizedWeight};

@@ -16,10 +16,12 @@ use std::sync::mpsc::sync_channel;
 use dtcast_cast::{cast_into_scratch, CastError};
 use dtcast_device::{Device, Tensor, TensorError, ToOptions};
 use dtcast_dtype::DType;
+use dtcast_quant::{IntPart, Strided};
 
 use super::convert::{ConvertOptions, Selection, Summary};
 use super::header::{self, Entry};
 use super::json::quote;
+use super::layout::WeightScheme;
 use super::quantized::{self, QuantizedWeight};
 use super::reader::Checkpoint;
 use crate::error::LayerError;
@@ -74,7 +76,8 @@ pub(crate) fn write_converted(
     } else {
         config
     };
-    let quantized = quantized::detect_part(tensors.all, config)?;
+    let data = super::layout::metadata_reader(tensors.all, |i, buf| tensors.read_part(i, 0, buf));
+    let quantized = quantized::detect_part(tensors.all, config, &data)?;
     if let Some(q) = &options.quantize {
         if let Some(w) = quantized.first() {
             return Err(w.already_quantized());
@@ -300,16 +303,8 @@ fn run(
                     return Ok(());
                 };
                 if let Some(k) = c.dequant {
-                    let q = &quantized[k];
-                    let band = Band::of(q, tensors.all, c.first, c.count);
-                    bytes.resize(band.len(), 0);
-                    let (elements, rest) = bytes.split_at_mut(band.elements.len());
-                    tensors.read_part(q.elements, band.elements.start, elements)?;
-                    let (scales, global) = rest.split_at_mut(band.scales.len());
-                    tensors.read_part(q.scales, band.scales.start, scales)?;
-                    if let Some(g) = q.global {
-                        tensors.read_part(g, 0, global)?;
-                    }
+                    let band = Band::of(&quantized[k], tensors.all, c.first, c.count);
+                    band.read(tensors, &mut bytes)?;
                 } else {
                     // The chunk's bytes, in one read: a piece of one tensor, or whole tensors
                     // stored one after the other.
@@ -335,7 +330,7 @@ fn run(
                 done += match c.dequant {
                     Some(k) => {
                         let q = &quantized[k];
-                        Band::of(q, tensors.all, c.first, c.count).own_len(q, entries.len()) as u64
+                        Band::of(q, tensors.all, c.first, c.count).own_len(entries.len()) as u64
                     }
                     None => storage(c.from, c.count) as u64,
                 };
@@ -453,12 +448,10 @@ struct Buf {
     pool: usize,
 }
 
-/// Where a band of rows of a quantized weight is stored: the byte ranges of its elements and
-/// scales within their entries, whether the global scale follows, and the band's logical shape.
+/// Where a band of rows of a quantized weight is stored: the pieces of its parts it reads, in
+/// the order the buffer holds them (elements or codes first), and the band's logical shape.
 struct Band {
-    elements: std::ops::Range<usize>,
-    scales: std::ops::Range<usize>,
-    global: usize,
+    reads: Vec<(usize, Strided)>,
     shape: Vec<usize>,
 }
 
@@ -471,54 +464,141 @@ impl Band {
         }
     }
 
-    /// The rows a band starts at a multiple of: whole scale blocks, or for gpt-oss (whose output
-    /// is transposed per expert) whole experts.
+    /// The rows a band starts at a multiple of: whole scale blocks or packed words, or for
+    /// gpt-oss (whose output is transposed per expert) whole experts.
     fn alignment(q: &QuantizedWeight) -> usize {
-        if q.scheme.convention == dtcast_quant::Convention::GptOss && q.shape.len() == 3 {
-            q.shape[1].max(1)
-        } else {
-            q.scheme.row_alignment()
+        match q.scheme {
+            WeightScheme::Scaled(s)
+                if s.convention == dtcast_quant::Convention::GptOss && q.shape.len() == 3 =>
+            {
+                q.shape[1].max(1)
+            }
+            scheme => scheme.row_alignment(Band::rows_cols(q).1),
         }
     }
 
     /// Rows `first..first + count` of `q`.
     fn of(q: &QuantizedWeight, entries: &[Entry], first: usize, count: usize) -> Band {
-        let (_, cols) = Band::rows_cols(q);
-        let element_bytes = |rows: usize| storage(q.scheme.element, rows * cols);
-        let scale_size = entries[q.scales].dtype.byte_size().unwrap_or(1);
-        let scales = q.scheme.scale_range(first, first + count, cols);
-        let gpt_oss = q.scheme.convention == dtcast_quant::Convention::GptOss;
-        let shape = if gpt_oss && q.shape.len() == 3 {
-            let per_expert = q.shape[1];
-            vec![count / per_expert, per_expert, cols]
-        } else {
-            vec![count, cols]
+        let (rows, cols) = Band::rows_cols(q);
+        let contiguous = |range: std::ops::Range<usize>| Strided {
+            start: range.start,
+            len: range.len(),
+            stride: range.len(),
+            count: 1,
         };
-        Band {
-            elements: element_bytes(first)..element_bytes(first + count),
-            scales: scales.start * scale_size..scales.end * scale_size,
-            global: if q.global.is_some() { 4 } else { 0 },
-            shape,
+        match q.scheme {
+            WeightScheme::Scaled(scheme) => {
+                let element_bytes = |rows: usize| storage(scheme.element, rows * cols);
+                let scale_size = entries[q.scales].dtype.byte_size().unwrap_or(1);
+                let scales = scheme.scale_range(first, first + count, cols);
+                let gpt_oss = scheme.convention == dtcast_quant::Convention::GptOss;
+                let shape = if gpt_oss && q.shape.len() == 3 {
+                    let per_expert = q.shape[1];
+                    vec![count / per_expert, per_expert, cols]
+                } else {
+                    vec![count, cols]
+                };
+                let mut reads = vec![
+                    (
+                        q.elements,
+                        contiguous(element_bytes(first)..element_bytes(first + count)),
+                    ),
+                    (
+                        q.scales,
+                        contiguous(scales.start * scale_size..scales.end * scale_size),
+                    ),
+                ];
+                reads.extend(q.global.map(|g| (g, contiguous(0..4))));
+                Band { reads, shape }
+            }
+            WeightScheme::Integer {
+                scheme,
+                zeros,
+                group_index,
+            } => {
+                let parts = [
+                    (Some(q.elements), IntPart::Codes),
+                    (Some(q.scales), IntPart::Scales),
+                    (zeros, IntPart::Zeros),
+                    (group_index, IntPart::GroupIndex),
+                ];
+                // (The parts' shapes were checked when the weight was read.)
+                let reads = (parts.into_iter())
+                    .filter_map(|(entry, part)| {
+                        let at = scheme.band(part, rows, cols, first, first + count).ok()?;
+                        Some((entry?, at))
+                    })
+                    .collect();
+                Band {
+                    reads,
+                    shape: vec![count, cols],
+                }
+            }
+            WeightScheme::Bnb4 {
+                scheme,
+                quant_map,
+                nested,
+            } => {
+                // Elements `first · cols ..`: whole blocks from a block (and nested block) start.
+                let (e0, e1) = (first * cols, (first + count) * cols);
+                let bs = scheme.blocksize;
+                let (b0, b1) = (e0 / bs, e1.div_ceil(bs));
+                let absmax_size = if nested.is_some() { 1 } else { 4 };
+                let mut reads = vec![
+                    (q.elements, contiguous(e0 / 2..e1.div_ceil(2))),
+                    (quant_map, contiguous(0..64)),
+                    (q.scales, contiguous(b0 * absmax_size..b1 * absmax_size)),
+                ];
+                if let (Some((absmax, map)), Some((n, _))) = (nested, scheme.nested) {
+                    reads.push((absmax, contiguous(b0 / n * 4..b1.div_ceil(n) * 4)));
+                    reads.push((map, contiguous(0..1024)));
+                }
+                Band {
+                    reads,
+                    shape: vec![count, cols],
+                }
+            }
+            WeightScheme::Int8Rows => Band {
+                reads: vec![
+                    (q.elements, contiguous(first * cols..(first + count) * cols)),
+                    (q.scales, contiguous(first * 4..(first + count) * 4)),
+                ],
+                shape: vec![count, cols],
+            },
         }
     }
 
     /// The bytes the band reads.
     fn len(&self) -> usize {
-        self.elements.len() + self.scales.len() + self.global
+        self.reads.iter().map(|(_, at)| at.bytes()).sum()
     }
 
-    /// The bytes the band reads from the file being converted (of `own` tensors): not the scales
+    /// The bytes the band reads from the file being converted (of `own` tensors): not the parts
     /// it borrows from another shard, which that shard's progress counts.
-    fn own_len(&self, q: &QuantizedWeight, own: usize) -> usize {
-        let borrowed = |i: usize, bytes: usize| if i < own { 0 } else { bytes };
-        self.len()
-            - borrowed(q.scales, self.scales.len())
-            - q.global.map_or(0, |g| borrowed(g, self.global))
+    fn own_len(&self, own: usize) -> usize {
+        (self.reads.iter())
+            .filter(|(entry, _)| *entry < own)
+            .map(|(_, at)| at.bytes())
+            .sum()
+    }
+
+    /// Reads the band's pieces into `buf` (resized), one part after another.
+    fn read(&self, tensors: &Tensors, buf: &mut Vec<u8>) -> Result<(), LayerError> {
+        buf.resize(self.len(), 0);
+        let mut rest = &mut buf[..];
+        for (entry, at) in &self.reads {
+            let (part, after) = rest.split_at_mut(at.bytes());
+            for (k, piece) in part.chunks_exact_mut(at.len.max(1)).enumerate() {
+                tensors.read_part(*entry, at.start + k * at.stride, piece)?;
+            }
+            rest = after;
+        }
+        Ok(())
     }
 }
 
-/// A band of a quantized weight dense in `out` (resized), from its parts' bytes (elements,
-/// scales, global scale, one after the other).
+/// A band of a quantized weight dense in `out` (resized), from its parts' bytes as
+/// [`Band::read`] laid them out.
 fn dequantize_band(
     q: &QuantizedWeight,
     entries: &[Entry],
@@ -527,20 +607,73 @@ fn dequantize_band(
     out: &mut Vec<u8>,
 ) -> Result<(), LayerError> {
     let band = Band::of(q, entries, c.first, c.count);
-    let (elements, rest) = parts.split_at(band.elements.len());
-    let (scales, global) = rest.split_at(band.scales.len());
-    let global_scale = (global.len() == 4)
-        .then(|| f32::from_le_bytes([global[0], global[1], global[2], global[3]]));
-    let view = dtcast_quant::Quantized {
-        elements,
-        shape: &band.shape,
-        scales,
-        global_scale,
-    };
+    let mut rest = parts;
+    let mut pieces = band.reads.iter().map(|(_, at)| {
+        let (piece, after) = rest.split_at(at.bytes());
+        rest = after;
+        piece
+    });
     let (_, cols) = Band::rows_cols(q);
     out.resize(storage(c.to, c.count * cols), 0);
-    dtcast_quant::dequantize_into(&view, &q.scheme, c.to, out)
-        .map_err(|e| LayerError::Quantized(format!("`{}`: {e}", quote(&q.name))))
+    let named =
+        |e: dtcast_quant::QuantError| LayerError::Quantized(format!("`{}`: {e}", quote(&q.name)));
+    match q.scheme {
+        WeightScheme::Scaled(scheme) => {
+            let elements = pieces.next().unwrap_or_default();
+            let scales = pieces.next().unwrap_or_default();
+            let global_scale = pieces
+                .next()
+                .map(|g| f32::from_le_bytes([g[0], g[1], g[2], g[3]]));
+            let view = dtcast_quant::Quantized {
+                elements,
+                shape: &band.shape,
+                scales,
+                global_scale,
+            };
+            dtcast_quant::dequantize_into(&view, &scheme, c.to, out).map_err(named)
+        }
+        WeightScheme::Integer {
+            scheme,
+            zeros,
+            group_index,
+        } => {
+            let codes = pieces.next().unwrap_or_default();
+            let scales = pieces.next().unwrap_or_default();
+            let zeros = zeros.and_then(|_| pieces.next());
+            let group_index = group_index.and_then(|_| pieces.next());
+            let view = dtcast_quant::IntWeight {
+                rows: c.count,
+                cols,
+                codes,
+                scales,
+                zeros,
+                group_index,
+            };
+            dtcast_quant::dequantize_int_into(&view, &scheme, c.to, out).map_err(named)
+        }
+        WeightScheme::Bnb4 { scheme, .. } => {
+            let codes = pieces.next().unwrap_or_default();
+            let quant_map = pieces.next().unwrap_or_default();
+            let absmax = pieces.next().unwrap_or_default();
+            let nested = scheme
+                .nested
+                .and_then(|_| Some((pieces.next()?, pieces.next()?)));
+            let view = dtcast_quant::Bnb4Weight {
+                elements: c.count * cols,
+                codes,
+                quant_map,
+                absmax,
+                nested,
+            };
+            dtcast_quant::dequantize_bnb4_into(&view, &scheme, c.to, out).map_err(named)
+        }
+        WeightScheme::Int8Rows => {
+            let codes = pieces.next().unwrap_or_default();
+            let scb = pieces.next().unwrap_or_default();
+            dtcast_quant::dequantize_int8_rows_into(codes, &[c.count, cols], scb, c.to, out)
+                .map_err(named)
+        }
+    }
 }
 
 /// Casts one chunk, on the CPU or on `options.device`. Element indices in errors count from the

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use dtcast_dtype::DType;
-use dtcast_quant::Scheme;
+use dtcast_quant::{Granularity, Scheme};
 
 use super::convert::{Quantize, Summary};
 use super::header::{self, Entry};
@@ -111,12 +111,25 @@ pub(crate) fn schemes(
                 quote(&e.name)
             ))
         };
-        let scheme = Scheme::named(&reference, e.dtype).map_err(|err| {
+        let mut scheme = Scheme::named(&reference, e.dtype).map_err(|err| {
             LayerError::Quantized(format!(
-                "--quantize `{}`: {err} (or fp8-tensor, fp8-channel, fp8-block, mxfp8, mxfp4, nvfp4)",
+                "--quantize `{}`: {err} (or fp8-tensor, fp8-channel, fp8-block, mxfp8, mxfp4, \
+                 nvfp4, w4a16, w4a16-asym, w8a16, w2a16, w8a16-channel)",
                 q.scheme
             ))
         })?;
+        match (q.group_size, scheme.integer()) {
+            (None, _) => {}
+            (Some(k), Some(_)) if k > 0 && scheme.granularity != Granularity::Channel => {
+                scheme.granularity = Granularity::Group(k)
+            }
+            (Some(k), _) => {
+                return Err(LayerError::Quantized(format!(
+                    "--group-size {k}: the group size is for the grouped integer schemes \
+                     (w4a16, w4a16-asym, w8a16, w2a16), and is at least 1"
+                )))
+            }
+        }
         scheme.check_input(e.dtype).map_err(|err| {
             let way_out = if e.dtype == DType::Float16 {
                 "; `dtcast convert --dtype float32` makes a float16 checkpoint float32 exactly"
@@ -129,7 +142,7 @@ pub(crate) fn schemes(
         scheme
             .scale_count(rows, cols)
             .map_err(|err| bad(err.to_string()))?;
-        if scheme.element.is_packed() && cols % 2 != 0 {
+        if scheme.integer().is_none() && scheme.element.is_packed() && cols % 2 != 0 {
             return Err(bad(format!("{cols} columns do not pack two per byte")));
         }
         schemes.push(Some(scheme));

@@ -1,17 +1,17 @@
-//! Quantized weights in a checkpoint: which tensors hold a scaled low-precision weight and its
-//! scales, in the layouts compressed-tensors, DeepSeek-V3, gpt-oss and ModelOpt write. Detected
+//! Quantized weights in a checkpoint: which tensors hold a quantized weight and its scales (and
+//! zero points, group index, quant state), in the layouts compressed-tensors, DeepSeek-V3,
+//! gpt-oss, ModelOpt, GPTQ, AWQ and bitsandbytes write (`layout/`, one module each). Detected
 //! from the tensors' names, dtypes and shapes, cross-checked with `config.json`'s
 //! `quantization_config` (or ModelOpt's `hf_quant_config.json`) when there is one; anything
 //! ambiguous or inconsistent is an error, never a guess — reading a quantized weight without its
 //! scale gives values that look fine and are wrong.
 
-use dtcast_dtype::DType;
 use serde_json::Value;
 
 use super::header::Entry;
 use super::json::quote;
 pub use super::layout::QuantizedWeight;
-use super::layout::{reader_of_method, READERS};
+use super::layout::{metadata_reader, reader_of_method, TensorData, READERS};
 use crate::error::LayerError;
 
 /// NVIDIA ModelOpt's description of its quantization, beside `config.json`. Older ModelOpt
@@ -102,82 +102,40 @@ pub(crate) fn config_method(config: Option<&Value>) -> Option<String> {
 /// Quantized layouts dtcast does not read, each known by the end of a tensor name only it writes
 /// (the rest of the name is the quantized module). Converting one would cast its scales as if
 /// they were weights, or copy packed integers under a config that no longer describes them.
-const FOREIGN: [(&str, &str); 4] = [
-    (
-        ".qweight",
-        "GPTQ / AWQ (int32 `qweight` with `scales` and `qzeros`)",
-    ),
-    (".weight.absmax", "bitsandbytes' 4-bit NF4/FP4"),
-    (".SCB", "bitsandbytes' 8-bit LLM.int8()"),
-    (
-        ".pre_quant_scale",
-        "NVIDIA ModelOpt's AWQ (its weight is quantized against an activation pre-scale)",
-    ),
-];
+const FOREIGN: [(&str, &str); 1] = [(
+    ".pre_quant_scale",
+    "NVIDIA ModelOpt's AWQ (its weight is quantized against an activation pre-scale)",
+)];
 
-/// Quantized layouts dtcast does not read whose tensor names are those of a layout it reads,
-/// known by a dtype no layout it reads stores under that name (and, where given, a tensor beside
-/// it): compressed-tensors' integer formats (`pack-quantized`, `int-quantized`).
-const FOREIGN_BY_DTYPE: [(&str, DType, Option<&str>, &str); 2] = [
-    (
-        ".weight_packed",
-        DType::Int32,
-        None,
-        "compressed-tensors' pack-quantized integers (int32 `weight_packed`)",
-    ),
-    (
-        ".weight",
-        DType::Int8,
-        Some(".weight_scale"),
-        "compressed-tensors' int-quantized integers (int8 `weight` with `weight_scale`)",
-    ),
-];
-
-/// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`],
-/// [`FOREIGN_BY_DTYPE`]): each such module, with the tensor that shows it and the layout's name.
+/// Where `entries` hold weights of a quantized layout dtcast does not read ([`FOREIGN`]): each
+/// such module, with the tensor that shows it and the layout's name.
 pub(crate) fn foreign<'a>(
     entries: impl IntoIterator<Item = &'a Entry>,
 ) -> Vec<(&'a str, &'a Entry, &'static str)> {
-    let entries: Vec<&Entry> = entries.into_iter().collect();
-    let names: std::collections::HashSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
-    let by_dtype = |e: &'a Entry| {
-        FOREIGN_BY_DTYPE
-            .iter()
-            .find_map(|&(end, dtype, beside, layout)| {
-                let module = e.name.strip_suffix(end).filter(|_| e.dtype == dtype)?;
-                let present =
-                    beside.is_none_or(|b| names.contains(format!("{module}{b}").as_str()));
-                present.then_some((module, e, layout))
-            })
-    };
-    (entries.iter().copied())
+    (entries.into_iter())
         .filter_map(|e| {
-            FOREIGN
-                .iter()
-                .find_map(|(end, layout)| {
-                    e.name.strip_suffix(end).map(|module| (module, e, *layout))
-                })
-                .or_else(|| by_dtype(e))
+            FOREIGN.iter().find_map(|(end, layout)| {
+                e.name.strip_suffix(end).map(|module| (module, e, *layout))
+            })
         })
         .collect()
 }
 
-/// The modules of `entries` that a quantized layout dtcast does not read holds (GPTQ / AWQ,
-/// bitsandbytes, ModelOpt's AWQ, compressed-tensors' integers; known by a tensor name only that
-/// layout writes, or a dtype), each with the layout's name. Converting them is refused unless
-/// `--keep` leaves them as they are.
+/// The modules of `entries` that a quantized layout dtcast does not read holds (ModelOpt's AWQ,
+/// known by a tensor name only that layout writes), each with the layout's name. Converting them
+/// is refused unless `--keep` leaves them as they are.
 ///
 /// ```
 /// # use dtcast_layer::checkpoint::{unread_quantized, Checkpoint};
 /// # let dir = std::env::temp_dir().join(format!("dtcast-doc-unread-{}", std::process::id()));
 /// # std::fs::create_dir_all(&dir)?;
-/// let file = dir.join("gptq.safetensors");
-/// let qweight = dtcast_device::Tensor::from_vec(vec![0i32; 8], &[2, 4])?;
-/// dtcast_layer::checkpoint::save(&file, &[("layers.0.fc.qweight".to_owned(), qweight)], &[])?;
+/// let file = dir.join("awq.safetensors");
+/// let pre_scale = dtcast_device::Tensor::from_vec(vec![1.5f32; 8], &[8])?;
+/// dtcast_layer::checkpoint::save(&file, &[("layers.0.fc.pre_quant_scale".to_owned(), pre_scale)], &[])?;
 /// let ck = Checkpoint::open(&file)?;
 /// let unread = unread_quantized(ck.entries());
 /// assert_eq!(unread[0].0, "layers.0.fc");
-/// assert!(unread[0].1.starts_with("GPTQ / AWQ"));
+/// assert!(unread[0].1.starts_with("NVIDIA ModelOpt's AWQ"));
 /// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -226,10 +184,12 @@ fn known_method(config: Option<&Value>) -> Result<Option<String>, LayerError> {
 /// The quantized weights among `entries` (a whole checkpoint), in the order of their element
 /// tensors. A `config.json` that says the checkpoint is quantized when none is found is an error.
 pub fn detect(
-    entries: &[Entry],
+    ckpt: &super::reader::Checkpoint,
     config: Option<&Value>,
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
-    let found = detect_part(entries, config)?;
+    let entries = ckpt.entries();
+    let data = metadata_reader(entries, |i, buf| ckpt.read_into(&entries[i], 0, buf));
+    let found = detect_part(entries, config, &data)?;
     // (Modules of a layout dtcast does not read are what such a config speaks of: each is an
     // error where converting would change it.)
     if let (Some(m), true) = (
@@ -248,6 +208,7 @@ pub fn detect(
 pub(crate) fn detect_part(
     entries: &[Entry],
     config: Option<&Value>,
+    data: TensorData,
 ) -> Result<Vec<QuantizedWeight>, LayerError> {
     let method = known_method(config)?;
     // (A module of a layout dtcast does not read may hold tensors named as a layout's scales:
@@ -265,7 +226,7 @@ pub(crate) fn detect_part(
             if foreign.contains(prefix) {
                 break;
             }
-            if let Some(weight) = layout.read(entries, prefix, i, config)? {
+            if let Some(weight) = layout.read(entries, prefix, i, config, data)? {
                 read = Some((layout, weight));
                 break;
             }

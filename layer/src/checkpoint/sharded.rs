@@ -228,7 +228,19 @@ impl ShardedCheckpoint {
                         .map(|&(j, i)| self.shards[j].1.entries()[i].clone()),
                 )
                 .collect();
-            let weights = super::quantized::detect_part(&entries, config)?;
+            let read = |i: usize, buf: &mut [u8]| match i.checked_sub(own.len()) {
+                None => shard.read_into(&own[i], 0, buf),
+                Some(b) => {
+                    let (j, at) = borrowed[b];
+                    self.shards[j]
+                        .1
+                        .read_into(&self.shards[j].1.entries()[at], 0, buf)
+                }
+            };
+            let weights = {
+                let data = super::layout::metadata_reader(&entries, read);
+                super::quantized::detect_part(&entries, config, &data)?
+            };
             found.push(ShardWeights {
                 entries,
                 own: own.len(),
@@ -403,7 +415,11 @@ impl Shards {
         let mut weight_map: Vec<(String, String)> = Vec::new();
         for (name, shard) in &ck.shards {
             let at = |e: LayerError| e.at(Path::new(name));
-            if let Some(w) = super::quantized::detect_part(shard.entries(), None)
+            let entries = shard.entries();
+            let data = super::layout::metadata_reader(entries, |i, buf| {
+                shard.read_into(&entries[i], 0, buf)
+            });
+            if let Some(w) = super::quantized::detect_part(entries, None, &data)
                 .map_err(at)?
                 .first()
             {

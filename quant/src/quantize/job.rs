@@ -27,6 +27,9 @@ impl<'a> Job<'a> {
     ) -> Result<Job<'a>, QuantError> {
         scheme.check_input(dtype)?;
         scheme.check()?;
+        if let crate::scheme::ScaleRule::MinMax { .. } = scheme.rule {
+            return Err(crate::scheme::not_scaled());
+        }
         if !scheme.quantizes() {
             return Err(QuantError::Scheme {
                 reason: "ModelOpt's NVFP4 (modelopt_nvfp4) is read, not written: quantize with \
@@ -206,6 +209,7 @@ impl<'a> Job<'a> {
         let limit = match scheme.rule {
             ScaleRule::PowerOfTwo(_) if self.dtype == DType::Float16 => 0x4760_0000,
             ScaleRule::PowerOfTwo(_) | ScaleRule::AbsMax => 0x7F60_0000,
+            ScaleRule::MinMax { .. } => return None,
         };
         if scheme.convention != Convention::CompressedTensors
             || amax.is_empty()
@@ -232,7 +236,7 @@ impl<'a> Job<'a> {
                     || compressed_tensors_nvfp4_finite(amax, g, self.dtype),
                 ))
             }
-            ScaleRule::AbsMax => None,
+            ScaleRule::AbsMax | ScaleRule::MinMax { .. } => None,
         }
     }
 }

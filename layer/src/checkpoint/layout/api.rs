@@ -3,14 +3,43 @@
 use std::io::Write;
 
 use dtcast_dtype::DType;
-use dtcast_quant::Scheme;
+use dtcast_quant::{Bnb4Scheme, IntScheme, Scheme};
 use serde_json::Value;
 
-use super::shared::{band_rows, quantize_bands};
+use super::shared::quantize_matrix;
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::checkpoint::reader::Checkpoint;
 use crate::error::LayerError;
+
+/// Reads the whole of a small tensor (quantization metadata a layout stores as a tensor:
+/// compressed-tensors' `weight_shape`, bitsandbytes' `quant_state`) by its index among the
+/// entries a [`Reader`] is given; larger than [`METADATA_BYTES`] is an error.
+pub(crate) type TensorData<'a> = &'a dyn Fn(usize) -> Result<Vec<u8>, LayerError>;
+
+/// The most bytes a tensor read as metadata ([`TensorData`]) may hold.
+pub(crate) const METADATA_BYTES: usize = 1 << 16;
+
+/// `read(i, buf)` (tensor `entries[i]` from byte 0 into `buf`) as [`TensorData`]: checked
+/// against [`METADATA_BYTES`] before anything is allocated.
+pub(crate) fn metadata_reader<'a>(
+    entries: &'a [Entry],
+    read: impl Fn(usize, &mut [u8]) -> Result<(), LayerError> + 'a,
+) -> impl Fn(usize) -> Result<Vec<u8>, LayerError> + 'a {
+    move |i| {
+        let e = &entries[i];
+        let len = e.range.len();
+        if len > METADATA_BYTES {
+            return Err(LayerError::Quantized(format!(
+                "`{}` is {len} bytes; as quantization metadata it holds at most {METADATA_BYTES}",
+                quote(&e.name)
+            )));
+        }
+        let mut buf = vec![0; len];
+        read(i, &mut buf)?;
+        Ok(buf)
+    }
+}
 
 /// A tensor a quantized weight is written as: name, dtype, shape.
 pub(crate) type Part = (String, DType, Vec<usize>);
@@ -39,6 +68,7 @@ pub(crate) trait Reader: Sync {
         prefix: &str,
         scales: usize,
         config: Option<&Value>,
+        data: TensorData,
     ) -> Result<Option<QuantizedWeight>, LayerError>;
     /// The keys of `quantization_config` that list modules the checkpoint stores dense (its
     /// loaders leave them unquantized): where a conversion dequantizes some weights and keeps
@@ -64,7 +94,7 @@ pub(crate) trait Layout: Reader {
     fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part>;
     /// Writes the bytes of each of [`parts`](Layout::parts) to `out`, quantizing `e` (read from
     /// `ckpt`) a band of whole rows at a time, so that memory stays bounded whatever the weight's
-    /// size ([`quantize_bands`]): by default the elements, the scales and the global scale where
+    /// size ([`super::shared::quantize_bands`]): by default the elements, the scales and the global scale where
     /// the scheme has one. `progress` is given each band's input bytes.
     fn quantize(
         &self,
@@ -74,18 +104,11 @@ pub(crate) trait Layout: Reader {
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), LayerError> {
-        let (rows, cols) = self.rows_cols(e);
-        let row_bytes = e.dtype.storage_bytes(cols).unwrap_or(0);
-        let band = band_rows(row_bytes, scheme.row_alignment());
-        let read = |first: usize, count: usize, buf: &mut Vec<u8>| {
-            buf.resize(count * row_bytes, 0);
-            ckpt.read_into(e, first * row_bytes, buf)
-        };
-        quantize_bands(e, scheme, [rows, cols], band, read, out, progress)
+        quantize_matrix(ckpt, e, self.rows_cols(e), scheme, out, progress)
     }
     /// `config.json`'s `quantization_config` for the requested scheme, as the format's own tools
     /// write it; the weights left dense are added with [`mark_dense`].
-    fn config(&self, requested: &str) -> Value;
+    fn config(&self, requested: &str, group_size: Option<usize>) -> Value;
 }
 
 /// One quantized weight: the tensors it is stored in and how to read them.
@@ -102,7 +125,7 @@ pub struct QuantizedWeight {
     /// The reference scheme (`ct_fp8_block`, `gpt_oss_mxfp4`, ...).
     pub scheme_name: &'static str,
     /// How the elements and scales are read.
-    pub scheme: Scheme,
+    pub scheme: WeightScheme,
     /// The logical shape `dtcast_quant::dequantize` takes.
     pub shape: Vec<usize>,
     /// The dense tensor's shape (gpt-oss: transposed).
@@ -113,6 +136,78 @@ pub struct QuantizedWeight {
     /// under the checkpoint's quantization config, so they go with the weight when it is
     /// dequantized (and stay with it when it is kept).
     pub activation: Vec<usize>,
+    /// Entries that describe the stored weight and mean nothing without it (compressed-tensors'
+    /// `weight_shape`): they go with it as its scales do.
+    pub metadata: Vec<usize>,
+}
+
+/// How a quantized weight's tensors are read.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum WeightScheme {
+    /// Narrow float elements with scales (FP8, MX, NVFP4): `QuantizedWeight::elements`,
+    /// `scales` and `global`.
+    Scaled(Scheme),
+    /// Integer codes with scales and zero points (GPTQ, AWQ, compressed-tensors' integers):
+    /// `elements` holds the codes, `scales` the scales.
+    Integer {
+        /// How the codes, scales and zero points are stored.
+        scheme: IntScheme,
+        /// The entry holding the zero points, where the scheme stores them.
+        zeros: Option<usize>,
+        /// The entry holding a group per column (`g_idx`), where there is one.
+        group_index: Option<usize>,
+    },
+    /// bitsandbytes 4-bit (NF4, FP4): `elements` holds the packed codes, `scales` the absmax.
+    Bnb4 {
+        /// The block sizes, double quantization's offset, the weight's dtype.
+        scheme: Bnb4Scheme,
+        /// The entry holding the codes' sixteen values.
+        quant_map: usize,
+        /// Double quantization: the entries of the nested absmax and the nested quant map.
+        nested: Option<(usize, usize)>,
+    },
+    /// bitsandbytes' LLM.int8: `elements` holds the int8 weight, `scales` its SCB.
+    Int8Rows,
+}
+
+impl WeightScheme {
+    /// The scaled scheme, for a scaled weight.
+    pub fn scaled(&self) -> Option<&Scheme> {
+        match self {
+            WeightScheme::Scaled(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The rows a band of a weight of `cols` columns starts at a multiple of.
+    pub fn row_alignment(&self, cols: usize) -> usize {
+        match self {
+            WeightScheme::Scaled(s) => s.row_alignment(),
+            WeightScheme::Integer { scheme, .. } => scheme.row_alignment(),
+            WeightScheme::Bnb4 { scheme, .. } => {
+                // Whole blocks (and nested blocks): elements `first · cols` a multiple of them.
+                let align = scheme.element_alignment();
+                align / gcd(align, cols.max(1))
+            }
+            WeightScheme::Int8Rows => 1,
+        }
+    }
+
+    /// The entries besides the elements and scales that hold the weight.
+    fn other_parts(&self) -> Vec<usize> {
+        match *self {
+            WeightScheme::Scaled(_) | WeightScheme::Int8Rows => Vec::new(),
+            WeightScheme::Integer {
+                zeros, group_index, ..
+            } => zeros.into_iter().chain(group_index).collect(),
+            WeightScheme::Bnb4 {
+                quant_map, nested, ..
+            } => std::iter::once(quant_map)
+                .chain(nested.into_iter().flat_map(|(a, m)| [a, m]))
+                .collect(),
+        }
+    }
 }
 
 /// The names (after the module's) of the activation quantization parameters a quantized
@@ -146,9 +241,14 @@ pub const ATTENTION_PARAMETERS: [&str; 10] = [
 ];
 
 /// The module a tensor belongs to: its name up to the last dot (`a.b.weight` → `a.b`; gpt-oss's
-/// `….mlp.experts.down_proj` → `….mlp.experts`). A quantized weight's parts share their module in
+/// `….mlp.experts.down_proj` → `….mlp.experts`), or up to `.weight.` (bitsandbytes' `a.b.weight.absmax` → `a.b`). A quantized weight's parts share their module in
 /// every layout, and configs name modules.
 pub(crate) fn module(name: &str) -> &str {
+    // bitsandbytes names a weight's parts after the weight (`P.weight.absmax`,
+    // `P.weight.quant_state.bitsandbytes__nf4`): they are module `P`'s.
+    if let Some(at) = name.find(".weight.") {
+        return &name[..at];
+    }
     name.rsplit_once('.').map_or("", |(m, _)| m)
 }
 
@@ -160,6 +260,13 @@ pub(crate) fn mark_dense(
     config: &mut Value,
     weights: &[String],
 ) -> Result<(), LayerError> {
+    if layout.dense_modules_keys().is_empty() && !weights.is_empty() {
+        return Err(LayerError::Quantized(format!(
+            "{}'s quantization_config has no list of modules stored dense, so `{}` cannot be              dequantized while other weights stay quantized: dequantize every weight, or keep              every one",
+            layout.name(),
+            quote(&weights[0])
+        )));
+    }
     list_modules(config, layout.dense_modules_keys(), weights)
 }
 
@@ -265,6 +372,16 @@ impl QuantizedWeight {
         [self.elements, self.scales]
             .into_iter()
             .chain(self.global)
+            .chain(self.scheme.other_parts())
+            .chain(self.metadata.iter().copied())
             .chain(self.activation.iter().copied())
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }

@@ -7,19 +7,28 @@ use dtcast_quant::{Granularity, Scheme};
 use serde_json::{json, Value};
 
 use super::api::{Layout, Part, QuantizedWeight, Reader};
-use super::shared::{check_scales, err, is_linear_weight, rows_cols, stored_dense, two_d};
+use super::shared::{
+    check_scales, err, is_linear_weight, quantize_matrix, rows_cols, stored_dense, two_d,
+};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
+use crate::checkpoint::reader::Checkpoint;
 use crate::error::LayerError;
+use std::io::Write;
 
 /// The `--quantize` schemes and the reference scheme each stands for (compressed-tensors').
-pub const SCHEMES: [(&str, &str); 6] = [
+pub const SCHEMES: [(&str, &str); 11] = [
     ("fp8-tensor", "ct_fp8_tensor"),
     ("fp8-channel", "ct_fp8_channel"),
     ("fp8-block", "ct_fp8_block"),
     ("mxfp8", "ct_mxfp8"),
     ("mxfp4", "ct_mxfp4"),
     ("nvfp4", "ct_nvfp4"),
+    ("w4a16", "ct_w4a16"),
+    ("w4a16-asym", "ct_w4a16_asym"),
+    ("w8a16", "ct_w8a16"),
+    ("w2a16", "ct_w2a16"),
+    ("w8a16-channel", "ct_w8a16_channel"),
 ];
 
 /// The reference scheme a `--quantize` name stands for (a reference's own name stands for itself).
@@ -48,6 +57,15 @@ impl Layout for CompressedTensors {
     fn parts(&self, e: &Entry, scheme: &Scheme) -> Vec<Part> {
         let prefix = e.name.strip_suffix(".weight").unwrap_or(&e.name);
         let (rows, cols) = (e.shape[0], e.shape[1]);
+        if let Some((bits, symmetric)) = scheme.integer() {
+            return super::compressed_tensors_int::parts(
+                prefix,
+                [rows, cols],
+                scheme,
+                bits,
+                symmetric,
+            );
+        }
         let scale_shape = match scheme.granularity {
             Granularity::Tensor => vec![1],
             Granularity::Channel => vec![rows, 1],
@@ -80,12 +98,30 @@ impl Layout for CompressedTensors {
         out
     }
 
+    fn quantize(
+        &self,
+        ckpt: &Checkpoint,
+        e: &Entry,
+        scheme: &Scheme,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), LayerError> {
+        if scheme.integer().is_some() {
+            return super::compressed_tensors_int::quantize(ckpt, e, scheme, out, progress);
+        }
+        quantize_matrix(ckpt, e, self.rows_cols(e), scheme, out, progress)
+    }
+
     /// What compressed-tensors' `ModelCompressor.update_config` writes: one config group over the
     /// Linear layers, `lm_head` ignored (the modules left dense are added to `ignore`).
-    fn config(&self, requested: &str) -> Value {
+    fn config(&self, requested: &str, group_size: Option<usize>) -> Value {
         let reference = scheme_name(requested);
         let fp4 = reference.contains("fp4");
-        let (format, weights) = if reference.starts_with("ct_fp8_") {
+        let (format, weights) = if let Some(weights) =
+            super::compressed_tensors_int::config_weights_for(reference, group_size)
+        {
+            ("pack-quantized", weights)
+        } else if reference.starts_with("ct_fp8_") {
             let strategy = reference.trim_start_matches("ct_fp8_");
             let mut w = json!({"dynamic": false, "group_size": null, "num_bits": 8,
                                "strategy": strategy, "symmetric": true, "type": "float"});
@@ -161,9 +197,14 @@ impl Reader for CompressedTensors {
         prefix: &str,
         scales: usize,
         config: Option<&Value>,
+        data: super::api::TensorData,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         if stored_dense(entries, prefix) {
             return Ok(None);
+        }
+        if let Some(w) = super::compressed_tensors_int::read(entries, prefix, scales, config, data)?
+        {
+            return Ok(Some(w));
         }
         read_weight(entries, prefix, scales, config).map(Some)
     }

@@ -47,7 +47,7 @@ impl Layout for DeepSeek {
         ]
     }
 
-    fn config(&self, _requested: &str) -> Value {
+    fn config(&self, _requested: &str, _group_size: Option<usize>) -> Value {
         json!({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                "weight_block_size": [BLOCK, BLOCK]})
     }
@@ -78,6 +78,7 @@ impl Reader for DeepSeek {
         prefix: &str,
         scales: usize,
         _config: Option<&Value>,
+        _data: super::api::TensorData,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         if stored_dense(entries, prefix) {
             return Ok(None);

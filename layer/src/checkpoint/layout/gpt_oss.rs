@@ -106,7 +106,7 @@ impl Layout for GptOss {
     }
 
     /// What gpt-oss's published config lists as not converted.
-    fn config(&self, _requested: &str) -> Value {
+    fn config(&self, _requested: &str, _group_size: Option<usize>) -> Value {
         json!({"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                           "model.embed_tokens", "lm_head"],
                "quant_method": "mxfp4"})
@@ -141,6 +141,7 @@ impl Reader for GptOss {
         prefix: &str,
         scales: usize,
         _config: Option<&Value>,
+        _data: super::api::TensorData,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         let blocks = format!("{prefix}_blocks");
         let b = find(entries, &blocks).ok_or_else(|| missing(&entries[scales], &blocks))?;
@@ -182,9 +183,10 @@ fn read_weight(
         scales,
         global: None,
         scheme_name: "gpt_oss_mxfp4",
-        scheme,
+        scheme: super::api::WeightScheme::Scaled(scheme),
         shape: vec![e, r, g * 32],
         dense_shape: vec![e, g * 32, r],
         activation: Vec::new(),
+        metadata: Vec::new(),
     })
 }

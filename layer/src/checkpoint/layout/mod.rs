@@ -8,16 +8,21 @@ use std::fmt;
 use std::str::FromStr;
 
 mod api;
+mod awq;
+mod bitsandbytes;
 pub(crate) mod compressed_tensors;
+mod compressed_tensors_int;
 mod deepseek;
 mod gpt_oss;
+mod gptq;
 mod modelopt;
 mod shared;
 
 pub(crate) use api::{
-    check_whole_modules, is_attention_parameter, list_modules, mark_dense, module, Layout, Reader,
+    check_whole_modules, is_attention_parameter, list_modules, mark_dense, metadata_reader, module,
+    Layout, Reader, TensorData,
 };
-pub use api::{QuantizedWeight, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
+pub use api::{QuantizedWeight, WeightScheme, ACTIVATION_PARAMETERS, ATTENTION_PARAMETERS};
 
 /// The layouts `convert --quantize` can write (`--format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,11 +72,14 @@ impl QuantizedFormat {
 /// tensors' names tell them apart; where two share one (ModelOpt's `weight_scale` is named as
 /// compressed-tensors'), the first whose [`Reader::read`] claims the weight reads it, so
 /// ModelOpt, which tells its own by a `weight_scale_2` or its config, comes first.
-pub(crate) const READERS: [&dyn Reader; 4] = [
+pub(crate) const READERS: [&dyn Reader; 7] = [
     &modelopt::ModelOpt,
     &compressed_tensors::CompressedTensors,
     &deepseek::DeepSeek,
     &gpt_oss::GptOss,
+    &gptq::Gptq,
+    &awq::Awq,
+    &bitsandbytes::BitsAndBytes,
 ];
 
 /// The layout whose `config.json` says `quant_method` (`fp8`: DeepSeek's, whose config's keys

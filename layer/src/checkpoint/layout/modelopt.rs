@@ -47,6 +47,7 @@ impl Reader for ModelOpt {
         prefix: &str,
         s: usize,
         config: Option<&Value>,
+        _data: super::api::TensorData,
     ) -> Result<Option<QuantizedWeight>, LayerError> {
         let name = format!("{prefix}.weight");
         let scale_name = format!("{prefix}.weight_scale");

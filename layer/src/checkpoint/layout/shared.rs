@@ -3,9 +3,10 @@
 use std::io::Write;
 
 use dtcast_dtype::DType;
-use dtcast_quant::{quantize_rows, QuantError, Scheme, TensorAmax};
+use dtcast_quant::{quantize_rows, IntPart, IntScheme, QuantError, Scheme, TensorAmax};
+use serde_json::Value;
 
-use super::api::QuantizedWeight;
+use super::api::{QuantizedWeight, WeightScheme};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
 use crate::error::LayerError;
@@ -95,6 +96,25 @@ pub(super) fn quantize_bands(
     Ok(())
 }
 
+/// [`quantize_bands`] over `e` read from `ckpt` as a `[rows, cols]` matrix of whole rows: the
+/// layouts' default way of writing a quantized weight.
+pub(super) fn quantize_matrix(
+    ckpt: &crate::checkpoint::reader::Checkpoint,
+    e: &Entry,
+    (rows, cols): (usize, usize),
+    scheme: &Scheme,
+    out: &mut dyn Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), LayerError> {
+    let row_bytes = e.dtype.storage_bytes(cols).unwrap_or(0);
+    let band = band_rows(row_bytes, scheme.row_alignment());
+    let read = |first: usize, count: usize, buf: &mut Vec<u8>| {
+        buf.resize(count * row_bytes, 0);
+        ckpt.read_into(e, first * row_bytes, buf)
+    };
+    quantize_bands(e, scheme, [rows, cols], band, read, out, progress)
+}
+
 /// A quantization error, naming the weight.
 pub(super) fn err_named(e: &Entry, err: QuantError) -> LayerError {
     LayerError::Quantized(format!("`{}`: {err}", quote(&e.name)))
@@ -167,10 +187,11 @@ pub(super) fn two_d(
         scales,
         global,
         scheme_name,
-        scheme,
+        scheme: super::api::WeightScheme::Scaled(scheme),
         shape: e.shape.to_vec(),
         dense_shape: e.shape.to_vec(),
         activation: Vec::new(),
+        metadata: Vec::new(),
     };
     if scheme.element == DType::Float8E4M3Fn {
         check_scales(entries, &q)?;
@@ -181,8 +202,10 @@ pub(super) fn two_d(
 /// The scale (and global scale) tensors hold what the scheme needs for the weight's shape.
 pub(super) fn check_scales(entries: &[Entry], q: &QuantizedWeight) -> Result<(), LayerError> {
     let (rows, cols) = rows_cols(&q.shape);
-    let count = q
-        .scheme
+    let Some(scheme) = q.scheme.scaled() else {
+        return Ok(());
+    };
+    let count = scheme
         .scale_count(rows, cols)
         .map_err(|e| err(format!("`{}`: {e}", quote(&q.name))))?;
     let s = &entries[q.scales];
@@ -206,4 +229,81 @@ pub(super) fn check_scales(entries: &[Entry], q: &QuantizedWeight) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// `config.json`'s `quantization_config`, if there is one.
+pub(super) fn quantization_config(config: Option<&Value>) -> Option<&Value> {
+    config?.get("quantization_config")
+}
+
+/// An integer of `quantization_config` (`key`), if given (`null` is not given); anything but an
+/// integer is an error naming it.
+pub(super) fn config_int(q: Option<&Value>, key: &str) -> Result<Option<i64>, LayerError> {
+    match q.and_then(|q| q.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_i64().map(Some).ok_or_else(|| {
+            err(format!(
+                "config.json's quantization_config has `{key}`: {v}, which is not an integer"
+            ))
+        }),
+    }
+}
+
+/// The tensors of an integer-quantized weight (`parts`: the entries of its codes, scales, zero
+/// points and group index), each checked against the dtype and shape `scheme` stores for a
+/// `[rows, cols]` weight.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn integer_weight(
+    entries: &[Entry],
+    name: String,
+    scheme_name: &'static str,
+    scheme: IntScheme,
+    [codes, scales]: [usize; 2],
+    zeros: Option<usize>,
+    group_index: Option<usize>,
+    [rows, cols]: [usize; 2],
+) -> Result<QuantizedWeight, LayerError> {
+    let named = |e: QuantError| err(format!("`{}` ({scheme_name}): {e}", quote(&name)));
+    scheme.check().map_err(named)?;
+    let parts = [
+        (Some(codes), IntPart::Codes),
+        (Some(scales), IntPart::Scales),
+        (zeros, IntPart::Zeros),
+        (group_index, IntPart::GroupIndex),
+    ];
+    for (entry, part) in parts {
+        let Some(i) = entry else { continue };
+        let e = &entries[i];
+        let shape = scheme.part_shape(part, rows, cols).map_err(named)?;
+        let dtype = scheme.part_dtype(part);
+        // A one-element part may be stored as a scalar or as [1] (compressed-tensors' per-tensor
+        // scale).
+        let same_shape =
+            e.shape == shape || (e.numel() == 1 && shape.iter().product::<usize>() == 1);
+        if e.dtype != dtype || !same_shape {
+            return Err(err(format!(
+                "`{}` is {} {:?}; a [{rows}, {cols}] {scheme_name} weight of {} bits stores it as {dtype} {shape:?}",
+                quote(&e.name),
+                e.dtype,
+                e.shape,
+                scheme.bits
+            )));
+        }
+    }
+    Ok(QuantizedWeight {
+        name,
+        elements: codes,
+        scales,
+        global: None,
+        scheme_name,
+        scheme: WeightScheme::Integer {
+            scheme,
+            zeros,
+            group_index,
+        },
+        shape: vec![rows, cols],
+        dense_shape: vec![rows, cols],
+        activation: Vec::new(),
+        metadata: Vec::new(),
+    })
 }
