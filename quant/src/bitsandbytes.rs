@@ -16,6 +16,22 @@ use rayon::prelude::*;
 
 use crate::arith::{f32s, internal, mul};
 use crate::dequant::check_len;
+use crate::integer::lookup::Tables;
+use crate::scratch::Pooled;
+
+/// A thread's buffers for 4-bit pieces.
+#[derive(Default)]
+struct Scratch {
+    values: Vec<f32>,
+    rounded: Vec<u8>,
+    tables: Tables,
+    swapped: Vec<u8>,
+}
+
+std::thread_local! {
+    /// Each thread's [`Scratch`]es, reused.
+    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 use crate::QuantError;
 
 /// How a bitsandbytes 4-bit weight is stored (its `quant_state`).
@@ -99,6 +115,18 @@ pub fn dequantize_bnb4_into(
     out: DType,
     dst: &mut [u8],
 ) -> Result<(), QuantError> {
+    dequantize_bnb4_with(w, scheme, out, dst, true)
+}
+
+/// [`dequantize_bnb4_into`], by the one-pass form where it serves and `one_pass` allows it (the
+/// tests compare the two).
+pub(crate) fn dequantize_bnb4_with(
+    w: &Bnb4Weight,
+    scheme: &Bnb4Scheme,
+    out: DType,
+    dst: &mut [u8],
+    one_pass: bool,
+) -> Result<(), QuantError> {
     if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
         return Err(QuantError::OutputDType { dtype: out });
     }
@@ -107,23 +135,23 @@ pub fn dequantize_bnb4_into(
     check_len("codes", n.div_ceil(2), w.codes.len())?;
     check_len("quant map", 64, w.quant_map.len())?;
     let blocks = n.div_ceil(scheme.blocksize);
-    let absmax: Vec<f32> = match (scheme.nested, w.nested) {
+    // Each block's absmax, read where a piece needs it (no buffer of the tensor's blocks).
+    let nested = match (scheme.nested, w.nested) {
         (None, None) => {
             check_len("absmax", blocks * 4, w.absmax.len())?;
-            f32s(w.absmax)
+            None
         }
         (Some((nested_blocksize, offset)), Some((nested_absmax, nested_map))) => {
             check_len("absmax", blocks, w.absmax.len())?;
             check_len("nested quant map", 1024, nested_map.len())?;
             let nested_blocks = blocks.div_ceil(nested_blocksize);
             check_len("nested absmax", nested_blocks * 4, nested_absmax.len())?;
-            let (map, nested) = (f32s(nested_map), f32s(nested_absmax));
-            (w.absmax.iter().enumerate())
-                .map(|(i, &b)| {
-                    let v = mul(map[usize::from(b)], nested[i / nested_blocksize]);
-                    add_as_on_x86(v, offset)
-                })
-                .collect()
+            Some((
+                f32s(nested_map),
+                f32s(nested_absmax),
+                nested_blocksize,
+                offset,
+            ))
         }
         _ => {
             return Err(QuantError::Scheme {
@@ -132,30 +160,77 @@ pub fn dequantize_bnb4_into(
             })
         }
     };
+    let absmax = |b: usize| -> f32 {
+        match &nested {
+            None => {
+                let x = &w.absmax[4 * b..4 * b + 4];
+                f32::from_le_bytes([x[0], x[1], x[2], x[3]])
+            }
+            Some((map, nested, nested_blocksize, offset)) => {
+                let v = mul(map[usize::from(w.absmax[b])], nested[b / nested_blocksize]);
+                add_as_on_x86(v, *offset)
+            }
+        }
+    };
     let map = f32s(w.quant_map);
     let out_size = out.byte_size().unwrap_or(4);
     check_len("output", n * out_size, dst.len())?;
     let through = (out != scheme.dtype).then_some(scheme.dtype);
     let bs = scheme.blocksize;
-    // Pieces of whole blocks where blocks are small, of PIECE elements (even) where they are not.
-    let piece = if bs <= PIECE {
-        (PIECE / bs).max(1) * bs
+    // Blocks of a multiple of 32: the one-pass lookup of each block's 16 outputs
+    // (`integer::lookup`), the codes' nibbles swapped into the low-first order it reads.
+    let one_pass = one_pass && bs.is_multiple_of(32) && n.is_multiple_of(32);
+    // Pieces of whole blocks where blocks are small, of about PIECE elements (even) where they
+    // are not (the one-pass form's pieces are larger: one cast of the tables each).
+    let target = if one_pass {
+        crate::integer::lookup::PIECE_ELEMENTS
     } else {
         PIECE
     };
+    let piece = if bs <= target {
+        (target / bs).max(1) * bs
+    } else {
+        target
+    };
     let piece = piece + piece % 2;
+    let map_finite = map.iter().all(|m| m.is_finite());
     dst.par_chunks_mut(piece * out_size)
         .enumerate()
         .try_for_each_init(
-            || (Vec::new(), Vec::new()),
-            |(values, rounded): &mut (Vec<f32>, Vec<u8>), (p, dst)| -> Result<(), QuantError> {
+            || Pooled::take(&SCRATCH),
+            |s: &mut Pooled<Scratch>, (p, dst)| -> Result<(), QuantError> {
+                let Scratch {
+                    values,
+                    rounded,
+                    tables,
+                    swapped,
+                } = &mut **s;
                 let first = p * piece;
                 let count = dst.len() / out_size;
+                if one_pass {
+                    values.clear();
+                    for a in (first / bs..(first + count).div_ceil(bs)).map(absmax) {
+                        if map_finite && a.is_finite() {
+                            // (No NaN can arise: the plain products.)
+                            values.extend(map.iter().map(|&m| m * a));
+                        } else {
+                            values.extend(map.iter().map(|&m| mul(m, a)));
+                        }
+                    }
+                    tables.build(values, through, out, bs / 32)?;
+                    let codes = &w.codes[first / 2..(first + count) / 2];
+                    swapped.resize(codes.len(), 0);
+                    for (s, &b) in swapped.iter_mut().zip(codes) {
+                        *s = b.rotate_left(4);
+                    }
+                    crate::integer::lookup::dequantize(swapped, tables, out, dst);
+                    return Ok(());
+                }
                 values.clear();
                 values.extend((first..first + count).map(|i| {
                     let byte = w.codes[i / 2];
                     let code = if i % 2 == 0 { byte >> 4 } else { byte & 0xF };
-                    mul(map[usize::from(code)], absmax[i / bs])
+                    mul(map[usize::from(code)], absmax(i / bs))
                 }));
                 let bytes: &[u8] = bytemuck::cast_slice(values);
                 round_then_cast(bytes, through, out, dst, rounded)

@@ -60,6 +60,7 @@ mod plans;
 mod quantize;
 mod rules;
 mod scheme;
+mod scratch;
 
 // The kernels by their concern's name (`crate::encode8`), wherever they sit.
 #[cfg(target_arch = "x86_64")]

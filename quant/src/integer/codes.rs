@@ -101,34 +101,120 @@ pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize
     }
 }
 
-/// Every zero point as an unsigned code, indexed as the scales are (`Parts::at`).
-pub(super) fn zeros(z: &[u8], scheme: &IntScheme, rows: usize, groups: usize) -> Vec<i32> {
+/// The stored zero point of `group` in `row` as an unsigned code (`z`: the zero points as
+/// stored for a weight of `rows` rows and `groups` groups a row).
+#[inline(always)]
+pub(super) fn zero(
+    z: &[u8],
+    scheme: &IntScheme,
+    rows: usize,
+    groups: usize,
+    row: usize,
+    group: usize,
+) -> i32 {
     let bits = scheme.bits;
     let mask = scheme.max_code();
     match scheme.layout {
         IntLayout::Gptq => {
             let words = rows * bits as usize / 32;
-            (0..groups)
-                .flat_map(|g| {
-                    (0..rows).map(move |r| stream_code(bits, r, |i| word(z, g * words + i)) as i32)
-                })
-                .collect()
+            stream_code(bits, row, |i| word(z, group * words + i)) as i32
         }
         IntLayout::Awq => {
-            let words = rows / 8;
-            (0..groups)
-                .flat_map(|g| {
-                    (0..rows).map(move |r| {
-                        ((word(z, g * words + r / 8) >> (4 * AWQ_NIBBLE[r % 8])) & mask) as i32
-                    })
-                })
-                .collect()
+            let w = word(z, group * (rows / 8) + row / 8);
+            ((w >> (4 * AWQ_NIBBLE[row % 8])) & mask) as i32
         }
-        IntLayout::CompressedTensors => (0..rows)
-            .flat_map(|r| {
-                (0..groups).map(move |g| stream_code(bits, r, |i| word(z, i * groups + g)) as i32)
-            })
-            .collect(),
-        IntLayout::Int8 => z.iter().map(|&b| i32::from(b ^ 0x80)).collect(),
+        IntLayout::CompressedTensors => {
+            stream_code(bits, row, |i| word(z, i * groups + group)) as i32
+        }
+        IntLayout::Int8 => i32::from(z[row * groups + group] ^ 0x80),
+    }
+}
+
+/// The words of `rows` × `cols` of a row-major matrix of little-endian int32 words (`codes`,
+/// `stride` words a row) transposed into `out` (`cols.len()` rows of `rows.len()` words). In
+/// blocks of 16 by 16, so that loads and stores are whole cache lines (a store per word a row
+/// apart would thrash the cache).
+fn transpose(
+    codes: &[u8],
+    stride: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    out: &mut Vec<u32>,
+) {
+    let (height, width) = (rows.len(), cols.len());
+    out.clear();
+    out.resize(height * width, 0);
+    for i0 in (0..height).step_by(16) {
+        let h = (height - i0).min(16);
+        for j0 in (0..width).step_by(16) {
+            let w = (width - j0).min(16);
+            let mut block = [[0u32; 16]; 16];
+            for (di, line) in block.iter_mut().enumerate().take(h) {
+                let at = 4 * ((rows.start + i0 + di) * stride + cols.start + j0);
+                for (x, b) in line.iter_mut().zip(codes[at..at + 4 * w].chunks_exact(4)) {
+                    *x = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+            }
+            for dj in 0..w {
+                let to = &mut out[(j0 + dj) * height + i0..(j0 + dj) * height + i0 + h];
+                for (x, line) in to.iter_mut().zip(&block) {
+                    *x = line[dj];
+                }
+            }
+        }
+    }
+}
+
+/// Rows `first..first + count` of a 4-bit weight's codes as streams of nibbles (each row's first
+/// code in the low nibble of its first byte, rows one after the other), as `lookup4` reads them:
+/// compressed-tensors' rows as stored; GPTQ's words gathered from their column; AWQ's nibbles
+/// taken from each word to their row. (`cols` a multiple of 8.)
+pub(super) fn nibbles<'s>(
+    parts: &'s Parts,
+    scheme: &IntScheme,
+    first: usize,
+    count: usize,
+    buf: &'s mut Vec<u8>,
+    words_buf: &'s mut Vec<u32>,
+) -> &'s [u8] {
+    let (rows, cols) = (parts.rows, parts.cols);
+    let row_bytes = cols / 2;
+    let codes = parts.codes;
+    match scheme.layout {
+        IntLayout::CompressedTensors | IntLayout::Int8 => {
+            &codes[first * row_bytes..(first + count) * row_bytes]
+        }
+        IntLayout::Gptq => {
+            // Word row `i` holds word `i` of every row's stream: a transpose of 32-bit words.
+            transpose(codes, rows, 0..cols / 8, first..first + count, words_buf);
+            bytemuck::cast_slice(&words_buf[..])
+        }
+        IntLayout::Awq => {
+            // Row `8j + k` is nibble AWQ_NIBBLE[k] of every word in column `j` (pieces start
+            // and end on word columns: multiples of 8 rows). The piece's columns of words are
+            // gathered first, a row of `qweight` (its words side by side) at a time, so that
+            // each word is read from memory once; then each two columns' words give the byte of
+            // those two columns in all eight rows at once: the even nibbles of the two words
+            // interleaved are four rows' bytes, the odd ones the other four's.
+            let words = rows / 8;
+            let (j0, j1) = (first / 8, (first + count) / 8);
+            transpose(codes, words, 0..cols, j0..j1, words_buf);
+            buf.resize(count * row_bytes, 0);
+            // Nibble `p` of a word is row ROW_OF_NIBBLE[p] of its eight.
+            const ROW_OF_NIBBLE: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+            for (j, column) in words_buf.chunks_exact(cols).enumerate() {
+                let rows8 = &mut buf[8 * j * row_bytes..8 * (j + 1) * row_bytes];
+                for (b, pair) in column.chunks_exact(2).enumerate() {
+                    let (w0, w1) = (pair[0], pair[1]);
+                    let even = (w0 & 0x0F0F_0F0F) | (w1 & 0x0F0F_0F0F) << 4;
+                    let odd = (w0 >> 4 & 0x0F0F_0F0F) | (w1 & 0xF0F0_F0F0);
+                    for m in 0..4 {
+                        rows8[ROW_OF_NIBBLE[2 * m] * row_bytes + b] = (even >> (8 * m)) as u8;
+                        rows8[ROW_OF_NIBBLE[2 * m + 1] * row_bytes + b] = (odd >> (8 * m)) as u8;
+                    }
+                }
+            }
+            buf
+        }
     }
 }

@@ -23,7 +23,10 @@
 //! a smaller stored weight, whose parts [`IntScheme::band`] says where to read.
 
 mod codes;
+pub(crate) mod lookup;
 mod quantize;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use quantize::integer_bits;
 pub use quantize::{pack_zero_points, quantize_int_rows, IntQuantized};
@@ -32,8 +35,9 @@ use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{internal, mul};
+use crate::arith::{half_value, internal, mul};
 use crate::dequant::check_len;
+use crate::scratch::Pooled;
 use crate::QuantError;
 
 /// Where a format stores its codes and zero points.
@@ -416,6 +420,18 @@ pub fn dequantize_int_into(
     out: DType,
     dst: &mut [u8],
 ) -> Result<(), QuantError> {
+    dequantize_with(w, scheme, out, dst, true)
+}
+
+/// [`dequantize_int_into`], by the one-pass form where it serves and `one_pass` allows it (the
+/// tests compare the two).
+pub(crate) fn dequantize_with(
+    w: &IntWeight,
+    scheme: &IntScheme,
+    out: DType,
+    dst: &mut [u8],
+    one_pass: bool,
+) -> Result<(), QuantError> {
     if !matches!(out, DType::Float32 | DType::BFloat16 | DType::Float16) {
         return Err(QuantError::OutputDType { dtype: out });
     }
@@ -429,15 +445,83 @@ pub fn dequantize_int_into(
     if n == 0 {
         return Ok(());
     }
-    let piece_rows = (PIECE_ELEMENTS / cols).max(1);
     let through = (out != scheme.scale).then_some(scheme.scale);
+    // 4-bit codes in runs of 32 that share a scale: the one-pass lookup (`lookup.rs`).
+    let run = match scheme.groups {
+        IntGroups::Tensor | IntGroups::Channel => cols,
+        IntGroups::Size(k) => k,
+    };
+    let one_pass_allowed = one_pass;
+    let one_pass = one_pass
+        && scheme.bits == 4
+        && parts.group_index.is_none()
+        && cols % 32 == 0
+        && run % 32 == 0
+        && scheme.layout != IntLayout::Int8;
+    // A group per column (act-order) and codes of at most 4 bits: each row's groups' outputs
+    // once, then a lookup per element.
+    let by_index = one_pass_allowed && scheme.bits <= 4 && parts.group_index.is_some();
+    // Pieces of rows for the thread pool: about PIECE_ELEMENTS (the one-pass forms' own, larger,
+    // to spread each piece's casts of its tables), and for the one-pass form of the
+    // transposed layouts whole cache lines of their words (GPTQ: 16 rows of a word row; AWQ:
+    // 16 word columns, 128 rows).
+    let piece_rows = match (one_pass || by_index, scheme.layout) {
+        (true, IntLayout::Gptq) => (lookup::PIECE_ELEMENTS / cols).max(1).next_multiple_of(128),
+        (true, IntLayout::Awq) => 256,
+        (true, _) => (lookup::PIECE_ELEMENTS / cols).max(1),
+        (false, _) => (PIECE_ELEMENTS / cols).max(1),
+    };
     dst.par_chunks_mut(piece_rows * cols * out_size)
         .enumerate()
         .try_for_each_init(
-            Scratch::default,
-            |s: &mut Scratch, (p, dst)| -> Result<(), QuantError> {
+            || Pooled::take(&SCRATCH),
+            |s: &mut Pooled<Scratch>, (p, dst)| -> Result<(), QuantError> {
+                let s: &mut Scratch = s;
                 let first = p * piece_rows;
                 let count = dst.len() / out_size / cols;
+                if one_pass {
+                    s.values.clear();
+                    for r in first..first + count {
+                        for g in 0..cols / run {
+                            let (scale, zero) = parts.factor(scheme, r, g);
+                            s.values
+                                .extend((0..16).map(|u| table_product(u - zero, scale)));
+                        }
+                    }
+                    s.tables.build(&s.values, through, out, run / 32)?;
+                    let streams =
+                        codes::nibbles(&parts, scheme, first, count, &mut s.codes, &mut s.words);
+                    lookup::dequantize(streams, &s.tables, out, dst);
+                    return Ok(());
+                }
+                if let (true, Some(index)) = (by_index, &parts.group_index) {
+                    // Act-order: each row's groups' outputs, then every element looked up by
+                    // its column's group and its code.
+                    let entries = 1usize << scheme.bits;
+                    s.values.clear();
+                    for r in first..first + count {
+                        for g in 0..parts.groups {
+                            let (scale, zero) = parts.factor(scheme, r, g);
+                            let codes = 0..entries as i32;
+                            s.values
+                                .extend(codes.map(|u| table_product(u - zero, scale)));
+                        }
+                    }
+                    s.tables.build(&s.values, through, out, 1)?;
+                    s.codes.resize(count * cols, 0);
+                    codes::fill(&parts, scheme, first, count, &mut s.codes);
+                    let row_entries = parts.groups * entries;
+                    lookup::by_index(
+                        &s.codes,
+                        index,
+                        scheme.bits,
+                        &s.tables,
+                        row_entries,
+                        out_size,
+                        dst,
+                    );
+                    return Ok(());
+                }
                 s.codes.resize(count * cols, 0);
                 codes::fill(&parts, scheme, first, count, &mut s.codes);
                 s.values.resize(count * cols, 0.0);
@@ -468,12 +552,25 @@ pub fn dequantize_int_into(
         )
 }
 
+std::thread_local! {
+    /// Each thread's [`Scratch`]es, reused.
+    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A thread's buffers.
 #[derive(Default)]
 struct Scratch {
     codes: Vec<u8>,
     values: Vec<f32>,
     rounded: Vec<u8>,
+    words: Vec<u32>,
+    tables: lookup::Tables,
+}
+
+/// One element's product `s × (u − z)` as [`products`] makes it (`d`: `u − z`).
+#[inline(always)]
+fn table_product(d: i32, s: f32) -> f32 {
+    mul(d as f32, s)
 }
 
 /// The parts of a weight, checked against the scheme and the shape; the group index read.
@@ -481,15 +578,42 @@ pub(crate) struct Parts<'a> {
     pub(crate) rows: usize,
     pub(crate) cols: usize,
     pub(crate) codes: &'a [u8],
-    /// Each scale's value in float32.
-    pub(crate) scales: Vec<f32>,
-    /// Each (group, row)'s zero code, indexed as the scales are.
-    pub(crate) zeros: Vec<i32>,
+    /// The scales as stored (read where a piece needs them: no tensor-sized buffer).
+    scales: &'a [u8],
+    /// The zero points as stored, where the scheme stores them.
+    zeros: Option<&'a [u8]>,
     pub(crate) group_index: Option<Vec<u32>>,
     pub(crate) groups: usize,
 }
 
 impl Parts<'_> {
+    /// The scale of `group` in `row` and its zero code.
+    #[inline(always)]
+    fn factor(&self, scheme: &IntScheme, row: usize, group: usize) -> (f32, i32) {
+        let at = self.at(scheme, row, group);
+        let scale = match scheme.scale {
+            DType::Float32 => {
+                let b = &self.scales[4 * at..4 * at + 4];
+                f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            }
+            dtype => {
+                let b = &self.scales[2 * at..2 * at + 2];
+                half_value(u16::from_le_bytes([b[0], b[1]]), dtype)
+            }
+        };
+        let zero = match (scheme.zeros, self.zeros) {
+            (ZeroPoints::Stored, Some(z)) => {
+                codes::zero(z, scheme, self.rows, self.groups, row, group)
+            }
+            (ZeroPoints::StoredMinusOne, Some(z)) => {
+                let stored = codes::zero(z, scheme, self.rows, self.groups, row, group);
+                (stored + 1) & scheme.max_code() as i32
+            }
+            _ => 1 << (scheme.bits - 1),
+        };
+        (scale, zero)
+    }
+
     /// Index of the scale (and zero) of `group` in `row`.
     #[inline(always)]
     fn at(&self, scheme: &IntScheme, row: usize, group: usize) -> usize {
@@ -540,13 +664,8 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
             Some(index)
         }
     };
-    let scales: Vec<f32> = crate::arith::f32s(&crate::arith::torch_cast(
-        w.scales,
-        scheme.scale,
-        DType::Float32,
-    ));
-    let zeros = match (scheme.zeros, w.zeros) {
-        (ZeroPoints::Midpoint, None) => vec![1i32 << (scheme.bits - 1); scales.len()],
+    match (scheme.zeros, w.zeros) {
+        (ZeroPoints::Midpoint, None) => {}
         (ZeroPoints::Midpoint, Some(_)) => {
             return Err(QuantError::Scheme {
                 reason: "zero points were given for a symmetric scheme".to_owned(),
@@ -557,24 +676,14 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
                 reason: "the scheme stores zero points, and none were given".to_owned(),
             })
         }
-        (stored, Some(z)) => {
-            check_len("zero points", bytes_of(IntPart::Zeros)?, z.len())?;
-            let mut zeros = codes::zeros(z, scheme, rows, groups);
-            if stored == ZeroPoints::StoredMinusOne {
-                let max = scheme.max_code() as i32;
-                for z in &mut zeros {
-                    *z = (*z + 1) & max;
-                }
-            }
-            zeros
-        }
-    };
+        (_, Some(z)) => check_len("zero points", bytes_of(IntPart::Zeros)?, z.len())?,
+    }
     Ok(Parts {
         rows,
         cols,
         codes: w.codes,
-        scales,
-        zeros,
+        scales: w.scales,
+        zeros: w.zeros,
         group_index,
         groups,
     })
@@ -582,10 +691,7 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
 
 /// One row's float32 products `s × (u − z)` from its codes.
 fn products(parts: &Parts, scheme: &IntScheme, row: usize, codes: &[u8], out: &mut [f32]) {
-    let factor = |g: usize| {
-        let at = parts.at(scheme, row, g);
-        (parts.scales[at], parts.zeros[at])
-    };
+    let factor = |g: usize| parts.factor(scheme, row, g);
     match &parts.group_index {
         Some(index) => {
             for ((o, &u), &g) in out.iter_mut().zip(codes).zip(index) {

@@ -1,0 +1,234 @@
+//! The one-pass forms (`lookup.rs`) give the general path's bytes on the inputs that reach them:
+//! every 4-bit layout, every output dtype, 16- and 32-bit scales including NaN, ±inf, zero and
+//! subnormal ones, zero points at either end, groups of 32 to whole rows, pieces that start on
+//! any row a band may start on; and bitsandbytes' NF4/FP4 with and without double quantization.
+
+use dtcast_dtype::DType;
+
+use super::{dequantize_with, IntGroups, IntLayout, IntPart, IntScheme, IntWeight, ZeroPoints};
+use crate::bitsandbytes::dequantize_bnb4_with;
+use crate::{Bnb4Scheme, Bnb4Weight};
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut next = crate::xorshift(seed);
+    (0..len).map(|_| (next() >> 24) as u8).collect()
+}
+
+/// Scales of `dtype`: mostly ordinary, with the special values among them.
+fn scales(n: usize, dtype: DType, seed: u64) -> Vec<u8> {
+    let special16: [u16; 8] = [
+        0x7E00, 0x7C00, 0xFC00, 0x0000, 0x8000, 0x0001, 0x7FFF, 0x3C00,
+    ];
+    let mut next = crate::xorshift(seed);
+    (0..n)
+        .flat_map(|i| {
+            let r = next();
+            match dtype {
+                DType::Float32 => {
+                    let v = if i % 13 == 5 {
+                        [f32::NAN, f32::INFINITY, 0.0, -0.0, 1e-40][i % 5]
+                    } else {
+                        ((r >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+                    };
+                    v.to_le_bytes().to_vec()
+                }
+                _ => {
+                    let bits = if i % 13 == 5 {
+                        let s = special16[i % 8];
+                        // (bfloat16's NaN and inf from float16's: the same top bits differ.)
+                        if dtype == DType::BFloat16 {
+                            [0x7FC0, 0x7F80, 0xFF80, 0, 0x8000, 1, 0x7FFF, 0x3F80][i % 8]
+                        } else {
+                            s
+                        }
+                    } else if dtype == DType::BFloat16 {
+                        0x3C00 | (r >> 48) as u16 & 0x83FF
+                    } else {
+                        0x2000 | (r >> 48) as u16 & 0x83FF
+                    };
+                    bits.to_le_bytes().to_vec()
+                }
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_four_bit_lookup_gives_the_general_paths_bytes() {
+    let mut checked = 0;
+    for layout in [
+        IntLayout::Gptq,
+        IntLayout::Awq,
+        IntLayout::CompressedTensors,
+    ] {
+        for scale in [DType::Float16, DType::BFloat16, DType::Float32] {
+            for groups in [
+                IntGroups::Size(32),
+                IntGroups::Size(128),
+                IntGroups::Channel,
+            ] {
+                let zeros = match layout {
+                    IntLayout::Gptq => ZeroPoints::StoredMinusOne,
+                    IntLayout::Awq => ZeroPoints::Stored,
+                    _ if groups == IntGroups::Size(32) => ZeroPoints::Midpoint,
+                    _ => ZeroPoints::Stored,
+                };
+                let scheme = IntScheme {
+                    layout,
+                    bits: 4,
+                    groups,
+                    zeros,
+                    scale,
+                };
+                for (rows, cols) in [(32, 256), (64, 96), (160, 128)] {
+                    if groups == IntGroups::Size(128) && cols % 128 != 0 {
+                        continue;
+                    }
+                    let bytes = |part| {
+                        let shape = scheme.part_shape(part, rows, cols).unwrap();
+                        shape.iter().product::<usize>() * scheme.part_element_bytes(part)
+                    };
+                    let seed = checked as u64 + 1;
+                    let codes = random(bytes(IntPart::Codes), seed);
+                    let s = scales(
+                        bytes(IntPart::Scales) / scale.byte_size().unwrap(),
+                        scale,
+                        seed,
+                    );
+                    let z = scheme
+                        .stores_zeros()
+                        .then(|| random(bytes(IntPart::Zeros), seed + 7));
+                    let w = IntWeight {
+                        rows,
+                        cols,
+                        codes: &codes,
+                        scales: &s,
+                        zeros: z.as_deref(),
+                        group_index: None,
+                    };
+                    for out in [DType::BFloat16, DType::Float16, DType::Float32] {
+                        let n = rows * cols * out.byte_size().unwrap();
+                        let (mut fast, mut general) = (vec![0u8; n], vec![0u8; n]);
+                        dequantize_with(&w, &scheme, out, &mut fast, true).unwrap();
+                        dequantize_with(&w, &scheme, out, &mut general, false).unwrap();
+                        let first = fast.iter().zip(&general).position(|(a, b)| a != b);
+                        assert_eq!(first, None, "{scheme:?} [{rows}, {cols}] into {out}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "{checked}");
+}
+
+#[test]
+fn the_bitsandbytes_lookup_gives_the_general_paths_bytes() {
+    for (n, blocksize) in [(4096, 64), (4096 + 32, 64), (8192, 128), (2048, 32)] {
+        for nested in [false, true] {
+            for dtype in [DType::BFloat16, DType::Float16, DType::Float32] {
+                let seed = n as u64 + blocksize as u64 + u64::from(nested);
+                let codes = random(n / 2, seed);
+                let map: Vec<u8> = (0..16)
+                    .flat_map(|c| ((c as f32 - 7.0) / 7.0).to_le_bytes())
+                    .collect();
+                let blocks = n.div_ceil(blocksize);
+                let (absmax, nested_parts, scheme_nested) = if nested {
+                    let nested_map: Vec<u8> = (0..256)
+                        .flat_map(|c| (c as f32 / 200.0).to_le_bytes())
+                        .collect();
+                    let na = scales(blocks.div_ceil(256), DType::Float32, seed);
+                    (
+                        random(blocks, seed + 1),
+                        Some((na, nested_map)),
+                        Some((256, 0.01)),
+                    )
+                } else {
+                    (scales(blocks, DType::Float32, seed), None, None)
+                };
+                let scheme = Bnb4Scheme {
+                    blocksize,
+                    nested: scheme_nested,
+                    dtype,
+                };
+                let w = Bnb4Weight {
+                    elements: n,
+                    codes: &codes,
+                    quant_map: &map,
+                    absmax: &absmax,
+                    nested: nested_parts
+                        .as_ref()
+                        .map(|(a, m)| (a.as_slice(), m.as_slice())),
+                };
+                for out in [DType::BFloat16, DType::Float16, DType::Float32] {
+                    let len = n * out.byte_size().unwrap();
+                    let (mut fast, mut general) = (vec![0u8; len], vec![0u8; len]);
+                    dequantize_bnb4_with(&w, &scheme, out, &mut fast, true).unwrap();
+                    dequantize_bnb4_with(&w, &scheme, out, &mut general, false).unwrap();
+                    let first = fast.iter().zip(&general).position(|(a, b)| a != b);
+                    assert_eq!(
+                        first, None,
+                        "{n} in blocks of {blocksize}, nested {nested}, {dtype} into {out}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_act_order_lookup_gives_the_general_paths_bytes() {
+    // A group per column (GPTQ's act-order g_idx; compressed-tensors' weight_g_idx), 2 to 4 bits.
+    for (layout, zeros) in [
+        (IntLayout::Gptq, ZeroPoints::StoredMinusOne),
+        (IntLayout::Gptq, ZeroPoints::Stored),
+        (IntLayout::CompressedTensors, ZeroPoints::Midpoint),
+        (IntLayout::CompressedTensors, ZeroPoints::Stored),
+    ] {
+        for bits in [2, 3, 4] {
+            for scale in [DType::Float16, DType::BFloat16, DType::Float32] {
+                let scheme = IntScheme {
+                    layout,
+                    bits,
+                    groups: IntGroups::Size(64),
+                    zeros,
+                    scale,
+                };
+                let (rows, cols) = (64, 256);
+                let bytes = |part| {
+                    let shape = scheme.part_shape(part, rows, cols).unwrap();
+                    shape.iter().product::<usize>() * scheme.part_element_bytes(part)
+                };
+                let seed = u64::from(bits) * 31 + scale.byte_size().unwrap() as u64;
+                let codes = random(bytes(IntPart::Codes), seed);
+                let s = scales(
+                    bytes(IntPart::Scales) / scale.byte_size().unwrap(),
+                    scale,
+                    seed,
+                );
+                let z = scheme
+                    .stores_zeros()
+                    .then(|| random(bytes(IntPart::Zeros), seed + 3));
+                let g_idx: Vec<u8> = (random(cols, seed + 5).iter())
+                    .flat_map(|&b| (i32::from(b) % 4).to_le_bytes())
+                    .collect();
+                let w = IntWeight {
+                    rows,
+                    cols,
+                    codes: &codes,
+                    scales: &s,
+                    zeros: z.as_deref(),
+                    group_index: Some(&g_idx),
+                };
+                for out in [DType::BFloat16, DType::Float16, DType::Float32] {
+                    let n = rows * cols * out.byte_size().unwrap();
+                    let (mut fast, mut general) = (vec![0u8; n], vec![0u8; n]);
+                    dequantize_with(&w, &scheme, out, &mut fast, true).unwrap();
+                    dequantize_with(&w, &scheme, out, &mut general, false).unwrap();
+                    let first = fast.iter().zip(&general).position(|(a, b)| a != b);
+                    assert_eq!(first, None, "{scheme:?} into {out}");
+                }
+            }
+        }
+    }
+}
