@@ -204,13 +204,45 @@ pub(super) fn nibbles<'s>(
             const ROW_OF_NIBBLE: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
             for (j, column) in words_buf.chunks_exact(cols).enumerate() {
                 let rows8 = &mut buf[8 * j * row_bytes..8 * (j + 1) * row_bytes];
-                for (b, pair) in column.chunks_exact(2).enumerate() {
+                // Eight pairs of columns at a time: their eight bytes of each row, one 8×8
+                // transpose of bytes (in three rounds of swaps), stored as eight bytes a row.
+                let blocks = column.chunks_exact(16);
+                let tail = blocks.remainder();
+                for (k, block) in blocks.enumerate() {
+                    let mut x: [u64; 8] = core::array::from_fn(|p| {
+                        let (w0, w1) = (block[2 * p], block[2 * p + 1]);
+                        let even = (w0 & 0x0F0F_0F0F) | (w1 & 0x0F0F_0F0F) << 4;
+                        let odd = (w0 >> 4 & 0x0F0F_0F0F) | (w1 & 0xF0F0_F0F0);
+                        u64::from(even) | u64::from(odd) << 32
+                    });
+                    for (d, mask) in [
+                        (1, 0x00FF_00FF_00FF_00FFu64),
+                        (2, 0x0000_FFFF_0000_FFFF),
+                        (4, 0xFFFF_FFFF),
+                    ] {
+                        for p in (0..8).filter(|p| p & d == 0) {
+                            let t = ((x[p] >> (8 * d)) ^ x[p + d]) & mask;
+                            x[p + d] ^= t;
+                            x[p] ^= t << (8 * d);
+                        }
+                    }
+                    // Byte m of a pair's value: nibble 2m (m < 4) or 2(m − 4) + 1 of its words.
+                    for (m, v) in x.iter().enumerate() {
+                        let nibble = if m < 4 { 2 * m } else { 2 * (m - 4) + 1 };
+                        let at = ROW_OF_NIBBLE[nibble] * row_bytes + 8 * k;
+                        rows8[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                let done = (cols / 16) * 8;
+                for (b, pair) in tail.chunks_exact(2).enumerate() {
                     let (w0, w1) = (pair[0], pair[1]);
                     let even = (w0 & 0x0F0F_0F0F) | (w1 & 0x0F0F_0F0F) << 4;
                     let odd = (w0 >> 4 & 0x0F0F_0F0F) | (w1 & 0xF0F0_F0F0);
                     for m in 0..4 {
-                        rows8[ROW_OF_NIBBLE[2 * m] * row_bytes + b] = (even >> (8 * m)) as u8;
-                        rows8[ROW_OF_NIBBLE[2 * m + 1] * row_bytes + b] = (odd >> (8 * m)) as u8;
+                        rows8[ROW_OF_NIBBLE[2 * m] * row_bytes + done + b] =
+                            (even >> (8 * m)) as u8;
+                        rows8[ROW_OF_NIBBLE[2 * m + 1] * row_bytes + done + b] =
+                            (odd >> (8 * m)) as u8;
                     }
                 }
             }

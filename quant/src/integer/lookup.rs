@@ -162,6 +162,57 @@ pub(crate) fn by_index(
     }
 }
 
+/// [`by_index`] for 4-bit codes read from nibble streams (each row's `index.len() / 2` bytes, the
+/// first code of a byte in its low nibble).
+pub(crate) fn by_index4(
+    streams: &[u8],
+    index: &[u32],
+    tables: &Tables,
+    row_entries: usize,
+    size: usize,
+    dst: &mut [u8],
+) {
+    let cols = index.len();
+    let base: Vec<u32> = index.iter().map(|&g| g << 4).collect();
+    let rows = streams
+        .chunks_exact(cols / 2)
+        .zip(dst.chunks_exact_mut(cols * size));
+    // 16-bit outputs as `u16`s where the buffers are aligned for them (they are: allocations
+    // and whole rows), bytes otherwise.
+    let table16: Option<&[u16]> = bytemuck::try_cast_slice(&tables.bits).ok();
+    for (r, (stream, dst)) in rows.enumerate() {
+        let entries = r * row_entries..(r + 1) * row_entries;
+        match (size, table16, bytemuck::try_cast_slice_mut::<u8, u16>(dst)) {
+            (2, Some(table), Ok(dst)) => {
+                let t = &table[entries];
+                for ((pair, &b), g) in dst
+                    .chunks_exact_mut(2)
+                    .zip(stream)
+                    .zip(base.chunks_exact(2))
+                {
+                    pair[0] = t[g[0] as usize + usize::from(b & 0xF)];
+                    pair[1] = t[g[1] as usize + usize::from(b >> 4)];
+                }
+            }
+            _ => {
+                let t = &tables.bits[entries.start * size..entries.end * size];
+                for ((pair, &b), g) in dst
+                    .chunks_exact_mut(2 * size)
+                    .zip(stream)
+                    .zip(base.chunks_exact(2))
+                {
+                    let (lo, hi) = (
+                        g[0] as usize + usize::from(b & 0xF),
+                        g[1] as usize + usize::from(b >> 4),
+                    );
+                    pair[..size].copy_from_slice(&t[lo * size..(lo + 1) * size]);
+                    pair[size..].copy_from_slice(&t[hi * size..(hi + 1) * size]);
+                }
+            }
+        }
+    }
+}
+
 /// Dequantizes a piece: `streams` (each row's codes as nibbles, rows one after the other) with
 /// `tables` (built for the piece) into `dst`.
 pub(crate) fn dequantize(streams: &[u8], tables: &Tables, out: DType, dst: &mut [u8]) {

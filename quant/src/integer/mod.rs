@@ -463,11 +463,12 @@ pub(crate) fn dequantize_with(
     let by_index = one_pass_allowed && scheme.bits <= 4 && parts.group_index.is_some();
     // Pieces of rows for the thread pool: about PIECE_ELEMENTS (the one-pass forms' own, larger,
     // to spread each piece's casts of its tables), and for the one-pass form of the
-    // transposed layouts whole cache lines of their words (GPTQ: 16 rows of a word row; AWQ:
-    // 16 word columns, 128 rows).
+    // transposed layouts many whole cache lines of their words at each page they visit (GPTQ:
+    // 128 rows of a word row; AWQ: 64 word columns, 512 rows; fewer rows touched every page of
+    // the weight once per few lines: 0.62× and 0.54× memcpy instead of 0.83× and 0.66×).
     let piece_rows = match (one_pass || by_index, scheme.layout) {
         (true, IntLayout::Gptq) => (lookup::PIECE_ELEMENTS / cols).max(1).next_multiple_of(128),
-        (true, IntLayout::Awq) => 256,
+        (true, IntLayout::Awq) => 512,
         (true, _) => (lookup::PIECE_ELEMENTS / cols).max(1),
         (false, _) => (PIECE_ELEMENTS / cols).max(1),
     };
@@ -508,9 +509,22 @@ pub(crate) fn dequantize_with(
                         }
                     }
                     s.tables.build(&s.values, through, out, 1)?;
+                    let row_entries = parts.groups * entries;
+                    if scheme.bits == 4 && cols % 8 == 0 && scheme.layout != IntLayout::Int8 {
+                        // (4 bits: the rows' nibble streams, as the one-pass form reads them.)
+                        let streams = codes::nibbles(
+                            &parts,
+                            scheme,
+                            first,
+                            count,
+                            &mut s.codes,
+                            &mut s.words,
+                        );
+                        lookup::by_index4(streams, index, &s.tables, row_entries, out_size, dst);
+                        return Ok(());
+                    }
                     s.codes.resize(count * cols, 0);
                     codes::fill(&parts, scheme, first, count, &mut s.codes);
-                    let row_entries = parts.groups * entries;
                     lookup::by_index(
                         &s.codes,
                         index,
