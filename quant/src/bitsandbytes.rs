@@ -132,6 +132,7 @@ pub(crate) fn dequantize_bnb4_with(
     }
     scheme.check()?;
     let n = w.elements;
+    crate::integer::check_dims(n, 1)?;
     check_len("codes", n.div_ceil(2), w.codes.len())?;
     check_len("quant map", 64, w.quant_map.len())?;
     let blocks = n.div_ceil(scheme.blocksize);
@@ -260,9 +261,8 @@ pub fn dequantize_int8_rows_into(
         return Err(QuantError::OutputDType { dtype: out });
     }
     let [rows, cols] = *shape;
-    let n = rows.checked_mul(cols).ok_or_else(|| QuantError::Shape {
-        reason: format!("a [{rows}, {cols}] weight has more elements than memory can hold"),
-    })?;
+    crate::integer::check_dims(rows, cols)?;
+    let n = rows * cols;
     check_len("codes", n, codes.len())?;
     check_len("SCB", rows * 4, scb.len())?;
     let out_size = out.byte_size().unwrap_or(4);

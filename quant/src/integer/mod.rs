@@ -276,6 +276,7 @@ impl IntScheme {
         cols: usize,
     ) -> Result<Vec<usize>, QuantError> {
         self.check()?;
+        check_dims(rows, cols)?;
         let groups = self.group_count(cols);
         let bits = self.bits as usize;
         let shape_error = |what: &str| QuantError::Shape {
@@ -385,6 +386,25 @@ impl IntScheme {
                 rows_first(first * bits / 32, (end * bits).div_ceil(32), shape[1] * 4)
             }
             (IntLayout::Int8, IntPart::Zeros) => rows_first(first, end, shape[1]),
+        })
+    }
+}
+
+/// An error unless every size computed from a `[rows, cols]` shape fits in memory's addresses:
+/// each dimension, and the elements, times 32 (the bits of a word, the bytes of the widest
+/// buffer per element), so that no product of them overflows.
+pub(crate) fn check_dims(rows: usize, cols: usize) -> Result<(), QuantError> {
+    let fits = rows.checked_mul(32).is_some()
+        && cols.checked_mul(32).is_some()
+        && rows
+            .checked_mul(cols)
+            .and_then(|n| n.checked_mul(32))
+            .is_some();
+    if fits {
+        Ok(())
+    } else {
+        Err(QuantError::Shape {
+            reason: format!("a [{rows}, {cols}] weight has more elements than memory can hold"),
         })
     }
 }
