@@ -623,3 +623,26 @@ fn a_group_size_of_its_own_gives_that_many_scales_and_reads_back_within_a_step()
         o.stderr
     );
 }
+
+#[test]
+fn bitsandbytes_block_sizes_of_their_own_dequantize_as_bitsandbytes_does() {
+    // `fixtures/intq_added/` (scripts/bnb_blocksize_fixtures.py, bitsandbytes 0.50.2): blocks of
+    // 32, 128, 256 and 4096 (the last one partial), double quantization over partial nested
+    // blocks, float16 weights, rows that are not whole blocks.
+    for (name, dtype) in [
+        ("bnb_nf4_b32", DType::BFloat16),
+        ("bnb_nf4_b128_dq", DType::BFloat16),
+        ("bnb_fp4_b256_dq", DType::Float16),
+        ("bnb_nf4_b4096_dq_f16", DType::Float16),
+    ] {
+        let src = dtcast_tests::fixture_path(&format!("intq_added/{name}"));
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["model.safetensors", "config.json"] {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        let got = convert(dir.path(), dtype).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = read_sorted(&src.join("reference.safetensors"));
+        let bad = differences(&got, &want);
+        assert!(bad.is_empty(), "{name}:\n{}", bad.join("\n"));
+    }
+}
