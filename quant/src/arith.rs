@@ -1,6 +1,6 @@
 //! The float arithmetic the references do, with their rounding points and NaN bits.
 
-use dtcast_cast::{cast_to_vec, CastMode};
+use dtcast_cast::{cast, cast_to_vec, CastMode};
 use dtcast_dtype::DType;
 
 use crate::QuantError;
@@ -251,6 +251,28 @@ pub(crate) fn cvtt(x: f32) -> i32 {
     } else {
         i32::MIN
     }
+}
+
+/// float32 `values` rounded once to `through` (the dtype a reference computes in, where it is
+/// not `out`) and cast to `out`, into `dst`: torch's product in that dtype, then dtcast's cast
+/// (`rounded`: scratch).
+pub(crate) fn round_then_cast(
+    values: &[u8],
+    through: Option<DType>,
+    out: DType,
+    dst: &mut [u8],
+    rounded: &mut Vec<u8>,
+) -> Result<(), QuantError> {
+    match through {
+        None => cast(values, DType::Float32, dst, out, CastMode::Torch),
+        Some(mid) => {
+            rounded.resize(values.len() / 4 * mid.byte_size().unwrap_or(4), 0);
+            cast(values, DType::Float32, rounded, mid, CastMode::Torch)
+                .and_then(|_| cast(rounded, mid, dst, out, CastMode::Torch))
+        }
+    }
+    .map(|_| ())
+    .map_err(internal)
 }
 
 /// A cast between buffers whose lengths were checked cannot fail; if it does, it says why.

@@ -10,11 +10,10 @@
 //! **LLM.int8**: an int8 weight with a float32 `SCB` per row (its absmax); an element reads as
 //! `q × SCB × (1/127)` in float32, multiplied in that order (`int8_vectorwise_dequant`).
 
-use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{f32s, internal, mul};
+use crate::arith::{f32s, mul, round_then_cast};
 use crate::dequant::check_len;
 use crate::integer::lookup::Tables;
 use crate::scratch::Pooled;
@@ -291,26 +290,6 @@ pub fn dequantize_int8_rows_into(
                 round_then_cast(bytes, None, out, dst, rounded)
             },
         )
-}
-
-/// float32 `values` rounded once to `through` (where given) and cast to `out`, into `dst`.
-fn round_then_cast(
-    values: &[u8],
-    through: Option<DType>,
-    out: DType,
-    dst: &mut [u8],
-    rounded: &mut Vec<u8>,
-) -> Result<(), QuantError> {
-    match through {
-        None => cast(values, DType::Float32, dst, out, CastMode::Torch),
-        Some(mid) => {
-            rounded.resize(values.len() / 4 * mid.byte_size().unwrap_or(4), 0);
-            cast(values, DType::Float32, rounded, mid, CastMode::Torch)
-                .and_then(|_| cast(rounded, mid, dst, out, CastMode::Torch))
-        }
-    }
-    .map(|_| ())
-    .map_err(internal)
 }
 
 /// `a + b` as x86 computes it (a NaN operand quieted; inf − inf the x86 NaN).

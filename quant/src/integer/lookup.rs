@@ -7,10 +7,9 @@
 //! stream of nibbles, the first in the low nibble of its byte. Each layout's codes become such
 //! streams in `codes.rs` (compressed-tensors' rows already are).
 
-use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 
-use crate::arith::internal;
+use crate::arith::round_then_cast;
 use crate::lookup4::Groups;
 use crate::QuantError;
 
@@ -57,22 +56,7 @@ impl Tables {
         self.size = out.byte_size().unwrap_or(4);
         self.per = per.max(1);
         self.bits.resize(products.len() * self.size, 0);
-        match through {
-            None => cast(values, DType::Float32, &mut self.bits, out, CastMode::Torch),
-            Some(mid) => {
-                self.rounded
-                    .resize(products.len() * mid.byte_size().unwrap_or(4), 0);
-                cast(
-                    values,
-                    DType::Float32,
-                    &mut self.rounded,
-                    mid,
-                    CastMode::Torch,
-                )
-                .and_then(|_| cast(&self.rounded, mid, &mut self.bits, out, CastMode::Torch))
-            }
-        }
-        .map_err(internal)?;
+        round_then_cast(values, through, out, &mut self.bits, &mut self.rounded)?;
         self.split.clear();
         if self.size == 2 && split {
             let entries = self.bits.chunks_exact(32);

@@ -31,11 +31,10 @@ mod tests;
 pub(crate) use quantize::integer_bits;
 pub use quantize::{pack_zero_points, quantize_int_rows, IntQuantized};
 
-use dtcast_cast::{cast, CastMode};
 use dtcast_dtype::DType;
 use rayon::prelude::*;
 
-use crate::arith::{half_value, internal, mul};
+use crate::arith::{half_value, mul, round_then_cast};
 use crate::dequant::check_len;
 use crate::scratch::Pooled;
 use crate::QuantError;
@@ -571,16 +570,7 @@ pub(crate) fn dequantize_with(
                 }
                 let values: &[u8] = bytemuck::cast_slice(&s.values);
                 // Rounded once in the scales' dtype (torch's product), then cast to `out`.
-                match through {
-                    None => cast(values, DType::Float32, dst, out, CastMode::Torch),
-                    Some(mid) => {
-                        let bytes = mid.byte_size().unwrap_or(4);
-                        s.rounded.resize(count * cols * bytes, 0);
-                        cast(values, DType::Float32, &mut s.rounded, mid, CastMode::Torch)
-                            .and_then(|_| cast(&s.rounded, mid, dst, out, CastMode::Torch))
-                    }
-                }
-                .map_err(internal)?;
+                round_then_cast(values, through, out, dst, &mut s.rounded)?;
                 Ok(())
             },
         )
