@@ -171,8 +171,14 @@ fn other_dtypes_are_the_cast_of_the_formats_own_result() {
 /// Case `name`'s model with `change` applied to its tensors (name, dtype, shape, bytes), saved
 /// in a fresh directory with its config.json.
 fn altered(name: &str, change: impl FnOnce(&mut Tensors)) -> tempfile::TempDir {
-    let dir = copy_case(name, true);
-    let mut tensors = read_sorted(&case(name).join("model.safetensors"));
+    altered_at(&case(name), change)
+}
+
+/// [`altered`] for the case in directory `src`.
+fn altered_at(src: &Path, change: impl FnOnce(&mut Tensors)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(src.join("config.json"), dir.path().join("config.json")).unwrap();
+    let mut tensors = read_sorted(&src.join("model.safetensors"));
     change(&mut tensors);
     let tensors: Vec<(String, dtcast::Tensor)> = (tensors.into_iter())
         .map(|(n, d, s, b)| (n, dtcast::Tensor::from_bytes(&b, d, &s).unwrap()))
@@ -624,17 +630,30 @@ fn a_group_size_of_its_own_gives_that_many_scales_and_reads_back_within_a_step()
     );
 }
 
+/// Cases made by the real tools beyond `fixtures/intq/` (`fixtures/intq_added/`, each script's
+/// docstring says how), with the dtype of their reference.
+const ADDED: [(&str, DType); 9] = [
+    // scripts/bnb_blocksize_fixtures.py, bitsandbytes 0.50.2: blocks of 32, 128, 256 and 4096
+    // (the last one partial), double quantization over partial nested blocks, float16 weights,
+    // rows that are not whole blocks.
+    ("bnb_nf4_b32", DType::BFloat16),
+    ("bnb_nf4_b128_dq", DType::BFloat16),
+    ("bnb_fp4_b256_dq", DType::Float16),
+    ("bnb_nf4_b4096_dq_f16", DType::Float16),
+    // scripts/gptqmodel_fixtures.py, GPTQModel 7.7.0's packer and torch kernel: 3-bit codes
+    // crossing words (with act-order too), and the `gptq_v2` format's zeros at 4 and 3 bits.
+    ("gptq_b3_g128", DType::Float16),
+    ("gptq_b3_g32_act", DType::Float16),
+    ("gptq_v2_b4_g128", DType::Float16),
+    ("gptq_v2_b3_g64_act", DType::Float16),
+    // scripts/ct_actorder_fixture.py, compressed-tensors 0.18.0: `weight_g_idx` of a group
+    // act-order (one module), and left at -1, read as column order (the other).
+    ("ct_w4a16_asym_actorder", DType::BFloat16),
+];
+
 #[test]
-fn bitsandbytes_block_sizes_of_their_own_dequantize_as_bitsandbytes_does() {
-    // `fixtures/intq_added/` (scripts/bnb_blocksize_fixtures.py, bitsandbytes 0.50.2): blocks of
-    // 32, 128, 256 and 4096 (the last one partial), double quantization over partial nested
-    // blocks, float16 weights, rows that are not whole blocks.
-    for (name, dtype) in [
-        ("bnb_nf4_b32", DType::BFloat16),
-        ("bnb_nf4_b128_dq", DType::BFloat16),
-        ("bnb_fp4_b256_dq", DType::Float16),
-        ("bnb_nf4_b4096_dq_f16", DType::Float16),
-    ] {
+fn added_cases_of_the_real_tools_dequantize_as_those_tools_do() {
+    for (name, dtype) in ADDED {
         let src = dtcast_tests::fixture_path(&format!("intq_added/{name}"));
         let dir = tempfile::tempdir().unwrap();
         for f in ["model.safetensors", "config.json"] {
@@ -645,4 +664,21 @@ fn bitsandbytes_block_sizes_of_their_own_dequantize_as_bitsandbytes_does() {
         let bad = differences(&got, &want);
         assert!(bad.is_empty(), "{name}:\n{}", bad.join("\n"));
     }
+}
+
+#[test]
+fn a_compressed_tensors_group_index_with_groups_not_of_group_size_is_refused() {
+    // compressed-tensors gives a column the scale of its place in the columns sorted by
+    // `weight_g_idx`, in groups of group_size: only an index of group_size columns a group says
+    // which. Column 0 moved from group 0 to group 1 leaves group 0 with 31 of its 32.
+    let src = dtcast_tests::fixture_path("intq_added/ct_w4a16_asym_actorder");
+    let dir = altered_at(&src, |t| {
+        let g = tensor(t, "model.layers.0.self_attn.q_proj.weight_g_idx");
+        let zero = g.3.chunks(4).position(|c| c == [0, 0, 0, 0]).unwrap();
+        g.3[4 * zero] = 1;
+    });
+    refused(
+        dir.path(),
+        &["`weight_g_idx` gives group 0 31 columns", "has its 32"],
+    );
 }

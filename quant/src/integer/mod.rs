@@ -671,21 +671,7 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
             let index: Vec<u32> = (g.chunks_exact(4))
                 .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
                 .collect();
-            if let Some((c, &g)) = index
-                .iter()
-                .enumerate()
-                .find(|(_, &g)| g as usize >= groups)
-            {
-                return Err(QuantError::Shape {
-                    reason: format!(
-                        "the group index of column {c} is {}, but the weight has {groups} groups \
-                         (0 to {})",
-                        g as i32,
-                        groups - 1
-                    ),
-                });
-            }
-            Some(index)
+            read_group_index(index, scheme, groups)?
         }
     };
     match (scheme.zeros, w.zeros) {
@@ -711,6 +697,56 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
         group_index,
         groups,
     })
+}
+
+/// The group index as the format reads it: every entry in range; compressed-tensors' (its
+/// `_process_group`) also reads an index holding -1 (as `apply_quantization_config` registers it,
+/// before calibration) as column order, and otherwise gives column `c` the scale of its position
+/// in the columns sorted by index, in groups of `group_size` — which is the scale of its index
+/// only where each group holds `group_size` columns, as act-order's `g_idx` does
+/// (`perm.argsort() // group_size`). Any other index has no one meaning (torch's sort need not
+/// be stable), so it is refused.
+fn read_group_index(
+    index: Vec<u32>,
+    scheme: &IntScheme,
+    groups: usize,
+) -> Result<Option<Vec<u32>>, QuantError> {
+    let compressed_tensors = scheme.layout == IntLayout::CompressedTensors;
+    if compressed_tensors && index.contains(&u32::MAX) {
+        return Ok(None);
+    }
+    if let Some((c, &g)) = index
+        .iter()
+        .enumerate()
+        .find(|(_, &g)| g as usize >= groups)
+    {
+        return Err(QuantError::Shape {
+            reason: format!(
+                "the group index of column {c} is {}, but the weight has {groups} groups \
+                 (0 to {})",
+                g as i32,
+                groups - 1
+            ),
+        });
+    }
+    if let (true, IntGroups::Size(k)) = (compressed_tensors, scheme.groups) {
+        let mut count = vec![0usize; groups];
+        for &g in &index {
+            count[g as usize] += 1;
+        }
+        let expected = |g: usize| k.min(index.len() - g * k);
+        if let Some(g) = (0..groups).find(|&g| count[g] != expected(g)) {
+            return Err(QuantError::Shape {
+                reason: format!(
+                    "`weight_g_idx` gives group {g} {} columns; compressed-tensors reads an \
+                     act-order index only where each group has its {} (group_size {k})",
+                    count[g],
+                    expected(g)
+                ),
+            });
+        }
+    }
+    Ok(Some(index))
 }
 
 /// One row's float32 products `s × (u − z)` from its codes.

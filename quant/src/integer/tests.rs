@@ -209,9 +209,17 @@ fn the_act_order_lookup_gives_the_general_paths_bytes() {
                 let z = scheme
                     .stores_zeros()
                     .then(|| random(bytes(IntPart::Zeros), seed + 3));
-                let g_idx: Vec<u8> = (random(cols, seed + 5).iter())
-                    .flat_map(|&b| (i32::from(b) % 4).to_le_bytes())
-                    .collect();
+                // GPTQ reads any index; compressed-tensors only act-order's, 64 columns a
+                // group (column c in place 97c mod 256 of the order: 97 is prime to 256).
+                let g_idx: Vec<u8> = if layout == IntLayout::CompressedTensors {
+                    (0..cols)
+                        .flat_map(|c| ((c * 97 % cols / 64) as i32).to_le_bytes())
+                        .collect()
+                } else {
+                    (random(cols, seed + 5).iter())
+                        .flat_map(|&b| (i32::from(b) % 4).to_le_bytes())
+                        .collect()
+                };
                 let w = IntWeight {
                     rows,
                     cols,
