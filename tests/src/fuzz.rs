@@ -257,7 +257,8 @@ pub fn dequantize_int(data: &[u8]) {
                 IntLayout::Awq,
                 IntLayout::CompressedTensors,
                 IntLayout::Int8,
-            ][usize::from(how / 12 % 4)];
+                IntLayout::AwqGemv,
+            ][usize::from(how / 12 % 5)];
             let groups = match cuts[0] % 3 {
                 0 => IntGroups::Tensor,
                 1 => IntGroups::Channel,

@@ -632,7 +632,7 @@ fn a_group_size_of_its_own_gives_that_many_scales_and_reads_back_within_a_step()
 
 /// Cases made by the real tools beyond `fixtures/intq/` (`fixtures/intq_added/`, each script's
 /// docstring says how), with the dtype of their reference.
-const ADDED: [(&str, DType); 9] = [
+const ADDED: [(&str, DType); 12] = [
     // scripts/bnb_blocksize_fixtures.py, bitsandbytes 0.50.2: blocks of 32, 128, 256 and 4096
     // (the last one partial), double quantization over partial nested blocks, float16 weights,
     // rows that are not whole blocks.
@@ -649,7 +649,45 @@ const ADDED: [(&str, DType); 9] = [
     // scripts/ct_actorder_fixture.py, compressed-tensors 0.18.0: `weight_g_idx` of a group
     // act-order (one module), and left at -1, read as column order (the other).
     ("ct_w4a16_asym_actorder", DType::BFloat16),
+    // scripts/awq_gemv_fixtures.py, AutoAWQ 0.2.9's GEMV packer (its rows of zero points and
+    // scales padded to 1, 2 and 4 words), against its GEMM dequantization of the same weight.
+    ("awq_gemv_g128", DType::Float16),
+    ("awq_gemv_g64", DType::Float16),
+    ("awq_gemv_g32", DType::Float16),
 ];
+
+/// Case `name` of `fixtures/intq_added/` with `change` applied to its config.json's
+/// `quantization_config`, in a fresh directory.
+fn added_with_config(name: &str, change: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let src = dtcast_tests::fixture_path(&format!("intq_added/{name}"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        src.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    change(&mut config["quantization_config"]);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn awq_layouts_other_than_gemm_and_gemv_and_gemv_without_its_group_size_are_refused() {
+    let fast = added_with_config("awq_gemv_g128", |q| q["version"] = "gemv_fast".into());
+    refused(
+        fast.path(),
+        &["`version`: gemv_fast;", "GEMM and GEMV layouts"],
+    );
+    let no_group = added_with_config("awq_gemv_g128", |q| {
+        q.as_object_mut().unwrap().remove("group_size");
+    });
+    refused(
+        no_group.path(),
+        &["no `group_size`", "AWQ GEMV pads its scales"],
+    );
+}
 
 #[test]
 fn added_cases_of_the_real_tools_dequantize_as_those_tools_do() {

@@ -71,7 +71,7 @@ pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize
                 }
             }
         }
-        IntLayout::CompressedTensors if 32 % bits == 0 => {
+        IntLayout::CompressedTensors | IntLayout::AwqGemv if 32 % bits == 0 => {
             let per = scheme.per_word();
             let words = cols.div_ceil(per);
             for r in 0..count {
@@ -82,7 +82,7 @@ pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize
                 }
             }
         }
-        IntLayout::CompressedTensors => {
+        IntLayout::CompressedTensors | IntLayout::AwqGemv => {
             let words = (cols * bits as usize).div_ceil(32);
             for r in 0..count {
                 let base = (first + r) * words;
@@ -102,16 +102,10 @@ pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize
 }
 
 /// The stored zero point of `group` in `row` as an unsigned code (`z`: the zero points as
-/// stored for a weight of `rows` rows and `groups` groups a row).
+/// stored for the weight of `parts`).
 #[inline(always)]
-pub(super) fn zero(
-    z: &[u8],
-    scheme: &IntScheme,
-    rows: usize,
-    groups: usize,
-    row: usize,
-    group: usize,
-) -> i32 {
+pub(super) fn zero(z: &[u8], scheme: &IntScheme, parts: &Parts, row: usize, group: usize) -> i32 {
+    let (rows, groups) = (parts.rows, parts.groups);
     let bits = scheme.bits;
     let mask = scheme.max_code();
     match scheme.layout {
@@ -125,6 +119,10 @@ pub(super) fn zero(
         }
         IntLayout::CompressedTensors => {
             stream_code(bits, row, |i| word(z, i * groups + group)) as i32
+        }
+        IntLayout::AwqGemv => {
+            let w = word(z, row * (parts.row_scales / 8) + group / 8);
+            ((w >> (4 * (group % 8))) & mask) as i32
         }
         IntLayout::Int8 => i32::from(z[row * groups + group] ^ 0x80),
     }
@@ -167,7 +165,7 @@ fn transpose(
 
 /// Rows `first..first + count` of a 4-bit weight's codes as streams of nibbles (each row's first
 /// code in the low nibble of its first byte, rows one after the other), as `lookup4` reads them:
-/// compressed-tensors' rows as stored; GPTQ's words gathered from their column; AWQ's nibbles
+/// compressed-tensors' and AWQ GEMV's rows as stored; GPTQ's words gathered from their column; AWQ's nibbles
 /// taken from each word to their row. (`cols` a multiple of 8.)
 pub(super) fn nibbles<'s>(
     parts: &'s Parts,
@@ -181,7 +179,7 @@ pub(super) fn nibbles<'s>(
     let row_bytes = cols / 2;
     let codes = parts.codes;
     match scheme.layout {
-        IntLayout::CompressedTensors | IntLayout::Int8 => {
+        IntLayout::CompressedTensors | IntLayout::AwqGemv | IntLayout::Int8 => {
             &codes[first * row_bytes..(first + count) * row_bytes]
         }
         IntLayout::Gptq => {

@@ -59,6 +59,12 @@ pub enum IntLayout {
     /// `weight_scale` `[rows, groups]` (`[1]` for one scale per tensor). Codes and zeros are
     /// signed values plus `2^(bits−1)`.
     CompressedTensors,
+    /// AutoAWQ's GEMV layout: `qweight` int32 `[rows, cols/8]`, eight 4-bit codes a word in
+    /// order (column `8j + i` in nibble `i` of word `j`); `qzeros` int32 `[rows, w]` and `scales`
+    /// `[rows, 8w]`, group `g`'s zero in nibble `g % 8` of word `g / 8`, its scale in column `g`,
+    /// both padded to `w` words: `⌈⌈groups / 8⌉ / m⌉ · m`, `m` 1, 2 or 4 for groups of 128 or
+    /// more, 64, or 32 (AutoAWQ's `calculate_zeros_width`; other sizes it does not store).
+    AwqGemv,
     /// One int8 a code, `[rows, cols]` (compressed-tensors' `int-quantized` and
     /// `naive-quantized`): the code is the signed byte plus 128; zero points int8 `[rows,
     /// groups]` likewise; scales as [`CompressedTensors`](IntLayout::CompressedTensors).
@@ -171,7 +177,7 @@ impl IntScheme {
     fn bits_accepted(&self) -> &'static [u32] {
         match self.layout {
             IntLayout::Gptq => &[2, 3, 4, 8],
-            IntLayout::Awq => &[4],
+            IntLayout::Awq | IntLayout::AwqGemv => &[4],
             IntLayout::CompressedTensors => &[1, 2, 3, 4, 5, 6, 7, 8],
             IntLayout::Int8 => &[8],
         }
@@ -208,7 +214,11 @@ impl IntScheme {
             });
         }
         let stores_zeros = self.zeros != ZeroPoints::Midpoint;
-        if matches!(self.layout, IntLayout::Gptq | IntLayout::Awq) && !stores_zeros {
+        if matches!(
+            self.layout,
+            IntLayout::Gptq | IntLayout::Awq | IntLayout::AwqGemv
+        ) && !stores_zeros
+        {
             return Err(QuantError::Scheme {
                 reason: format!("{} stores its zero points", self.layout_name()),
             });
@@ -230,6 +240,7 @@ impl IntScheme {
         match self.layout {
             IntLayout::Gptq => "GPTQ",
             IntLayout::Awq => "AWQ",
+            IntLayout::AwqGemv => "AWQ GEMV",
             IntLayout::CompressedTensors => "compressed-tensors pack-quantized",
             IntLayout::Int8 => "int8",
         }
@@ -262,8 +273,25 @@ impl IntScheme {
             IntLayout::CompressedTensors if self.zeros == ZeroPoints::Midpoint => 1,
             // Zero points run along the rows: a band starts on a word.
             IntLayout::CompressedTensors => (32 / gcd(self.bits, 32)) as usize,
-            IntLayout::Int8 => 1,
+            IntLayout::AwqGemv | IntLayout::Int8 => 1,
         }
+    }
+
+    /// AWQ GEMV's words of zero points a row (its scales: eight times as many), for `cols`
+    /// columns; `None` for a group size AutoAWQ does not store.
+    fn gemv_zero_words(&self, cols: usize) -> Option<usize> {
+        let k = match self.groups {
+            IntGroups::Size(k) => k,
+            IntGroups::Channel => cols,
+            IntGroups::Tensor => return None,
+        };
+        let multiple = match k {
+            32 => 4,
+            64 => 2,
+            k if k >= 128 => 1,
+            _ => return None,
+        };
+        Some(self.group_count(cols).div_ceil(8).div_ceil(multiple) * multiple)
     }
 
     /// The stored shape of a part of a `[rows, cols]` weight in its elements (int32 words for
@@ -309,6 +337,19 @@ impl IntScheme {
                 vec![(rows * bits).div_ceil(32), groups]
             }
             (IntLayout::CompressedTensors | IntLayout::Int8, IntPart::Scales) => scale_shape(true),
+            (IntLayout::AwqGemv, part) => {
+                let words = self.gemv_zero_words(cols).ok_or_else(|| {
+                    shape_error(
+                        "AutoAWQ's GEMV layout stores groups of 32, 64, or 128 columns or more",
+                    )
+                })?;
+                match part {
+                    IntPart::Codes => vec![rows, words_of(cols, "columns")?],
+                    IntPart::Zeros => vec![rows, words],
+                    IntPart::Scales => vec![rows, 8 * words],
+                    IntPart::GroupIndex => vec![cols],
+                }
+            }
             (IntLayout::Int8, IntPart::Codes) => vec![rows, cols],
             (IntLayout::Int8, IntPart::Zeros) => scale_shape(true),
         })
@@ -378,9 +419,8 @@ impl IntScheme {
             (IntLayout::Gptq, IntPart::Zeros) => across(bits * 4, 32, shape[0]),
             (IntLayout::Gptq | IntLayout::Awq, IntPart::Scales) => across(size, 1, shape[0]),
             (IntLayout::Awq, IntPart::Codes | IntPart::Zeros) => across(4, 8, shape[0]),
-            (IntLayout::CompressedTensors | IntLayout::Int8, IntPart::Codes | IntPart::Scales) => {
-                rows_first(first, end, shape[1] * size)
-            }
+            (IntLayout::CompressedTensors | IntLayout::Int8, IntPart::Codes | IntPart::Scales)
+            | (IntLayout::AwqGemv, _) => rows_first(first, end, shape[1] * size),
             (IntLayout::CompressedTensors, IntPart::Zeros) => {
                 rows_first(first * bits / 32, (end * bits).div_ceil(32), shape[1] * 4)
             }
@@ -608,6 +648,8 @@ pub(crate) struct Parts<'a> {
     zeros: Option<&'a [u8]>,
     pub(crate) group_index: Option<Vec<u32>>,
     pub(crate) groups: usize,
+    /// Scales a stored row of the scales holds (AWQ GEMV pads them; the others: `groups`).
+    pub(crate) row_scales: usize,
 }
 
 impl Parts<'_> {
@@ -626,11 +668,9 @@ impl Parts<'_> {
             }
         };
         let zero = match (scheme.zeros, self.zeros) {
-            (ZeroPoints::Stored, Some(z)) => {
-                codes::zero(z, scheme, self.rows, self.groups, row, group)
-            }
+            (ZeroPoints::Stored, Some(z)) => codes::zero(z, scheme, self, row, group),
             (ZeroPoints::StoredMinusOne, Some(z)) => {
-                let stored = codes::zero(z, scheme, self.rows, self.groups, row, group);
+                let stored = codes::zero(z, scheme, self, row, group);
                 (stored + 1) & scheme.max_code() as i32
             }
             _ => 1 << (scheme.bits - 1),
@@ -645,6 +685,7 @@ impl Parts<'_> {
             (IntLayout::CompressedTensors | IntLayout::Int8, IntGroups::Tensor) => 0,
             (IntLayout::CompressedTensors | IntLayout::Int8, _) => row * self.groups + group,
             (IntLayout::Gptq | IntLayout::Awq, _) => group * self.rows + row,
+            (IntLayout::AwqGemv, _) => row * self.row_scales + group,
         }
     }
 }
@@ -696,6 +737,10 @@ fn checked_parts<'a>(w: &IntWeight<'a>, scheme: &IntScheme) -> Result<Parts<'a>,
         zeros: w.zeros,
         group_index,
         groups,
+        row_scales: match scheme.layout {
+            IntLayout::AwqGemv => scheme.part_shape(IntPart::Scales, rows, cols)?[1],
+            _ => groups,
+        },
     })
 }
 

@@ -59,6 +59,7 @@ fn the_four_bit_lookup_gives_the_general_paths_bytes() {
     for layout in [
         IntLayout::Gptq,
         IntLayout::Awq,
+        IntLayout::AwqGemv,
         IntLayout::CompressedTensors,
     ] {
         for scale in [DType::Float16, DType::BFloat16, DType::Float32] {
@@ -69,7 +70,7 @@ fn the_four_bit_lookup_gives_the_general_paths_bytes() {
             ] {
                 let zeros = match layout {
                     IntLayout::Gptq => ZeroPoints::StoredMinusOne,
-                    IntLayout::Awq => ZeroPoints::Stored,
+                    IntLayout::Awq | IntLayout::AwqGemv => ZeroPoints::Stored,
                     _ if groups == IntGroups::Size(32) => ZeroPoints::Midpoint,
                     _ => ZeroPoints::Stored,
                 };
@@ -82,6 +83,10 @@ fn the_four_bit_lookup_gives_the_general_paths_bytes() {
                 };
                 for (rows, cols) in [(32, 256), (64, 96), (160, 128)] {
                     if groups == IntGroups::Size(128) && cols % 128 != 0 {
+                        continue;
+                    }
+                    // (AWQ GEMV stores groups of 32, 64, or 128 columns or more.)
+                    if layout == IntLayout::AwqGemv && groups == IntGroups::Channel && cols < 128 {
                         continue;
                     }
                     let bytes = |part| {

@@ -1,8 +1,11 @@
-//! AutoAWQ's GEMM layout: `P.qweight` int32 `[in, out/8]` (eight 4-bit codes a word, in AWQ's
-//! order), `P.qzeros` int32 `[in/group, out/8]`, `P.scales` float16 `[in/group, out]`.
-//! `config.json`'s `quantization_config` (`quant_method: awq`) gives `bits` (or `w_bit`),
-//! `group_size` (or `q_group_size`), `zero_point` and `version` (`gemm`; GEMV, whose words run
-//! along the other dimension, is refused). Read only.
+//! AutoAWQ's layouts. GEMM (the default): `P.qweight` int32 `[in, out/8]` (eight 4-bit codes a
+//! word, in AWQ's order), `P.qzeros` int32 `[in/group, out/8]`, `P.scales` float16 `[in/group,
+//! out]`. GEMV (`version: gemv`): `P.qweight` `[out, in/8]` (codes in order along the input),
+//! `P.qzeros` `[out, w]` and `P.scales` `[out, 8w]`, each row's groups padded to `w` words
+//! (`IntLayout::AwqGemv`). `config.json`'s `quantization_config` (`quant_method: awq`) gives
+//! `bits` (or `w_bit`), `group_size` (or `q_group_size`), `zero_point` and `version`; without
+//! it, GEMM. GEMV_fast's interleaved words and the Marlin and IPEX exports are refused by name.
+//! Read only.
 
 use dtcast_dtype::DType;
 use dtcast_quant::{IntGroups, IntLayout, IntScheme, ZeroPoints};
@@ -60,18 +63,22 @@ impl Reader for Awq {
                 s.shape
             )));
         }
-        let (cols, rows, groups) = (w.shape[0], s.shape[1], s.shape[0]);
         let version = q.and_then(|q| q.get("version")).and_then(Value::as_str);
-        match version.map(str::to_ascii_lowercase).as_deref() {
-            None | Some("gemm") => {}
+        let layout = match version.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("gemm") => IntLayout::Awq,
+            Some("gemv") => IntLayout::AwqGemv,
             Some(v) => {
                 return Err(err(format!(
                     "config.json's quantization_config has `version`: {}; dtcast reads AutoAWQ's \
-                     GEMM layout only",
+                     GEMM and GEMV layouts",
                     quote(v)
                 )))
             }
-        }
+        };
+        let (cols, rows, groups) = match layout {
+            IntLayout::AwqGemv => (w.shape[1].saturating_mul(8), w.shape[0], 0),
+            _ => (w.shape[0], s.shape[1], s.shape[0]),
+        };
         if q.and_then(|q| q.get("zero_point")) == Some(&Value::Bool(false)) {
             return Err(err(
                 "config.json's quantization_config has `zero_point`: false; dtcast reads AWQ \
@@ -98,6 +105,13 @@ impl Reader for Awq {
                      positive size"
                 )))
             }
+            None if layout == IntLayout::AwqGemv => {
+                return Err(err(
+                    "config.json's quantization_config has no `group_size`: AWQ GEMV pads its \
+                     scales, which so do not say it"
+                        .to_owned(),
+                ))
+            }
             None if groups == 1 => IntGroups::Channel,
             None if groups > 0 && cols % groups == 0 => IntGroups::Size(cols / groups),
             None => {
@@ -121,7 +135,7 @@ impl Reader for Awq {
             )));
         }
         let scheme = IntScheme {
-            layout: IntLayout::Awq,
+            layout,
             bits: 4,
             groups: grouping,
             zeros: ZeroPoints::Stored,
@@ -130,7 +144,11 @@ impl Reader for Awq {
         integer_weight(
             entries,
             format!("{prefix}.weight"),
-            "awq_gemm",
+            if layout == IntLayout::AwqGemv {
+                "awq_gemv"
+            } else {
+                "awq_gemm"
+            },
             scheme,
             [qweight, scales],
             Some(qzeros),
