@@ -33,7 +33,8 @@ use crate::{e4m3, lookup4};
 /// A quantized tensor as stored: its elements, their logical shape, its scales.
 #[derive(Clone, Copy, Debug)]
 pub struct Quantized<'a> {
-    /// The elements in storage (float4: packed, two per byte, the first in the low nibble).
+    /// The elements in storage (float4: packed, two per byte, the first in the low nibble;
+    /// float6: four in three bytes, least significant bits first).
     pub elements: &'a [u8],
     /// The logical shape in elements (`[rows, cols]`; more dimensions count as rows). For
     /// gpt-oss: `[experts, rows, cols]`, the shape of its `*_blocks` with the last two dimensions
@@ -54,8 +55,8 @@ pub struct DequantPlan {
     pub rows: usize,
     /// Columns (its last dimension).
     pub cols: usize,
-    /// The float32 value each element code reads as (16 for float4, 256 for float8), NaN bits
-    /// included.
+    /// The float32 value each element code reads as (16 for float4, 64 for float6, 256 for
+    /// float8), NaN bits included.
     pub values: Vec<f32>,
     /// Each scale's factor: indexed by the scale's stored byte where
     /// [`by_scale_byte`](DequantPlan::by_scale_byte) (256 entries), else by the scale's index.
@@ -396,7 +397,13 @@ impl DequantPlan {
         let codes = 1usize << scheme.element.bits();
         let all_codes: Vec<u8> = (0..codes).map(|c| c as u8).collect();
         let mut table = if scheme.element.is_packed() {
-            let packed: Vec<u8> = all_codes.chunks(2).map(|p| p[0] | p[1] << 4).collect();
+            // (Every code once: 16 or 64 of them, whole bytes.)
+            let storage = |e: dtcast_dtype::packing::StorageError| QuantError::Scheme {
+                reason: format!("internal error packing {} codes: {e}", scheme.element),
+            };
+            let mut packed = vec![0u8; scheme.element.storage_bytes(codes).map_err(storage)?];
+            dtcast_dtype::packing::pack(scheme.element, &all_codes, &mut packed)
+                .map_err(storage)?;
             f32s(&torch_cast(&packed, scheme.element, DType::Float32))
         } else {
             f32s(&torch_cast(&all_codes, scheme.element, DType::Float32))

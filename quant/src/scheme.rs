@@ -124,6 +124,7 @@ pub(crate) const NAMES: &[&str] = &[
     "ct_fp8_block",
     "ct_mxfp8",
     "ct_mxfp4",
+    "ct_mxfp6",
     "ct_nvfp4",
     "ao_mxfp8_floor",
     "ao_mxfp8_ceil",
@@ -169,7 +170,10 @@ impl Scheme {
     /// ```
     pub fn named(name: &str, weight: DType) -> Result<Scheme, QuantError> {
         use Convention::*;
-        use DType::{Float32, Float4E2M1Fn as F4, Float8E4M3Fn as E4M3, Float8E8M0Fnu, UInt8};
+        use DType::{
+            Float32, Float4E2M1Fn as F4, Float6E2M3Fn as F6, Float8E4M3Fn as E4M3, Float8E8M0Fnu,
+            UInt8,
+        };
         let scheme = |granularity, element, scale, rule, global_scale, convention| Scheme {
             granularity,
             element,
@@ -239,6 +243,16 @@ impl Scheme {
             "ct_mxfp4" => scheme(
                 Granularity::Group(32),
                 F4,
+                UInt8,
+                compressed_tensors_mx,
+                false,
+                CompressedTensors,
+            ),
+            // compressed-tensors' MXFP6 (`mxfp6-pack-quantized`: E2M3 codes, four in three
+            // bytes; MXFP4's scales and arithmetic). Read only.
+            "ct_mxfp6" => scheme(
+                Granularity::Group(32),
+                F6,
                 UInt8,
                 compressed_tensors_mx,
                 false,
@@ -334,10 +348,11 @@ impl Scheme {
         }
     }
 
-    /// Whether the scheme's dtypes fit together: float8_e4m3fn or float4_e2m1fn elements, scales
-    /// of whole bytes (E8M0 scales: one byte).
+    /// Whether the scheme's dtypes fit together: float8_e4m3fn, float6_e2m3fn (read only) or
+    /// float4_e2m1fn elements, scales of whole bytes (E8M0 scales: one byte).
     pub fn check(&self) -> Result<(), QuantError> {
-        // The formats the references scale: float8_e4m3fn (FP8, MXFP8) and float4 (MXFP4, NVFP4).
+        // The formats the references scale: float8_e4m3fn (FP8, MXFP8), float6 (MXFP6) and
+        // float4 (MXFP4, NVFP4).
         if let ScaleRule::MinMax { .. } = self.rule {
             return match crate::integer::integer_bits(self) {
                 Some(_) if self.scale.is_floating_point() && self.scale.byte_size().is_some() => {
@@ -352,7 +367,10 @@ impl Scheme {
                 }),
             };
         }
-        let narrow_float = matches!(self.element, DType::Float8E4M3Fn | DType::Float4E2M1Fn);
+        let narrow_float = matches!(
+            self.element,
+            DType::Float8E4M3Fn | DType::Float6E2M3Fn | DType::Float4E2M1Fn
+        );
         let scale_ok = match self.rule {
             ScaleRule::MinMax { .. } => false,
             ScaleRule::PowerOfTwo(_) => self.scale.bits() == 8 && !self.scale.is_packed(),
@@ -361,7 +379,8 @@ impl Scheme {
         if !narrow_float {
             return Err(QuantError::Scheme {
                 reason: format!(
-                    "elements of {} (the scaled formats store float8_e4m3fn or float4_e2m1fn)",
+                    "elements of {} (the scaled formats store float8_e4m3fn, float6_e2m3fn or \
+                     float4_e2m1fn)",
                     self.element
                 ),
             });
@@ -462,24 +481,27 @@ impl Scheme {
         (0..cols.div_ceil(len)).map(move |i| (i * len, ((i + 1) * len).min(cols), first + i))
     }
 
-    /// Whether [`quantize`](fn@crate::quantize) writes this scheme (every one but ModelOpt's NVFP4,
-    /// which dtcast reads only: [`Convention::ModelOpt`]).
+    /// Whether [`quantize`](fn@crate::quantize) writes this scheme (every one but ModelOpt's
+    /// ([`Convention::ModelOpt`]) and compressed-tensors' MXFP6, which dtcast reads only).
     ///
     /// ```
     /// use dtcast_dtype::DType;
     /// use dtcast_quant::Scheme;
     /// assert!(Scheme::named("ct_nvfp4", DType::BFloat16)?.quantizes());
     /// assert!(!Scheme::named("modelopt_nvfp4", DType::BFloat16)?.quantizes());
+    /// assert!(!Scheme::named("ct_mxfp6", DType::BFloat16)?.quantizes());
     /// # Ok::<(), dtcast_quant::QuantError>(())
     /// ```
     pub fn quantizes(&self) -> bool {
-        match self.convention {
+        let convention = match self.convention {
             Convention::CompressedTensors
             | Convention::TorchAo
             | Convention::DeepSeek
             | Convention::GptOss => true,
             Convention::ModelOpt => false,
-        }
+        };
+        // (MXFP6 is read; its encoder is not written.)
+        convention && self.element != DType::Float6E2M3Fn
     }
 
     /// The bits of an integer scheme's codes and whether it is symmetric (`None` for the scaled

@@ -182,6 +182,26 @@ pub fn expected_shape(v: &Value) -> Expected<Vec<usize>> {
     }
 }
 
+/// A tensor as [`read_sorted`] gives it: name, dtype, shape, bytes.
+pub type NamedTensor = (String, DType, Vec<usize>, Vec<u8>);
+
+/// Every tensor of a safetensors file, sorted by name.
+pub fn read_sorted(path: &std::path::Path) -> Vec<NamedTensor> {
+    let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
+    let mut v: Vec<NamedTensor> = (c.entries().iter())
+        .map(|e| {
+            (
+                e.name.clone(),
+                e.dtype,
+                e.shape.to_vec(),
+                c.read(e).unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
 /// Every file under `dir` (recursively, hidden ones included) with its bytes: two snapshots are
 /// equal when the tree is byte for byte the same.
 ///

@@ -2,7 +2,7 @@
 //! tools read them: every case of `fixtures/intq/` (written by the real tools, dequantized by
 //! their own code) converts to its reference tensor for tensor and byte for byte.
 
-use dtcast::layer::checkpoint::{convert_file, Checkpoint, ConvertOptions};
+use dtcast::layer::checkpoint::{convert_file, ConvertOptions};
 use dtcast::DType;
 use std::path::{Path, PathBuf};
 
@@ -28,7 +28,8 @@ const CASES: [(&str, DType); 17] = [
     ("bnb_int8", DType::Float16),
 ];
 
-type Tensors = Vec<(String, DType, Vec<usize>, Vec<u8>)>;
+type Tensors = Vec<dtcast_tests::NamedTensor>;
+use dtcast_tests::read_sorted;
 
 /// `dtcast convert INPUT -o OUT FLAGS...` through the CLI.
 fn convert_cli(input: &Path, out: &Path, flags: &[&str]) -> dtcast_tests::CliOutput {
@@ -44,23 +45,6 @@ fn convert_cli(input: &Path, out: &Path, flags: &[&str]) -> dtcast_tests::CliOut
 
 fn case(name: &str) -> PathBuf {
     dtcast_tests::fixture_path(&format!("intq/{name}"))
-}
-
-/// Every tensor of a file, sorted by name: (name, dtype, shape, bytes).
-fn read_sorted(path: &Path) -> Tensors {
-    let c = Checkpoint::open(path).unwrap();
-    let mut v: Tensors = (c.entries().iter())
-        .map(|e| {
-            (
-                e.name.clone(),
-                e.dtype,
-                e.shape.to_vec(),
-                c.read(e).unwrap(),
-            )
-        })
-        .collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
 }
 
 /// A copy of case `name`'s model (with its config.json unless `config` is false) in a fresh

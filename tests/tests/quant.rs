@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use dtcast::quant::{dequantize, quantize, Quantized, Scheme};
 use dtcast::DType;
-use dtcast_tests::{fixture, hex};
+use dtcast_tests::{fixture, hex, read_sorted};
 use serde_json::Value;
 
 /// A fixture tensor: dtype, shape, bytes.
@@ -722,25 +722,6 @@ fn convert_cli(
 /// A JSON file, parsed.
 fn read_json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Every tensor of a file, sorted by name: (name, dtype, shape, bytes).
-fn read_sorted(path: &std::path::Path) -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
-    let c = dtcast::layer::checkpoint::Checkpoint::open(path).unwrap();
-    let mut v: Vec<_> = c
-        .entries()
-        .iter()
-        .map(|e| {
-            (
-                e.name.clone(),
-                e.dtype,
-                e.shape.to_vec(),
-                c.read(e).unwrap(),
-            )
-        })
-        .collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
 }
 
 #[test]

@@ -84,11 +84,13 @@ pub fn arithmetic_code(arithmetic: DType) -> Result<u32, TensorError> {
         })
 }
 
+/// The element formats the scaled kernels read and write (MXFP6's float6 is the CPU's alone).
+const KERNEL_ELEMENTS: [DType; 2] = [DType::Float8E4M3Fn, DType::Float4E2M1Fn];
+
 /// Every program the scaled kernels need: (line, functions).
 fn programs() -> Result<Vec<(String, &'static [&'static str])>, TensorError> {
-    let elements = [DType::Float8E4M3Fn, DType::Float4E2M1Fn];
     let mut lines = Vec::new();
-    for element in elements {
+    for element in KERNEL_ELEMENTS {
         for out in [DType::Float32, DType::BFloat16, DType::Float16] {
             lines.push((dequant_line(element, out)?, &DEQUANT_FUNCTIONS[..]));
         }
@@ -206,6 +208,13 @@ pub fn dequantize(
     out: DType,
 ) -> Result<Tensor, TensorError> {
     let cuda = cuda_of(elements)?;
+    if !KERNEL_ELEMENTS.contains(&scheme.element) {
+        return Err(TensorError::Cuda(format!(
+            "the scaled kernels read float8_e4m3fn and float4_e2m1fn elements, not {} (MXFP6 \
+             is dequantized on the CPU)",
+            scheme.element
+        )));
+    }
     // Wide scales come to the host, where their factors are computed; one-byte scales' factors
     // are a table of the 256 bytes, so only their length is needed.
     let scale_len = scales.storage().len();

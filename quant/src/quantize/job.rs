@@ -31,10 +31,15 @@ impl<'a> Job<'a> {
             return Err(crate::scheme::not_scaled());
         }
         if !scheme.quantizes() {
+            let reason = if scheme.element == DType::Float6E2M3Fn {
+                "compressed-tensors' MXFP6 (ct_mxfp6) is read, not written: quantize with \
+                 ct_mxfp4 or ct_mxfp8"
+            } else {
+                "ModelOpt's NVFP4 (modelopt_nvfp4) is read, not written: quantize with \
+                 ct_nvfp4 (compressed-tensors' rule) or ao_nvfp4_two_level"
+            };
             return Err(QuantError::Scheme {
-                reason: "ModelOpt's NVFP4 (modelopt_nvfp4) is read, not written: quantize with \
-                         ct_nvfp4 (compressed-tensors' rule) or ao_nvfp4_two_level"
-                    .to_owned(),
+                reason: reason.to_owned(),
             });
         }
         let (rows, cols) = rows_cols(shape)?;

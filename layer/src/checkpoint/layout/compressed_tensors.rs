@@ -1,6 +1,6 @@
 //! compressed-tensors 0.20 (what vLLM loads): `P.weight` + `P.weight_scale` for FP8 and MXFP8,
-//! `P.weight_packed` + `P.weight_scale` (+ `P.weight_global_scale`) for MXFP4 and NVFP4; E8M0
-//! scales as uint8; `quantization_config` as `ModelCompressor.update_config` writes it.
+//! `P.weight_packed` + `P.weight_scale` (+ `P.weight_global_scale`) for MXFP4, MXFP6 (read only)
+//! and NVFP4; E8M0 scales as uint8; `quantization_config` as `ModelCompressor.update_config` writes it.
 
 use dtcast_dtype::DType;
 use dtcast_quant::{Granularity, Scheme};
@@ -210,7 +210,20 @@ impl Reader for CompressedTensors {
     }
 }
 
-/// `P.weight` (float8) or `P.weight_packed` (float4, two per byte) beside
+/// Which MX format a `weight_packed` with uint8 (E8M0) scales is, by its width against its
+/// scales' (one per 32 elements): MXFP4 (two elements a byte: 16 bytes a scale) or MXFP6 (four in
+/// three bytes: 24).
+/// (Any other width is MXFP4's to refuse: its scale count is checked.)
+fn mx_packed(packed: &Entry, scale: &Entry) -> &'static str {
+    match (packed.shape.last(), scale.shape.last()) {
+        (Some(&b), Some(&s)) if packed.shape.len() == scale.shape.len() && b == 24 * s && s > 0 => {
+            "ct_mxfp6"
+        }
+        _ => "ct_mxfp4",
+    }
+}
+
+/// `P.weight` (float8) or `P.weight_packed` (float4, two per byte; float6, four in three) beside
 /// `P.weight_scale` (and `P.weight_global_scale` for NVFP4).
 fn read_weight(
     entries: &[Entry],
@@ -225,7 +238,7 @@ fn read_weight(
     let global = find(&format!("{prefix}.weight_global_scale"));
     if let Some(p) = find(&packed) {
         let (scheme_name, global) = match (scale.dtype, global) {
-            (DType::UInt8, None) => ("ct_mxfp4", None),
+            (DType::UInt8, None) => (mx_packed(&entries[p], scale), None),
             (DType::Float8E4M3Fn, Some(g)) => ("ct_nvfp4", Some(g)),
             (dtype, g) => {
                 return Err(err(format!(
@@ -245,8 +258,10 @@ fn read_weight(
                 entries[p].dtype
             )));
         }
-        w.shape[1] *= 2;
-        w.dense_shape[1] *= 2;
+        // Columns of elements: two a byte (float4), four in three bytes (float6).
+        let cols = w.shape[1].saturating_mul(8) / scheme.element.bits();
+        w.shape[1] = cols;
+        w.dense_shape[1] = cols;
         check_scales(entries, &w)?;
         return Ok(w);
     }
