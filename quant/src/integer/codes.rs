@@ -140,12 +140,26 @@ fn transpose(
     out: &mut Vec<u32>,
 ) {
     let (height, width) = (rows.len(), cols.len());
-    out.clear();
-    out.resize(height * width, 0);
+    // (Every word is written below: the buffer is zeroed only when its size changes.)
+    if out.len() != height * width {
+        out.clear();
+        out.resize(height * width, 0);
+    }
     for i0 in (0..height).step_by(16) {
         let h = (height - i0).min(16);
+        // The rows two blocks on asked for ahead of their use: 16 strips a page or more apart,
+        // which the hardware's prefetchers do not follow.
+        for di in i0 + 32..(i0 + 48).min(height) {
+            let at = 4 * ((rows.start + di) * stride + cols.start);
+            for line in (at..at + 4 * width).step_by(64) {
+                prefetch(codes, line);
+            }
+        }
         for j0 in (0..width).step_by(16) {
             let w = (width - j0).min(16);
+            if h == 16 && w == 16 && transpose16_avx512(codes, stride, &rows, &cols, i0, j0, out) {
+                continue;
+            }
             let mut block = [[0u32; 16]; 16];
             for (di, line) in block.iter_mut().enumerate().take(h) {
                 let at = 4 * ((rows.start + i0 + di) * stride + cols.start + j0);
@@ -202,6 +216,10 @@ pub(super) fn nibbles<'s>(
             const ROW_OF_NIBBLE: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
             for (j, column) in words_buf.chunks_exact(cols).enumerate() {
                 let rows8 = &mut buf[8 * j * row_bytes..8 * (j + 1) * row_bytes];
+                // AVX-512: 32 columns at a time, each row's bytes by shifts and a narrowing.
+                let done = awq_rows_avx512(column, &ROW_OF_NIBBLE, row_bytes, rows8);
+                let column = &column[done..];
+                let rows8 = &mut rows8[done / 2..];
                 // Eight pairs of columns at a time: their eight bytes of each row, one 8×8
                 // transpose of bytes (in three rounds of swaps), stored as eight bytes a row.
                 let blocks = column.chunks_exact(16);
@@ -231,7 +249,7 @@ pub(super) fn nibbles<'s>(
                         rows8[at..at + 8].copy_from_slice(&v.to_le_bytes());
                     }
                 }
-                let done = (cols / 16) * 8;
+                let done = (column.len() / 16) * 8;
                 for (b, pair) in tail.chunks_exact(2).enumerate() {
                     let (w0, w1) = (pair[0], pair[1]);
                     let even = (w0 & 0x0F0F_0F0F) | (w1 & 0x0F0F_0F0F) << 4;
@@ -247,4 +265,71 @@ pub(super) fn nibbles<'s>(
             buf
         }
     }
+}
+
+/// The columns of a word column [`nibbles`] turns into AWQ's rows by the AVX-512 kernel (32 at a
+/// time; none without AVX-512).
+fn awq_rows_avx512(
+    column: &[u32],
+    row_of_nibble: &[usize; 8],
+    row_bytes: usize,
+    rows8: &mut [u8],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx512() {
+        // SAFETY: AVX-512 (`avx512()`); `rows8` is eight rows of `row_bytes` = `cols / 2` bytes.
+        return unsafe { crate::x86::words::awq_rows(column, row_of_nibble, row_bytes, rows8) };
+    }
+    let _ = (column, row_of_nibble, row_bytes, rows8);
+    0
+}
+
+/// [`transpose`]'s whole 16×16 block at (`i0`, `j0`) by the AVX-512 kernel; false (nothing
+/// done) without AVX-512.
+fn transpose16_avx512(
+    codes: &[u8],
+    stride: usize,
+    rows: &std::ops::Range<usize>,
+    cols: &std::ops::Range<usize>,
+    i0: usize,
+    j0: usize,
+    out: &mut [u32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx512() {
+        let height = rows.len();
+        let at = 4 * ((rows.start + i0) * stride + cols.start + j0);
+        let last = 4 * ((rows.start + i0 + 15) * stride + cols.start + j0 + 16);
+        let end = (j0 + 15) * height + i0 + 16;
+        assert!(last <= codes.len() && end <= out.len());
+        // SAFETY: AVX-512 (`avx512()`); the 16 rows of 16 words from `at` end by `last`, within
+        // `codes`, and the 16 columns written end by `end`, within `out` (both checked).
+        unsafe {
+            crate::x86::words::transpose16(
+                codes.as_ptr().add(at),
+                stride,
+                out.as_mut_ptr().add(j0 * height + i0),
+                height,
+            )
+        };
+        return true;
+    }
+    let _ = (codes, stride, rows, cols, i0, j0, out);
+    false
+}
+
+/// Asks for the cache line of `bytes[at]` (a hint: nothing where `at` is past the end).
+#[inline(always)]
+fn prefetch(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if at < bytes.len() {
+        // SAFETY: a prefetch reads nothing architecturally; the address is within `bytes`.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                bytes.as_ptr().add(at).cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
 }

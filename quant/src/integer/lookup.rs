@@ -55,8 +55,10 @@ impl Tables {
         let values: &[u8] = bytemuck::cast_slice(products);
         self.size = out.byte_size().unwrap_or(4);
         self.per = per.max(1);
-        self.bits.resize(products.len() * self.size, 0);
-        round_then_cast(values, through, out, &mut self.bits, &mut self.rounded)?;
+        // (4 bytes past the entries, which `by_index4`'s gathers may read.)
+        let n = products.len() * self.size;
+        self.bits.resize(n + 4, 0);
+        round_then_cast(values, through, out, &mut self.bits[..n], &mut self.rounded)?;
         self.split.clear();
         if self.size == 2 && split {
             let entries = self.bits.chunks_exact(32);
@@ -161,40 +163,34 @@ pub(crate) fn by_index4(
     let rows = streams
         .chunks_exact(cols / 2)
         .zip(dst.chunks_exact_mut(cols * size));
-    // 16-bit outputs as `u16`s where the buffers are aligned for them (they are: allocations
-    // and whole rows), bytes otherwise.
-    let table16: Option<&[u16]> = bytemuck::try_cast_slice(&tables.bits).ok();
     for (r, (stream, dst)) in rows.enumerate() {
-        let entries = r * row_entries..(r + 1) * row_entries;
-        match (size, table16, bytemuck::try_cast_slice_mut::<u8, u16>(dst)) {
-            (2, Some(table), Ok(dst)) => {
-                let t = &table[entries];
-                for ((pair, &b), g) in dst
-                    .chunks_exact_mut(2)
-                    .zip(stream)
-                    .zip(base.chunks_exact(2))
-                {
-                    pair[0] = t[g[0] as usize + usize::from(b & 0xF)];
-                    pair[1] = t[g[1] as usize + usize::from(b >> 4)];
-                }
-            }
-            _ => {
-                let t = &tables.bits[entries.start * size..entries.end * size];
-                for ((pair, &b), g) in dst
-                    .chunks_exact_mut(2 * size)
-                    .zip(stream)
-                    .zip(base.chunks_exact(2))
-                {
-                    let (lo, hi) = (
-                        g[0] as usize + usize::from(b & 0xF),
-                        g[1] as usize + usize::from(b >> 4),
-                    );
-                    pair[..size].copy_from_slice(&t[lo * size..(lo + 1) * size]);
-                    pair[size..].copy_from_slice(&t[hi * size..(hi + 1) * size]);
-                }
+        let table = &tables.bits[r * row_entries * size..];
+        let done = gathered(stream, &base, table, size, dst);
+        let t = &table[..row_entries * size];
+        for c in (done..cols).step_by(2) {
+            let b = stream[c / 2];
+            for (k, code) in [(c, b & 0xF), (c + 1, b >> 4)] {
+                let at = (base[k] as usize + usize::from(code)) * size;
+                dst[k * size..(k + 1) * size].copy_from_slice(&t[at..at + size]);
             }
         }
     }
+}
+
+/// The columns of a row [`by_index4`] looks up by AVX-512 gathers (sixteen at a time), and how
+/// many: none where the CPU lacks it or the outputs are not 2 or 4 bytes. `table` is the row's
+/// entries and every later row's, then the tables' 4 bytes of padding, which a gather of
+/// 16-bit entries (32 bits each) may read past the last entry.
+fn gathered(stream: &[u8], base: &[u32], table: &[u8], size: usize, dst: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx512() && matches!(size, 2 | 4) {
+        // SAFETY: AVX-512 (`avx512()`); every `base + code` is an entry of the row (the group
+        // index was checked against the groups), and `table` extends 4 bytes past the last.
+        unsafe { crate::x86::gather4::row(stream, base, table.as_ptr(), size, dst) };
+        return base.len() / 16 * 16;
+    }
+    let _ = (stream, base, table, size, dst);
+    0
 }
 
 /// Dequantizes a piece: `streams` (each row's codes as nibbles, rows one after the other) with

@@ -199,47 +199,56 @@ fn the_act_order_lookup_gives_the_general_paths_bytes() {
                     zeros,
                     scale,
                 };
-                let (rows, cols) = (64, 256);
-                let bytes = |part| {
-                    let shape = scheme.part_shape(part, rows, cols).unwrap();
-                    shape.iter().product::<usize>() * scheme.part_element_bytes(part)
-                };
-                let seed = u64::from(bits) * 31 + scale.byte_size().unwrap() as u64;
-                let codes = random(bytes(IntPart::Codes), seed);
-                let s = scales(
-                    bytes(IntPart::Scales) / scale.byte_size().unwrap(),
-                    scale,
-                    seed,
-                );
-                let z = scheme
-                    .stores_zeros()
-                    .then(|| random(bytes(IntPart::Zeros), seed + 3));
-                // GPTQ reads any index; compressed-tensors only act-order's, 64 columns a
-                // group (column c in place 97c mod 256 of the order: 97 is prime to 256).
-                let g_idx: Vec<u8> = if layout == IntLayout::CompressedTensors {
-                    (0..cols)
-                        .flat_map(|c| ((c * 97 % cols / 64) as i32).to_le_bytes())
-                        .collect()
-                } else {
-                    (random(cols, seed + 5).iter())
-                        .flat_map(|&b| (i32::from(b) % 4).to_le_bytes())
-                        .collect()
-                };
-                let w = IntWeight {
-                    rows,
-                    cols,
-                    codes: &codes,
-                    scales: &s,
-                    zeros: z.as_deref(),
-                    group_index: Some(&g_idx),
-                };
-                for out in [DType::BFloat16, DType::Float16, DType::Float32] {
-                    let n = rows * cols * out.byte_size().unwrap();
-                    let (mut fast, mut general) = (vec![0u8; n], vec![0u8; n]);
-                    dequantize_with(&w, &scheme, out, &mut fast, true).unwrap();
-                    dequantize_with(&w, &scheme, out, &mut general, false).unwrap();
-                    let first = fast.iter().zip(&general).position(|(a, b)| a != b);
-                    assert_eq!(first, None, "{scheme:?} into {out}");
+                // (200 columns: the gathers' tail of 8; a GPTQ word of 2 or 3 bits needs 32.)
+                let shapes: &[(usize, usize)] =
+                    if layout == IntLayout::CompressedTensors || bits == 4 {
+                        &[(64, 256), (48, 200)]
+                    } else {
+                        &[(64, 256)]
+                    };
+                for &(rows, cols) in shapes {
+                    let bytes = |part| {
+                        let shape = scheme.part_shape(part, rows, cols).unwrap();
+                        shape.iter().product::<usize>() * scheme.part_element_bytes(part)
+                    };
+                    let seed = u64::from(bits) * 31 + scale.byte_size().unwrap() as u64;
+                    let codes = random(bytes(IntPart::Codes), seed);
+                    let s = scales(
+                        bytes(IntPart::Scales) / scale.byte_size().unwrap(),
+                        scale,
+                        seed,
+                    );
+                    let z = scheme
+                        .stores_zeros()
+                        .then(|| random(bytes(IntPart::Zeros), seed + 3));
+                    // GPTQ reads any index; compressed-tensors only act-order's, 64 columns a
+                    // group (column c in place 97c mod cols of the order: 97 is prime to both
+                    // widths).
+                    let g_idx: Vec<u8> = if layout == IntLayout::CompressedTensors {
+                        (0..cols)
+                            .flat_map(|c| ((c * 97 % cols / 64) as i32).to_le_bytes())
+                            .collect()
+                    } else {
+                        (random(cols, seed + 5).iter())
+                            .flat_map(|&b| (i32::from(b) % 4).to_le_bytes())
+                            .collect()
+                    };
+                    let w = IntWeight {
+                        rows,
+                        cols,
+                        codes: &codes,
+                        scales: &s,
+                        zeros: z.as_deref(),
+                        group_index: Some(&g_idx),
+                    };
+                    for out in [DType::BFloat16, DType::Float16, DType::Float32] {
+                        let n = rows * cols * out.byte_size().unwrap();
+                        let (mut fast, mut general) = (vec![0u8; n], vec![0u8; n]);
+                        dequantize_with(&w, &scheme, out, &mut fast, true).unwrap();
+                        dequantize_with(&w, &scheme, out, &mut general, false).unwrap();
+                        let first = fast.iter().zip(&general).position(|(a, b)| a != b);
+                        assert_eq!(first, None, "{scheme:?} [{rows}, {cols}] into {out}");
+                    }
                 }
             }
         }
