@@ -540,14 +540,7 @@ pub(crate) fn dequantize_with(
                 let first = p * piece_rows;
                 let count = dst.len() / out_size / cols;
                 if one_pass {
-                    s.values.clear();
-                    for r in first..first + count {
-                        for g in 0..cols / run {
-                            let (scale, zero) = parts.factor(scheme, r, g);
-                            s.values
-                                .extend((0..16).map(|u| table_product(u - zero, scale)));
-                        }
-                    }
+                    group_outputs(&parts, scheme, first..first + count, cols / run, s);
                     s.tables.build(&s.values, through, out, run / 32)?;
                     let streams =
                         codes::nibbles(&parts, scheme, first, count, &mut s.codes, &mut s.words);
@@ -558,13 +551,17 @@ pub(crate) fn dequantize_with(
                     // Act-order: each row's groups' outputs, then every element looked up by
                     // its column's group and its code.
                     let entries = 1usize << scheme.bits;
-                    s.values.clear();
-                    for r in first..first + count {
-                        for g in 0..parts.groups {
-                            let (scale, zero) = parts.factor(scheme, r, g);
-                            let codes = 0..entries as i32;
-                            s.values
-                                .extend(codes.map(|u| table_product(u - zero, scale)));
+                    if entries == 16 {
+                        group_outputs(&parts, scheme, first..first + count, parts.groups, s);
+                    } else {
+                        s.values.clear();
+                        for r in first..first + count {
+                            for g in 0..parts.groups {
+                                let (scale, zero) = parts.factor(scheme, r, g);
+                                let codes = 0..entries as i32;
+                                s.values
+                                    .extend(codes.map(|u| table_product(u - zero, scale)));
+                            }
                         }
                     }
                     s.tables.build(&s.values, through, out, 1)?;
@@ -625,10 +622,72 @@ std::thread_local! {
 #[derive(Default)]
 struct Scratch {
     codes: Vec<u8>,
+    /// A group's scales for a piece's rows, widened (`group_outputs`).
+    row_scales: Vec<f32>,
     values: Vec<f32>,
     rounded: Vec<u8>,
     words: Vec<u32>,
     tables: lookup::Tables,
+}
+
+/// The 16 outputs of each of the `groups` groups of each row of `rows` into `s.values`, row by
+/// row and group by group as the tables take them: each code's product as [`products`] makes
+/// it. GPTQ's and AWQ's scales run along the rows: there each group's scales for the rows are
+/// one run, widened at once, and the rows' zeros read beside them.
+fn group_outputs(
+    parts: &Parts,
+    scheme: &IntScheme,
+    rows: std::ops::Range<usize>,
+    groups: usize,
+    s: &mut Scratch,
+) {
+    let count = rows.len();
+    // (Every entry is written below: the buffer is zeroed only when its size changes.)
+    if s.values.len() != count * groups * 16 {
+        s.values.clear();
+        s.values.resize(count * groups * 16, 0.0);
+    }
+    let transposed = matches!(scheme.layout, IntLayout::Gptq | IntLayout::Awq);
+    if !transposed {
+        for (i, r) in rows.enumerate() {
+            for g in 0..groups {
+                let (scale, zero) = parts.factor(scheme, r, g);
+                let at = (i * groups + g) * 16;
+                fill16(&mut s.values[at..at + 16], zero, scale);
+            }
+        }
+        return;
+    }
+    let size = scheme.scale.byte_size().unwrap_or(4);
+    s.row_scales.resize(count, 0.0);
+    for g in 0..groups {
+        let at = (g * parts.rows + rows.start) * size;
+        let stored = &parts.scales[at..at + count * size];
+        for (f, b) in s.row_scales.iter_mut().zip(stored.chunks_exact(size)) {
+            *f = match scheme.scale {
+                DType::Float32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                dtype => half_value(u16::from_le_bytes([b[0], b[1]]), dtype),
+            };
+        }
+        for (i, &scale) in s.row_scales.iter().enumerate() {
+            let zero = parts.zero(scheme, rows.start + i, g);
+            let at = (i * groups + g) * 16;
+            fill16(&mut s.values[at..at + 16], zero, scale);
+        }
+    }
+}
+
+/// `out[u]` = the product of `u − zero` and `scale` for the 16 codes, as [`table_product`].
+#[inline(always)]
+fn fill16(out: &mut [f32], zero: i32, scale: f32) {
+    if scale.is_nan() {
+        out.fill(table_product(0, scale));
+    } else {
+        // No NaN operand: x86's product (inf × 0 its default NaN), as `mul` gives it.
+        for (u, o) in out.iter_mut().enumerate() {
+            *o = crate::arith::as_on_x86((u as i32 - zero) as f32 * scale);
+        }
+    }
 }
 
 /// One element's product `s × (u − z)` as [`products`] makes it (`d`: `u − z`).
@@ -667,15 +726,20 @@ impl Parts<'_> {
                 half_value(u16::from_le_bytes([b[0], b[1]]), dtype)
             }
         };
-        let zero = match (scheme.zeros, self.zeros) {
+        (scale, self.zero(scheme, row, group))
+    }
+
+    /// The zero code of `group` in `row`.
+    #[inline(always)]
+    fn zero(&self, scheme: &IntScheme, row: usize, group: usize) -> i32 {
+        match (scheme.zeros, self.zeros) {
             (ZeroPoints::Stored, Some(z)) => codes::zero(z, scheme, self, row, group),
             (ZeroPoints::StoredMinusOne, Some(z)) => {
                 let stored = codes::zero(z, scheme, self, row, group);
                 (stored + 1) & scheme.max_code() as i32
             }
             _ => 1 << (scheme.bits - 1),
-        };
-        (scale, zero)
+        }
     }
 
     /// Index of the scale (and zero) of `group` in `row`.
