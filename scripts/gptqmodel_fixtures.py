@@ -4,7 +4,8 @@ bit per word, crossing word boundaries, in `qweight` and `qzeros`), act-order at
 `gptq_v2` checkpoint format (zeros stored as they are, not minus one) at 4 and 3 bits.
 
 Each case is a directory of `model.safetensors` (one quantized module, `qweight`, `qzeros`,
-`scales`, `g_idx`), `config.json` and `reference.safetensors`. A dense float16 weight, random
+`scales`, `g_idx`), `config.json` (its `quantization_config` GPTQModel's `QuantizeConfig.to_dict`)
+and `reference.safetensors`. A dense float16 weight, random
 scales, zero points and (act-order) group index go through `TorchLinear.pack_block`, GPTQModel's
 packer; a `gptq` (v1) case is then exported by `convert_gptq_v2_to_v1_format_module`, as
 GPTQModel saves it. The reference is `TorchLinear.dequantize_weight()` — GPTQModel's torch
@@ -30,6 +31,7 @@ from safetensors.torch import save_file
 
 import gptqmodel
 from gptqmodel.nn_modules.qlinear.torch import TorchLinear
+from gptqmodel.quantization.config import QuantizeConfig
 from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
 from gptqmodel.utils.model_dequant import convert_gptq_file
 
@@ -78,8 +80,11 @@ def main():
         save_file(tensors, model, metadata={"format": "pt"})
         save_file({f"{PREFIX}.weight": dense}, os.path.join(d, "reference.safetensors"),
                   metadata={"format": "pt"})
-        qc = {"quant_method": "gptq", "bits": bits, "group_size": group, "desc_act": act,
-              "sym": False, "checkpoint_format": fmt}
+        # The quantization_config GPTQModel writes (`method`/`quant_method`, `format`/
+        # `checkpoint_format`), less its `meta` (run options, a temporary path among them).
+        qc = json.loads(json.dumps(QuantizeConfig(bits=bits, group_size=group, desc_act=act,
+                                                  sym=False, format=fmt).to_dict(), default=str))
+        qc.pop("meta")
         config = {"model_type": "llama", "torch_dtype": "float16", "quantization_config": qc}
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(config, f, indent=2)

@@ -616,7 +616,7 @@ fn a_group_size_of_its_own_gives_that_many_scales_and_reads_back_within_a_step()
 
 /// Cases made by the real tools beyond `fixtures/intq/` (`fixtures/intq_added/`, each script's
 /// docstring says how), with the dtype of their reference.
-const ADDED: [(&str, DType); 12] = [
+const ADDED: [(&str, DType); 17] = [
     // scripts/bnb_blocksize_fixtures.py, bitsandbytes 0.50.2: blocks of 32, 128, 256 and 4096
     // (the last one partial), double quantization over partial nested blocks, float16 weights,
     // rows that are not whole blocks.
@@ -638,6 +638,14 @@ const ADDED: [(&str, DType); 12] = [
     ("awq_gemv_g128", DType::Float16),
     ("awq_gemv_g64", DType::Float16),
     ("awq_gemv_g32", DType::Float16),
+    // scripts/autoround_fixtures.py, AutoRound 0.16.1's packers (`quant_method: auto-round`):
+    // GPTQ's layout with zeros as stored (`auto_round`, 4 and 3 bits; `auto_round:gptqmodel`,
+    // with a g_idx) or minus one (`auto_round:auto_gptq`), and AutoAWQ's (`auto_round:auto_awq`).
+    ("autoround_b4_g128", DType::Float16),
+    ("autoround_b3_g64", DType::Float16),
+    ("autoround_gptq_b4_g32", DType::Float16),
+    ("autoround_gptqmodel_b2_g128", DType::Float16),
+    ("autoround_awq_b4_g64", DType::Float16),
 ];
 
 /// Case `name` of `fixtures/intq_added/` with `change` applied to its config.json's
@@ -655,6 +663,31 @@ fn added_with_config(name: &str, change: impl FnOnce(&mut serde_json::Value)) ->
     change(&mut config["quantization_config"]);
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     dir
+}
+
+#[test]
+fn autoround_configs_say_the_layout_and_give_modules_their_own_bits() {
+    // `extra_config` gives the module its 4 bits where the config's own say 8.
+    let own = added_with_config("autoround_b4_g128", |q| {
+        q["bits"] = 8.into();
+        q["extra_config"] = serde_json::json!({"model.layers.0.self_attn.o_proj": {"bits": 4}});
+    });
+    let want = read_sorted(
+        &dtcast_tests::fixture_path("intq_added/autoround_b4_g128").join("reference.safetensors"),
+    );
+    assert!(convert(own.path(), DType::Float16).unwrap() == want);
+    // Without it, the config's 8 bits do not fit the tensors.
+    let eight = added_with_config("autoround_b4_g128", |q| q["bits"] = 8.into());
+    refused(eight.path(), &["o_proj"]);
+    let packing = added_with_config("autoround_b4_g128", |q| {
+        q["packing_format"] = "auto_round:marlin".into()
+    });
+    refused(
+        packing.path(),
+        &["`packing_format`: auto_round:marlin", "auto_round:auto_awq"],
+    );
+    let float = added_with_config("autoround_b4_g128", |q| q["data_type"] = "nv_fp".into());
+    refused(float.path(), &["`data_type`: nv_fp", "integer weights"]);
 }
 
 #[test]

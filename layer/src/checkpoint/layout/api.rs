@@ -51,10 +51,15 @@ pub(crate) trait Reader: Sync {
     /// The `quant_method` of `config.json`'s `quantization_config` for this layout.
     fn quant_method(&self) -> &'static str;
     /// Whether a `config.json` whose `quant_method` is `method` may hold `weight`, read by this
-    /// layout: by default, its own method only.
+    /// layout: by default, its own method and [`other_methods`](Reader::other_methods).
     fn read_under(&self, method: &str, weight: &QuantizedWeight) -> bool {
         let _ = weight;
-        method == self.quant_method()
+        method == self.quant_method() || self.other_methods().contains(&method)
+    }
+    /// Other tools' `quant_method`s whose checkpoints hold this layout's tensors (AutoRound's
+    /// `auto-round`, for GPTQ's and AWQ's).
+    fn other_methods(&self) -> &'static [&'static str] {
+        &[]
     }
     /// Where `e` is one of this layout's scale tensors, the prefix its weight's tensors share.
     fn scales_of<'a>(&self, e: &'a Entry) -> Option<&'a str>;

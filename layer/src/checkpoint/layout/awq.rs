@@ -5,13 +5,15 @@
 //! (`IntLayout::AwqGemv`). `config.json`'s `quantization_config` (`quant_method: awq`) gives
 //! `bits` (or `w_bit`), `group_size` (or `q_group_size`), `zero_point` and `version`; without
 //! it, GEMM. GEMV_fast's interleaved words and the Marlin and IPEX exports are refused by name.
-//! Read only.
+//! AutoRound's `auto-round` configs with `packing_format: auto_round:auto_awq` hold the GEMM
+//! layout (`auto_round.rs`). Read only.
 
 use dtcast_dtype::DType;
 use dtcast_quant::{IntGroups, IntLayout, IntScheme, ZeroPoints};
 use serde_json::Value;
 
 use super::api::{QuantizedWeight, Reader, TensorData};
+use super::auto_round;
 use super::shared::{config_int, err, find, integer_weight, quantization_config};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
@@ -26,6 +28,10 @@ impl Reader for Awq {
 
     fn quant_method(&self) -> &'static str {
         "awq"
+    }
+
+    fn other_methods(&self) -> &'static [&'static str] {
+        &[auto_round::METHOD]
     }
 
     /// AutoAWQ's `modules_to_not_convert`: modules left dense.
@@ -49,10 +55,13 @@ impl Reader for Awq {
             return Ok(None);
         };
         let method = super::super::quantized::config_method(config);
-        if method.as_deref().is_some_and(|m| m != "awq") {
-            return Ok(None);
-        }
         let q = quantization_config(config).filter(|_| method.is_some());
+        match method.as_deref() {
+            None | Some("awq") => {}
+            Some(auto_round::METHOD) if auto_round::packing(q)? == auto_round::Packing::Awq => {}
+            Some(_) => return Ok(None),
+        }
+        let module = auto_round::module_config(q, prefix);
         let (w, s) = (&entries[qweight], &entries[scales]);
         if w.shape.len() != 2 || s.shape.len() != 2 {
             return Err(err(format!(
@@ -86,7 +95,8 @@ impl Reader for Awq {
                     .to_owned(),
             ));
         }
-        let bits = config_int(q, "bits")?
+        let bits = config_int(module, "bits")?
+            .or(config_int(q, "bits")?)
             .or(config_int(q, "w_bit")?)
             .unwrap_or(4);
         if bits != 4 {
@@ -95,7 +105,9 @@ impl Reader for Awq {
                 quote(&w.name)
             )));
         }
-        let group_size = config_int(q, "group_size")?.or(config_int(q, "q_group_size")?);
+        let group_size = (config_int(module, "group_size")?)
+            .or(config_int(q, "group_size")?)
+            .or(config_int(q, "q_group_size")?);
         let grouping = match group_size {
             Some(k) if k > 0 => IntGroups::Size(k as usize),
             Some(-1) => IntGroups::Channel,

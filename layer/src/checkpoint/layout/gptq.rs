@@ -2,13 +2,16 @@
 //! `[in·bits/32, out]`, `P.qzeros` int32 `[groups, out·bits/32]`, `P.scales` float16 `[groups,
 //! out]` and `P.g_idx` int32 `[in]` (a group per input column: act-order when `desc_act`).
 //! `config.json`'s `quantization_config` (`quant_method: gptq`) gives `bits`, `group_size` and
-//! `checkpoint_format` (`gptq`, v1: zeros stored minus one; `gptq_v2`: as they are). Read only.
+//! `checkpoint_format` (GPTQModel 7 also writes it as `format`: `gptq`, v1, zeros stored minus
+//! one; `gptq_v2`, as they are); AutoRound's `auto-round` configs name the zeros by their
+//! `packing_format` (`auto_round.rs`). Read only.
 
 use dtcast_dtype::DType;
 use dtcast_quant::{IntGroups, IntLayout, IntScheme, ZeroPoints};
 use serde_json::Value;
 
 use super::api::{QuantizedWeight, Reader, TensorData};
+use super::auto_round;
 use super::shared::{config_int, err, find, integer_weight, quantization_config};
 use crate::checkpoint::header::Entry;
 use crate::checkpoint::json::quote;
@@ -23,6 +26,10 @@ impl Reader for Gptq {
 
     fn quant_method(&self) -> &'static str {
         "gptq"
+    }
+
+    fn other_methods(&self) -> &'static [&'static str] {
+        &[auto_round::METHOD]
     }
 
     /// GPTQModel lists the modules it left dense nowhere (they are stored as plain weights).
@@ -46,11 +53,21 @@ impl Reader for Gptq {
             return Ok(None);
         };
         let method = super::super::quantized::config_method(config);
-        let q = quantization_config(config).filter(|_| method.as_deref() == Some("gptq"));
+        let q = quantization_config(config)
+            .filter(|_| matches!(method.as_deref(), Some("gptq" | auto_round::METHOD)));
         let (w, s) = (&entries[qweight], &entries[scales]);
         // AWQ names its tensors alike; its qweight is [in, out/8], GPTQ's [in·bits/32, out].
+        let auto_round_zeros = match method.as_deref() {
+            Some(auto_round::METHOD) => match auto_round::packing(q)? {
+                auto_round::Packing::Gptq(zeros) => Some(zeros),
+                auto_round::Packing::Awq => return Ok(None),
+            },
+            _ => None,
+        };
+        // (AutoRound may give a module bits or a group size of its own.)
+        let module = auto_round::module_config(q, prefix);
         match method.as_deref() {
-            Some("gptq") => {}
+            Some("gptq" | auto_round::METHOD) => {}
             Some(_) => return Ok(None),
             None if w.shape.len() == 2 && s.shape.len() == 2 && w.shape[1] != s.shape[1] => {
                 return Ok(None)
@@ -74,7 +91,10 @@ impl Reader for Gptq {
             )));
         }
         let (words, rows, groups) = (w.shape[0], w.shape[1], s.shape[0]);
-        let bits = match (config_int(q, "bits")?, g_idx) {
+        let bits = match (
+            config_int(module, "bits")?.or(config_int(q, "bits")?),
+            g_idx,
+        ) {
             (Some(b), _) => b,
             // Without a config, the group index gives the input width, and so the bits.
             (None, Some(g)) if entries[g].numel() > 0 && (words * 32) % entries[g].numel() == 0 => {
@@ -98,7 +118,7 @@ impl Reader for Gptq {
                 ))
             })?;
         let cols = words * 32 / bits as usize;
-        let group_size = config_int(q, "group_size")?;
+        let group_size = config_int(module, "group_size")?.or(config_int(q, "group_size")?);
         let grouping = match group_size {
             Some(-1) => IntGroups::Channel,
             Some(k) if k > 0 => IntGroups::Size(k as usize),
@@ -118,13 +138,14 @@ impl Reader for Gptq {
                 )))
             }
         };
-        let zeros = match q
-            .and_then(|q| q.get("checkpoint_format"))
-            .and_then(Value::as_str)
-        {
-            None | Some("gptq") => ZeroPoints::StoredMinusOne,
-            Some("gptq_v2") => ZeroPoints::Stored,
-            Some(other) => {
+        let format = ["checkpoint_format", "format"]
+            .iter()
+            .find_map(|k| q.and_then(|q| q.get(*k)).and_then(Value::as_str));
+        let zeros = match (auto_round_zeros, format) {
+            (Some(zeros), _) => zeros,
+            (None, None | Some("gptq")) => ZeroPoints::StoredMinusOne,
+            (None, Some("gptq_v2")) => ZeroPoints::Stored,
+            (None, Some(other)) => {
                 return Err(err(format!(
                     "config.json's quantization_config has `checkpoint_format`: {}; GPTQ's are \
                      `gptq` and `gptq_v2`",

@@ -8,6 +8,7 @@ use std::fmt;
 use std::str::FromStr;
 
 mod api;
+mod auto_round;
 mod awq;
 mod bitsandbytes;
 pub(crate) mod compressed_tensors;
@@ -83,11 +84,12 @@ pub(crate) const READERS: [&dyn Reader; 7] = [
 ];
 
 /// The layout whose `config.json` says `quant_method` (`fp8`: DeepSeek's, whose config's keys
-/// vLLM's per-tensor FP8 checkpoints share).
+/// vLLM's per-tensor FP8 checkpoints share; `auto-round`: GPTQ's, whose tensors AutoRound's
+/// format has unless its `packing_format` names AutoAWQ's).
 pub(crate) fn reader_of_method(quant_method: &str) -> Option<&'static dyn Reader> {
     READERS
         .into_iter()
-        .find(|r| r.quant_method() == quant_method)
+        .find(|r| r.quant_method() == quant_method || r.other_methods().contains(&quant_method))
 }
 
 impl fmt::Display for QuantizedFormat {
