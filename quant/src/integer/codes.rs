@@ -29,25 +29,38 @@ fn stream_code(bits: u32, k: usize, at: impl Fn(usize) -> u32) -> u32 {
     v & ((1u32 << bits) - 1)
 }
 
-/// The unsigned codes of rows `first..first + count` (each `cols` long), into `out`.
-pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize, out: &mut [u8]) {
+/// The unsigned codes of rows `first..first + count` (each `cols` long), into `out` (`words`: a
+/// buffer for GPTQ's words, transposed first).
+pub(super) fn fill(
+    parts: &Parts,
+    scheme: &IntScheme,
+    first: usize,
+    count: usize,
+    out: &mut [u8],
+    words: &mut Vec<u32>,
+) {
     let (rows, cols) = (parts.rows, parts.cols);
     let codes = parts.codes;
     let bits = scheme.bits;
     let mask = scheme.max_code();
     match scheme.layout {
         IntLayout::Gptq if 32 % bits == 0 => {
-            // Word row `i` holds codes `i·per..(i + 1)·per` of every row: each word read once,
-            // the rows of a piece side by side in it.
+            // Word row `i` holds codes `i·per..(i + 1)·per` of every row: transposed, each
+            // row's words are its codes in order.
             let per = scheme.per_word();
-            for i in 0..cols.div_ceil(per) {
-                for r in 0..count {
-                    let w = word(codes, i * rows + first + r);
-                    let row = &mut out[r * cols..(r + 1) * cols];
-                    for (k, o) in row[i * per..((i + 1) * per).min(cols)]
-                        .iter_mut()
-                        .enumerate()
-                    {
+            let row_words = cols.div_ceil(per);
+            transpose(codes, rows, 0..row_words, first..first + count, words);
+            for (dst, row) in out
+                .chunks_exact_mut(cols)
+                .zip(words.chunks_exact(row_words))
+            {
+                if bits == 8 && cfg!(target_endian = "little") {
+                    // (The words' bytes in memory are their codes, least significant first.)
+                    dst.copy_from_slice(&bytemuck::cast_slice::<u32, u8>(row)[..cols]);
+                    continue;
+                }
+                for (o, &w) in dst.chunks_mut(per).zip(row) {
+                    for (k, o) in o.iter_mut().enumerate() {
                         *o = ((w >> (bits * k as u32)) & mask) as u8;
                     }
                 }
@@ -75,10 +88,18 @@ pub(super) fn fill(parts: &Parts, scheme: &IntScheme, first: usize, count: usize
             let per = scheme.per_word();
             let words = cols.div_ceil(per);
             for r in 0..count {
-                let base = (first + r) * words;
-                for (c, o) in out[r * cols..(r + 1) * cols].iter_mut().enumerate() {
-                    let w = word(codes, base + c / per);
-                    *o = ((w >> (bits * (c % per) as u32)) & mask) as u8;
+                let row = &codes[4 * (first + r) * words..4 * (first + r + 1) * words];
+                let dst = &mut out[r * cols..(r + 1) * cols];
+                if bits == 8 {
+                    // A word's four codes are its bytes, least significant first.
+                    dst.copy_from_slice(&row[..cols]);
+                    continue;
+                }
+                for (o, w) in dst.chunks_mut(per).zip(row.chunks_exact(4)) {
+                    let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    for (k, o) in o.iter_mut().enumerate() {
+                        *o = ((w >> (bits * k as u32)) & mask) as u8;
+                    }
                 }
             }
         }

@@ -529,6 +529,8 @@ pub(crate) fn dequantize_with(
         (true, IntLayout::Gptq) => (lookup::PIECE_ELEMENTS / cols).max(1).next_multiple_of(128),
         (true, IntLayout::Awq) => 512,
         (true, _) => (lookup::PIECE_ELEMENTS / cols).max(1),
+        // (GPTQ's general path transposes too: 128 rows are 512 bytes of each word row.)
+        (false, IntLayout::Gptq) => (PIECE_ELEMENTS / cols).max(1).next_multiple_of(128),
         (false, _) => (PIECE_ELEMENTS / cols).max(1),
     };
     dst.par_chunks_mut(piece_rows * cols * out_size)
@@ -580,7 +582,7 @@ pub(crate) fn dequantize_with(
                         return Ok(());
                     }
                     s.codes.resize(count * cols, 0);
-                    codes::fill(&parts, scheme, first, count, &mut s.codes);
+                    codes::fill(&parts, scheme, first, count, &mut s.codes, &mut s.words);
                     lookup::by_index(
                         &s.codes,
                         index,
@@ -593,7 +595,7 @@ pub(crate) fn dequantize_with(
                     return Ok(());
                 }
                 s.codes.resize(count * cols, 0);
-                codes::fill(&parts, scheme, first, count, &mut s.codes);
+                codes::fill(&parts, scheme, first, count, &mut s.codes, &mut s.words);
                 s.values.resize(count * cols, 0.0);
                 for r in 0..count {
                     let at = r * cols..(r + 1) * cols;
