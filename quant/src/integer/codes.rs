@@ -298,7 +298,9 @@ fn awq_rows_avx512(
 ) -> usize {
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() {
-        // SAFETY: AVX-512 (`avx512()`); `rows8` is eight rows of `row_bytes` = `cols / 2` bytes.
+        assert!(rows8.len() >= 8 * row_bytes && 2 * row_bytes >= column.len());
+        // SAFETY: AVX-512 (`avx512()`); `rows8` is eight rows of `row_bytes` ≥ half the columns
+        // (asserted).
         return unsafe { crate::x86::words::awq_rows(column, row_of_nibble, row_bytes, rows8) };
     }
     let _ = (column, row_of_nibble, row_bytes, rows8);

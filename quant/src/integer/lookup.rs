@@ -160,12 +160,15 @@ pub(crate) fn by_index4(
 ) {
     let cols = index.len();
     let base: Vec<u32> = index.iter().map(|&g| g << 4).collect();
+    // Every entry looked up is one of its row's (the gathers rely on it).
+    let last = base.iter().max().map_or(0, |&b| b as usize + 15);
+    assert!(cols == 0 || last < row_entries);
     let rows = streams
         .chunks_exact(cols / 2)
         .zip(dst.chunks_exact_mut(cols * size));
     for (r, (stream, dst)) in rows.enumerate() {
         let table = &tables.bits[r * row_entries * size..];
-        let done = gathered(stream, &base, table, size, dst);
+        let done = gathered(stream, &base, table, row_entries, size, dst);
         let t = &table[..row_entries * size];
         for c in (done..cols).step_by(2) {
             let b = stream[c / 2];
@@ -181,15 +184,24 @@ pub(crate) fn by_index4(
 /// many: none where the CPU lacks it or the outputs are not 2 or 4 bytes. `table` is the row's
 /// entries and every later row's, then the tables' 4 bytes of padding, which a gather of
 /// 16-bit entries (32 bits each) may read past the last entry.
-fn gathered(stream: &[u8], base: &[u32], table: &[u8], size: usize, dst: &mut [u8]) -> usize {
+fn gathered(
+    stream: &[u8],
+    base: &[u32],
+    table: &[u8],
+    row_entries: usize,
+    size: usize,
+    dst: &mut [u8],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     if crate::lookup4::avx512() && matches!(size, 2 | 4) {
-        // SAFETY: AVX-512 (`avx512()`); every `base + code` is an entry of the row (the group
-        // index was checked against the groups), and `table` extends 4 bytes past the last.
+        assert!(2 * stream.len() >= base.len() && dst.len() >= base.len() * size);
+        assert!(table.len() >= row_entries * size + 2);
+        // SAFETY: AVX-512 (`avx512()`); every `base + code` is below `row_entries` (asserted by
+        // `by_index4`), and `table` holds 2 bytes past the row's last entry (asserted).
         unsafe { crate::x86::gather4::row(stream, base, table.as_ptr(), size, dst) };
         return base.len() / 16 * 16;
     }
-    let _ = (stream, base, table, size, dst);
+    let _ = (stream, base, table, row_entries, size, dst);
     0
 }
 
