@@ -2615,7 +2615,8 @@ fn a_quantized_layout_dtcast_does_not_read_is_never_cast_as_if_dense() {
         o.code != 0
             && o.stderr.contains(
                 "config.json's quantization_config says `hqq`, a quantized layout dtcast does \
-                 not read (it reads `awq` (AWQ), `bitsandbytes` (bitsandbytes), \
+                 not read (it reads `auto-round` (GPTQ or AWQ), `awq` (AWQ), \
+                 `bitsandbytes` (bitsandbytes), \
                  `compressed-tensors` (compressed-tensors), `fp8` (deepseek), `gptq` (GPTQ), \
                  `modelopt` (ModelOpt), `mxfp4` (gpt-oss))"
             ),

@@ -162,6 +162,21 @@ fn layouts_read() -> String {
     let mut known: Vec<String> = (READERS.iter())
         .map(|r| format!("`{}` ({})", r.quant_method(), r.name()))
         .collect();
+    // Other tools' methods over these layouts, each with the layouts it may hold.
+    let mut others: Vec<(&str, Vec<&str>)> = Vec::new();
+    for r in READERS {
+        for &m in r.other_methods() {
+            match others.iter_mut().find(|(o, _)| *o == m) {
+                Some((_, names)) => names.push(r.name()),
+                None => others.push((m, vec![r.name()])),
+            }
+        }
+    }
+    known.extend(
+        others
+            .into_iter()
+            .map(|(m, names)| format!("`{m}` ({})", names.join(" or "))),
+    );
     known.sort();
     known.join(", ")
 }
