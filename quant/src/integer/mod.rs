@@ -542,7 +542,7 @@ pub(crate) fn dequantize_with(
                 let first = p * piece_rows;
                 let count = dst.len() / out_size / cols;
                 if one_pass {
-                    group_outputs(&parts, scheme, first..first + count, cols / run, s);
+                    group_outputs(&parts, scheme, first..first + count, cols / run, 16, s);
                     s.tables.build(&s.values, through, out, run / 32)?;
                     let streams =
                         codes::nibbles(&parts, scheme, first, count, &mut s.codes, &mut s.words);
@@ -553,19 +553,8 @@ pub(crate) fn dequantize_with(
                     // Act-order: each row's groups' outputs, then every element looked up by
                     // its column's group and its code.
                     let entries = 1usize << scheme.bits;
-                    if entries == 16 {
-                        group_outputs(&parts, scheme, first..first + count, parts.groups, s);
-                    } else {
-                        s.values.clear();
-                        for r in first..first + count {
-                            for g in 0..parts.groups {
-                                let (scale, zero) = parts.factor(scheme, r, g);
-                                let codes = 0..entries as i32;
-                                s.values
-                                    .extend(codes.map(|u| table_product(u - zero, scale)));
-                            }
-                        }
-                    }
+                    let rows = first..first + count;
+                    group_outputs(&parts, scheme, rows, parts.groups, entries, s);
                     s.tables.build(&s.values, through, out, 1)?;
                     let row_entries = parts.groups * entries;
                     if scheme.bits == 4 && cols % 8 == 0 && scheme.layout != IntLayout::Int8 {
@@ -632,56 +621,66 @@ struct Scratch {
     tables: lookup::Tables,
 }
 
-/// The 16 outputs of each of the `groups` groups of each row of `rows` into `s.values`, row by
-/// row and group by group as the tables take them: each code's product as [`products`] makes
-/// it. GPTQ's and AWQ's scales run along the rows: there each group's scales for the rows are
-/// one run, widened at once, and the rows' zeros read beside them.
+/// The `entries` outputs (one per code) of each of the `groups` groups of each row of `rows`
+/// into `s.values`, row by row and group by group as the tables take them: each code's product
+/// as [`products`] makes it. GPTQ's and AWQ's scales run along the rows: there each group's
+/// scales for the rows are one run, widened at once, and the rows' zeros read beside them.
 fn group_outputs(
     parts: &Parts,
     scheme: &IntScheme,
     rows: std::ops::Range<usize>,
     groups: usize,
+    entries: usize,
     s: &mut Scratch,
 ) {
     let count = rows.len();
+    let n = count * groups * entries;
     // (Every entry is written below: the buffer is zeroed only when its size changes.)
-    if s.values.len() != count * groups * 16 {
+    if s.values.len() != n {
         s.values.clear();
-        s.values.resize(count * groups * 16, 0.0);
+        s.values.resize(n, 0.0);
     }
-    let transposed = matches!(scheme.layout, IntLayout::Gptq | IntLayout::Awq);
-    if !transposed {
+    let mut fill = |i: usize, g: usize, zero: i32, scale: f32| {
+        let at = (i * groups + g) * entries;
+        fill_products(&mut s.values[at..at + entries], zero, scale);
+    };
+    if !matches!(scheme.layout, IntLayout::Gptq | IntLayout::Awq) {
         for (i, r) in rows.enumerate() {
             for g in 0..groups {
                 let (scale, zero) = parts.factor(scheme, r, g);
-                let at = (i * groups + g) * 16;
-                fill16(&mut s.values[at..at + 16], zero, scale);
+                fill(i, g, zero, scale);
             }
         }
         return;
     }
     let size = scheme.scale.byte_size().unwrap_or(4);
-    s.row_scales.resize(count, 0.0);
     for g in 0..groups {
         let at = (g * parts.rows + rows.start) * size;
         let stored = &parts.scales[at..at + count * size];
-        for (f, b) in s.row_scales.iter_mut().zip(stored.chunks_exact(size)) {
-            *f = match scheme.scale {
-                DType::Float32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                dtype => half_value(u16::from_le_bytes([b[0], b[1]]), dtype),
-            };
-        }
+        s.row_scales.clear();
+        (s.row_scales).extend(
+            stored
+                .chunks_exact(size)
+                .map(|b| scale_value(b, scheme.scale)),
+        );
         for (i, &scale) in s.row_scales.iter().enumerate() {
-            let zero = parts.zero(scheme, rows.start + i, g);
-            let at = (i * groups + g) * 16;
-            fill16(&mut s.values[at..at + 16], zero, scale);
+            fill(i, g, parts.zero(scheme, rows.start + i, g), scale);
         }
     }
 }
 
-/// `out[u]` = the product of `u − zero` and `scale` for the 16 codes, as [`table_product`].
+/// A stored scale's value: float32, or bfloat16 / float16 (`dtype`), little-endian.
 #[inline(always)]
-fn fill16(out: &mut [f32], zero: i32, scale: f32) {
+fn scale_value(b: &[u8], dtype: DType) -> f32 {
+    match dtype {
+        DType::Float32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        dtype => half_value(u16::from_le_bytes([b[0], b[1]]), dtype),
+    }
+}
+
+/// `out[u]` = the product of `u − zero` and `scale` for each code `u`, as [`table_product`].
+#[inline(always)]
+fn fill_products(out: &mut [f32], zero: i32, scale: f32) {
     if scale.is_nan() {
         out.fill(table_product(0, scale));
     } else {
@@ -717,17 +716,9 @@ impl Parts<'_> {
     /// The scale of `group` in `row` and its zero code.
     #[inline(always)]
     fn factor(&self, scheme: &IntScheme, row: usize, group: usize) -> (f32, i32) {
-        let at = self.at(scheme, row, group);
-        let scale = match scheme.scale {
-            DType::Float32 => {
-                let b = &self.scales[4 * at..4 * at + 4];
-                f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-            }
-            dtype => {
-                let b = &self.scales[2 * at..2 * at + 2];
-                half_value(u16::from_le_bytes([b[0], b[1]]), dtype)
-            }
-        };
+        let size = scheme.scale.byte_size().unwrap_or(4);
+        let at = size * self.at(scheme, row, group);
+        let scale = scale_value(&self.scales[at..at + size], scheme.scale);
         (scale, self.zero(scheme, row, group))
     }
 

@@ -53,6 +53,25 @@ fn scales(n: usize, dtype: DType, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Random codes, scales (special values among them) and zero points (where the scheme stores
+/// them) of a `[rows, cols]` weight, as stored.
+fn stored(
+    scheme: &IntScheme,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
+    let bytes = |part| {
+        let shape = scheme.part_shape(part, rows, cols).unwrap();
+        shape.iter().product::<usize>() * scheme.part_element_bytes(part)
+    };
+    let size = scheme.scale.byte_size().unwrap();
+    let codes = random(bytes(IntPart::Codes), seed);
+    let s = scales(bytes(IntPart::Scales) / size, scheme.scale, seed);
+    let z = (scheme.stores_zeros()).then(|| random(bytes(IntPart::Zeros), seed + 7));
+    (codes, s, z)
+}
+
 #[test]
 fn the_four_bit_lookup_gives_the_general_paths_bytes() {
     let mut checked = 0;
@@ -89,20 +108,7 @@ fn the_four_bit_lookup_gives_the_general_paths_bytes() {
                     if layout == IntLayout::AwqGemv && groups == IntGroups::Channel && cols < 128 {
                         continue;
                     }
-                    let bytes = |part| {
-                        let shape = scheme.part_shape(part, rows, cols).unwrap();
-                        shape.iter().product::<usize>() * scheme.part_element_bytes(part)
-                    };
-                    let seed = checked as u64 + 1;
-                    let codes = random(bytes(IntPart::Codes), seed);
-                    let s = scales(
-                        bytes(IntPart::Scales) / scale.byte_size().unwrap(),
-                        scale,
-                        seed,
-                    );
-                    let z = scheme
-                        .stores_zeros()
-                        .then(|| random(bytes(IntPart::Zeros), seed + 7));
+                    let (codes, s, z) = stored(&scheme, rows, cols, checked as u64 + 1);
                     let w = IntWeight {
                         rows,
                         cols,
@@ -207,20 +213,8 @@ fn the_act_order_lookup_gives_the_general_paths_bytes() {
                         &[(64, 256)]
                     };
                 for &(rows, cols) in shapes {
-                    let bytes = |part| {
-                        let shape = scheme.part_shape(part, rows, cols).unwrap();
-                        shape.iter().product::<usize>() * scheme.part_element_bytes(part)
-                    };
                     let seed = u64::from(bits) * 31 + scale.byte_size().unwrap() as u64;
-                    let codes = random(bytes(IntPart::Codes), seed);
-                    let s = scales(
-                        bytes(IntPart::Scales) / scale.byte_size().unwrap(),
-                        scale,
-                        seed,
-                    );
-                    let z = scheme
-                        .stores_zeros()
-                        .then(|| random(bytes(IntPart::Zeros), seed + 3));
+                    let (codes, s, z) = stored(&scheme, rows, cols, seed);
                     // GPTQ reads any index; compressed-tensors only act-order's, 64 columns a
                     // group (column c in place 97c mod cols of the order: 97 is prime to both
                     // widths).
