@@ -1,6 +1,7 @@
 //! compressed-tensors 0.20 (what vLLM loads): `P.weight` + `P.weight_scale` for FP8 and MXFP8,
 //! `P.weight_packed` + `P.weight_scale` (+ `P.weight_global_scale`) for MXFP4, MXFP6 (read only)
-//! and NVFP4; E8M0 scales as uint8; `quantization_config` as `ModelCompressor.update_config` writes it.
+//! and NVFP4; E8M0 scales as uint8; `quantization_config` as `ModelCompressor.update_config`
+//! writes it.
 
 use dtcast_dtype::DType;
 use dtcast_quant::{Granularity, Scheme};
@@ -211,9 +212,8 @@ impl Reader for CompressedTensors {
 }
 
 /// Which MX format a `weight_packed` with uint8 (E8M0) scales is, by its width against its
-/// scales' (one per 32 elements): MXFP4 (two elements a byte: 16 bytes a scale) or MXFP6 (four in
-/// three bytes: 24).
-/// (Any other width is MXFP4's to refuse: its scale count is checked.)
+/// scales' (one per 32 elements): MXFP6 at 24 bytes a scale (four elements in three bytes),
+/// otherwise MXFP4 (16: two a byte), whose scale count is then checked.
 fn mx_packed(packed: &Entry, scale: &Entry) -> &'static str {
     match (packed.shape.last(), scale.shape.last()) {
         (Some(&b), Some(&s)) if packed.shape.len() == scale.shape.len() && b == 24 * s && s > 0 => {
