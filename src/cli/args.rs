@@ -174,7 +174,7 @@ pub(crate) struct BenchArgs {
     /// The kernels to use: scalar, portable, avx2 or avx512 (default: the best this machine has).
     /// Several, comma-separated, are measured in the same rounds, taking turns, and compared
     /// with the first. With --scheme, one set: every step runs what a machine whose best set it
-    /// is runs (the one-pass forms need avx512).
+    /// is runs (the one-pass forms' SIMD kernels need avx2 or avx512).
     #[arg(long, value_delimiter = ',', value_parser = parse_isa)]
     pub(crate) backend: Vec<dtcast_cast::Isa>,
     /// Measure the allocating path (`cast_to_vec`: a new buffer per cast, and in Checked and Exact

@@ -4,7 +4,7 @@ use super::{IntLayout, IntScheme, Parts};
 
 /// AWQ's order: output `8j + i` of a word is its nibble `AWQ_NIBBLE[i]` (AutoAWQ packs outputs
 /// `[0, 2, 4, 6, 1, 3, 5, 7]` into nibbles 0 to 7).
-const AWQ_NIBBLE: [u32; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
+pub(super) const AWQ_NIBBLE: [u32; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
 
 #[inline(always)]
 fn word(bytes: &[u8], i: usize) -> u32 {
@@ -178,7 +178,7 @@ fn transpose(
         }
         for j0 in (0..width).step_by(16) {
             let w = (width - j0).min(16);
-            if h == 16 && w == 16 && transpose16_avx512(codes, stride, &rows, &cols, i0, j0, out) {
+            if h == 16 && w == 16 && transpose16_simd(codes, stride, &rows, &cols, i0, j0, out) {
                 continue;
             }
             let mut block = [[0u32; 16]; 16];
@@ -237,8 +237,8 @@ pub(super) fn nibbles<'s>(
             const ROW_OF_NIBBLE: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
             for (j, column) in words_buf.chunks_exact(cols).enumerate() {
                 let rows8 = &mut buf[8 * j * row_bytes..8 * (j + 1) * row_bytes];
-                // AVX-512: 32 columns at a time, each row's bytes by shifts and a narrowing.
-                let done = awq_rows_avx512(column, &ROW_OF_NIBBLE, row_bytes, rows8);
+                // AVX-512 or AVX2: 32 columns at a time.
+                let done = awq_rows_simd(column, &ROW_OF_NIBBLE, row_bytes, rows8);
                 let column = &column[done..];
                 let rows8 = &mut rows8[done / 2..];
                 // Eight pairs of columns at a time: their eight bytes of each row, one 8×8
@@ -288,28 +288,34 @@ pub(super) fn nibbles<'s>(
     }
 }
 
-/// The columns of a word column [`nibbles`] turns into AWQ's rows by the AVX-512 kernel (32 at a
-/// time; none without AVX-512).
-fn awq_rows_avx512(
+/// The columns of a word column [`nibbles`] turns into AWQ's rows by the AVX-512 or AVX2 kernel
+/// (32 at a time; none without either).
+fn awq_rows_simd(
     column: &[u32],
     row_of_nibble: &[usize; 8],
     row_bytes: usize,
     rows8: &mut [u8],
 ) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if crate::lookup4::avx512() {
+    if crate::lookup4::avx512() || crate::lookup4::avx2() {
         assert!(rows8.len() >= 8 * row_bytes && 2 * row_bytes >= column.len());
-        // SAFETY: AVX-512 (`avx512()`); `rows8` is eight rows of `row_bytes` ≥ half the columns
-        // (asserted).
-        return unsafe { crate::x86::words::awq_rows(column, row_of_nibble, row_bytes, rows8) };
+        // SAFETY: AVX-512 (`avx512()`) or AVX2 (`avx2()`); `rows8` is eight rows of
+        // `row_bytes` ≥ half the columns (asserted).
+        return unsafe {
+            if crate::lookup4::avx512() {
+                crate::x86::words::awq_rows(column, row_of_nibble, row_bytes, rows8)
+            } else {
+                crate::x86::words::awq_rows_avx2(column, row_of_nibble, row_bytes, rows8)
+            }
+        };
     }
     let _ = (column, row_of_nibble, row_bytes, rows8);
     0
 }
 
-/// [`transpose`]'s whole 16×16 block at (`i0`, `j0`) by the AVX-512 kernel; false (nothing
-/// done) without AVX-512.
-fn transpose16_avx512(
+/// [`transpose`]'s whole 16×16 block at (`i0`, `j0`) by the AVX-512 kernel, or AVX2's in four
+/// 8×8 blocks; false (nothing done) without either.
+fn transpose16_simd(
     codes: &[u8],
     stride: usize,
     rows: &std::ops::Range<usize>,
@@ -319,22 +325,35 @@ fn transpose16_avx512(
     out: &mut [u32],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if crate::lookup4::avx512() {
+    if crate::lookup4::avx512() || crate::lookup4::avx2() {
         let height = rows.len();
         let at = 4 * ((rows.start + i0) * stride + cols.start + j0);
         let last = 4 * ((rows.start + i0 + 15) * stride + cols.start + j0 + 16);
         let end = (j0 + 15) * height + i0 + 16;
         assert!(last <= codes.len() && end <= out.len());
-        // SAFETY: AVX-512 (`avx512()`); the 16 rows of 16 words from `at` end by `last`, within
-        // `codes`, and the 16 columns written end by `end`, within `out` (both checked).
+        let (src, dst) = (codes.as_ptr(), out.as_mut_ptr());
+        // SAFETY: AVX-512 (`avx512()`) or AVX2 (`avx2()`); the 16 rows of 16 words from `at`
+        // end by `last`, within `codes`, and the 16 columns written end by `end`, within `out`
+        // (both checked); AVX2's four 8×8 blocks are the quarters of that block.
         unsafe {
-            crate::x86::words::transpose16(
-                codes.as_ptr().add(at),
-                stride,
-                out.as_mut_ptr().add(j0 * height + i0),
-                height,
-            )
-        };
+            if crate::lookup4::avx512() {
+                crate::x86::words::transpose16(
+                    src.add(at),
+                    stride,
+                    dst.add(j0 * height + i0),
+                    height,
+                );
+            } else {
+                for (di, dj) in [(0, 0), (0, 8), (8, 0), (8, 8)] {
+                    crate::x86::words::transpose8(
+                        src.add(at + 4 * (di * stride + dj)),
+                        stride,
+                        dst.add((j0 + dj) * height + i0 + di),
+                        height,
+                    );
+                }
+            }
+        }
         return true;
     }
     let _ = (codes, stride, rows, cols, i0, j0, out);
@@ -355,4 +374,70 @@ fn prefetch(bytes: &[u8], at: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, at);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Word `(r, c)` of a row-major matrix of little-endian words `stride` wide.
+    fn at(codes: &[u8], stride: usize, r: usize, c: usize) -> u32 {
+        word(codes, r * stride + c)
+    }
+
+    #[test]
+    fn transposing_words_moves_word_r_c_to_c_r() {
+        // Blocks whole and partial (16×16 by this CPU's kernel, the rest by the loop), a window
+        // that starts off the first row and column.
+        let (stride, height) = (75, 70);
+        let mut next = crate::xorshift(3);
+        let codes: Vec<u8> = (0..4 * stride * height)
+            .map(|_| (next() >> 24) as u8)
+            .collect();
+        let mut out = Vec::new();
+        for (rows, cols) in [
+            (0..64, 0..48),
+            (3..70, 5..75),
+            (6..38, 11..27),
+            (0..16, 0..16),
+        ] {
+            transpose(&codes, stride, rows.clone(), cols.clone(), &mut out);
+            let want: Vec<u32> = (cols.clone())
+                .flat_map(|c| rows.clone().map(move |r| (r, c)))
+                .map(|(r, c)| at(&codes, stride, r, c))
+                .collect();
+            assert!(out == want, "rows {rows:?}, columns {cols:?}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_simd_transposes_are_the_definition() {
+        // Each kernel this CPU runs, whichever `transpose` chose.
+        let stride = 40;
+        let mut next = crate::xorshift(5);
+        let codes: Vec<u8> = (0..4 * stride * 16).map(|_| (next() >> 24) as u8).collect();
+        let want = |n: usize| -> Vec<u32> {
+            (0..n)
+                .flat_map(|c| (0..n).map(move |r| (r, c)))
+                .map(|(r, c)| at(&codes, stride, r, c + 3))
+                .collect()
+        };
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let mut got = vec![0u32; 64];
+            // SAFETY: AVX2 (detected); 8 rows of 8 words from word 3 of `codes`, 8 of `got`.
+            unsafe {
+                crate::x86::words::transpose8(codes[12..].as_ptr(), stride, got.as_mut_ptr(), 8)
+            };
+            assert_eq!(got, want(8), "AVX2");
+        }
+        if crate::lookup4::avx512() {
+            let mut got = vec![0u32; 256];
+            // SAFETY: AVX-512 (`avx512()`); 16 rows of 16 words from word 3, 16 of `got`.
+            unsafe {
+                crate::x86::words::transpose16(codes[12..].as_ptr(), stride, got.as_mut_ptr(), 16)
+            };
+            assert_eq!(got, want(16), "AVX-512");
+        }
+    }
 }

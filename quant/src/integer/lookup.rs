@@ -170,18 +170,29 @@ pub(crate) fn by_index4(
         let table = &tables.bits[r * row_entries * size..];
         let done = gathered(stream, &base, table, row_entries, size, dst);
         let t = &table[..row_entries * size];
-        for c in (done..cols).step_by(2) {
-            let b = stream[c / 2];
-            for (k, code) in [(c, b & 0xF), (c + 1, b >> 4)] {
-                let at = (base[k] as usize + usize::from(code)) * size;
-                dst[k * size..(k + 1) * size].copy_from_slice(&t[at..at + size]);
-            }
+        match size {
+            2 => nibbles_by_index::<2>(&stream[done / 2..], &base[done..], t, &mut dst[done * 2..]),
+            4 => nibbles_by_index::<4>(&stream[done / 2..], &base[done..], t, &mut dst[done * 4..]),
+            _ => nibbles_by_index::<1>(&stream[done / 2..], &base[done..], t, &mut dst[done..]),
         }
     }
 }
 
-/// The columns of a row [`by_index4`] looks up by AVX-512 gathers (sixteen at a time), and how
-/// many: none where the CPU lacks it or the outputs are not 2 or 4 bytes. `table` is the row's
+/// One row of [`by_index4`] by a loop: entries of `SIZE` bytes (a constant, so each copy is a
+/// load and a store rather than a call to copy a run-time length).
+#[inline(always)]
+fn nibbles_by_index<const SIZE: usize>(stream: &[u8], base: &[u32], table: &[u8], dst: &mut [u8]) {
+    let outputs = dst.chunks_exact_mut(2 * SIZE);
+    for ((pair, &b), bases) in outputs.zip(stream).zip(base.chunks_exact(2)) {
+        for (k, code) in [(0, b & 0xF), (1, b >> 4)] {
+            let at = (bases[k] as usize + usize::from(code)) * SIZE;
+            pair[k * SIZE..(k + 1) * SIZE].copy_from_slice(&table[at..at + SIZE]);
+        }
+    }
+}
+
+/// The columns of a row [`by_index4`] looks up by AVX-512 or AVX2 gathers (sixteen at a time),
+/// and how many: none where the CPU has neither or the outputs are not 2 or 4 bytes. `table` is the row's
 /// entries and every later row's, then the tables' 4 bytes of padding, which a gather of
 /// 16-bit entries (32 bits each) may read past the last entry.
 fn gathered(
@@ -201,6 +212,14 @@ fn gathered(
         unsafe { crate::x86::gather4::row(stream, base, table.as_ptr(), size, dst) };
         return base.len() / 16 * 16;
     }
+    #[cfg(target_arch = "x86_64")]
+    if crate::lookup4::avx2() && matches!(size, 2 | 4) {
+        assert!(2 * stream.len() >= base.len() && dst.len() >= base.len() * size);
+        assert!(table.len() >= row_entries * size + 2);
+        // SAFETY: AVX2 (`avx2()`); the entries as above.
+        unsafe { crate::x86::gather4::row_avx2(stream, base, table.as_ptr(), size, dst) };
+        return base.len() / 16 * 16;
+    }
     let _ = (stream, base, table, row_entries, size, dst);
     0
 }
@@ -214,6 +233,45 @@ pub(crate) fn dequantize(streams: &[u8], tables: &Tables, out: DType, dst: &mut 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_act_order_gathers_are_the_loop() {
+        // One row of 128 columns in 7 groups, every column's group drawn at random, on 16- and
+        // 32-bit entries: each gather this CPU runs against `nibbles_by_index`.
+        let mut next = crate::xorshift(5);
+        let (cols, groups) = (128, 7);
+        let stream: Vec<u8> = (0..cols / 2).map(|_| (next() >> 24) as u8).collect();
+        let base: Vec<u32> = (0..cols)
+            .map(|_| ((next() >> 32) as u32 % groups) << 4)
+            .collect();
+        for size in [2, 4] {
+            // Distinct entries (their own index), then the 4 bytes of padding the gathers read.
+            let mut table: Vec<u8> = (0..16 * groups as usize)
+                .flat_map(|i| (i as u32 * 0x0101_0101 + 0x0302_0100).to_le_bytes()[..size].to_vec())
+                .collect();
+            let entries = table.len();
+            table.extend([0xEE; 4]);
+            let mut want = vec![0u8; cols * size];
+            match size {
+                2 => nibbles_by_index::<2>(&stream, &base, &table[..entries], &mut want),
+                _ => nibbles_by_index::<4>(&stream, &base, &table[..entries], &mut want),
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut got = vec![0u8; want.len()];
+                // SAFETY: AVX2 is detected; every base + 15 is an entry; 4 bytes of padding.
+                unsafe {
+                    crate::x86::gather4::row_avx2(&stream, &base, table.as_ptr(), size, &mut got)
+                };
+                assert!(got == want, "AVX2 gathers of {size}-byte entries");
+            }
+            if crate::lookup4::avx512() {
+                let mut got = vec![0u8; want.len()];
+                // SAFETY: as above, on AVX-512.
+                unsafe { crate::x86::gather4::row(&stream, &base, table.as_ptr(), size, &mut got) };
+                assert!(got == want, "AVX-512 gathers of {size}-byte entries");
+            }
+        }
+    }
 
     #[test]
     fn the_simd_lookups_of_integer_tables_are_the_loops() {

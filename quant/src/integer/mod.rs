@@ -23,6 +23,8 @@
 //! a smaller stored weight, whose parts [`IntScheme::band`] says where to read.
 
 mod codes;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod columns;
 pub(crate) mod lookup;
 mod quantize;
 #[cfg(test)]
@@ -520,12 +522,17 @@ pub(crate) fn dequantize_with(
     // A group per column (act-order) and codes of at most 4 bits: each row's groups' outputs
     // once, then a lookup per element.
     let by_index = one_pass_allowed && scheme.bits <= 4 && parts.group_index.is_some();
+    // Weights without a one-pass lookup (act-order, 2 and 8 bits) of GPTQ: by columns.
+    #[cfg(target_arch = "x86_64")]
+    let by_columns = one_pass_allowed && !one_pass && columns::reads(scheme, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let by_columns = false;
     // Pieces of rows for the thread pool: about PIECE_ELEMENTS (the one-pass forms' own, larger,
     // to spread each piece's casts of its tables), and for the one-pass form of the
     // transposed layouts many whole cache lines of their words at each page they visit (GPTQ:
     // 128 rows of a word row; AWQ: 64 word columns, 512 rows; fewer rows touched every page of
     // the weight once per few lines: 0.62× and 0.54× memcpy instead of 0.83× and 0.66×).
-    let piece_rows = match (one_pass || by_index, scheme.layout) {
+    let piece_rows = match (one_pass || by_index || by_columns, scheme.layout) {
         (true, IntLayout::Gptq) => (lookup::PIECE_ELEMENTS / cols).max(1).next_multiple_of(128),
         (true, IntLayout::Awq) => 512,
         (true, _) => (lookup::PIECE_ELEMENTS / cols).max(1),
@@ -541,6 +548,16 @@ pub(crate) fn dequantize_with(
                 let s: &mut Scratch = s;
                 let first = p * piece_rows;
                 let count = dst.len() / out_size / cols;
+                #[cfg(target_arch = "x86_64")]
+                {
+                    let (piece, kernel) = ((first, count), columns::Kernel::best());
+                    let c = &mut s.columns;
+                    if by_columns
+                        && columns::dequantize(&parts, scheme, piece, out, dst, c, kernel)?
+                    {
+                        return Ok(());
+                    }
+                }
                 if one_pass {
                     group_outputs(&parts, scheme, first..first + count, cols / run, 16, s);
                     s.tables.build(&s.values, through, out, run / 32)?;
@@ -619,6 +636,8 @@ struct Scratch {
     rounded: Vec<u8>,
     words: Vec<u32>,
     tables: lookup::Tables,
+    #[cfg(target_arch = "x86_64")]
+    columns: columns::Scratch,
 }
 
 /// The `entries` outputs (one per code) of each of the `groups` groups of each row of `rows`

@@ -248,3 +248,131 @@ fn the_act_order_lookup_gives_the_general_paths_bytes() {
         }
     }
 }
+
+/// The column form's kernels this CPU runs.
+#[cfg(target_arch = "x86_64")]
+fn column_kernels() -> Vec<super::columns::Kernel> {
+    use super::columns::Kernel;
+    use std::arch::is_x86_feature_detected as has;
+    let avx2 = has!("avx2") && has!("f16c");
+    let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl");
+    let bf16 = avx512 && has!("avx512bf16");
+    [
+        (avx2, Kernel::Avx2),
+        (avx512, Kernel::Avx512),
+        (bf16, Kernel::Avx512Bf16),
+    ]
+    .into_iter()
+    .filter_map(|(runs, kernel)| runs.then_some(kernel))
+    .collect()
+}
+
+/// Finite float16 scales of every magnitude (zeros, subnormals, and ones whose products overflow
+/// float16 among them).
+#[cfg(target_arch = "x86_64")]
+fn finite_half_scales(n: usize, seed: u64) -> Vec<u8> {
+    let mut next = crate::xorshift(seed);
+    (0..n)
+        .flat_map(|_| {
+            let bits = (next() >> 48) as u16;
+            let bits = if (bits >> 10) & 0x1F == 0x1F {
+                bits ^ 0x4000
+            } else {
+                bits
+            };
+            bits.to_le_bytes()
+        })
+        .collect()
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn the_column_form_gives_the_general_paths_bytes() {
+    // GPTQ (2, 4 and 8 bits, v1 and v2 zeros, with and without act-order's index), read a column
+    // at a time (`columns.rs`) by each kernel this CPU runs, into bfloat16 and float16: the form
+    // must take each weight and give the general path's bytes. Shapes: pieces of 32 lanes and of
+    // 16 (48 rows), passes of columns cut short (96), and outputs at every even offset in a
+    // line (the passes that stream, and those around them).
+    let cases = [
+        (IntLayout::Gptq, 2, ZeroPoints::StoredMinusOne),
+        (IntLayout::Gptq, 4, ZeroPoints::StoredMinusOne),
+        (IntLayout::Gptq, 4, ZeroPoints::Stored),
+        (IntLayout::Gptq, 8, ZeroPoints::StoredMinusOne),
+    ];
+    let mut taken = 0;
+    for (seed, (layout, bits, zeros)) in cases.into_iter().enumerate() {
+        for (groups, act_order) in [
+            (IntGroups::Size(32), false),
+            (IntGroups::Size(32), true),
+            (IntGroups::Channel, false),
+        ] {
+            let scheme = IntScheme {
+                layout,
+                bits,
+                groups,
+                zeros,
+                scale: DType::Float16,
+            };
+            for (rows, cols) in [(128, 256), (48, 96), (256, 160)] {
+                let seed = seed as u64 * 10 + cols as u64;
+                let (codes, _, z) = stored(&scheme, rows, cols, seed);
+                let n = scheme.part_shape(IntPart::Scales, rows, cols).unwrap();
+                let s = finite_half_scales(n.iter().product(), seed + 3);
+                let g_idx: Vec<u8> = (random(cols, seed + 5).iter())
+                    .flat_map(|&b| (i32::from(b) % (cols / 32) as i32).to_le_bytes())
+                    .collect();
+                let w = IntWeight {
+                    rows,
+                    cols,
+                    codes: &codes,
+                    scales: &s,
+                    zeros: z.as_deref(),
+                    group_index: (act_order && layout == IntLayout::Gptq).then_some(&g_idx[..]),
+                };
+                for out in [DType::BFloat16, DType::Float16] {
+                    let len = rows * cols * 2;
+                    let (mut fast, mut general) = (vec![0u8; len], vec![0u8; len]);
+                    dequantize_with(&w, &scheme, out, &mut general, false).unwrap();
+                    if !super::columns::reads(&scheme, out) {
+                        continue;
+                    }
+                    let parts = super::checked_parts(&w, &scheme).unwrap();
+                    let mut scratch = super::columns::Scratch::default();
+                    let mut lines = vec![0u8; len + 128];
+                    let aligned = lines.as_ptr().align_offset(64);
+                    for (kernel, offset) in column_kernels()
+                        .into_iter()
+                        .flat_map(|k| [0, 2, 16, 46, 1].map(|o| (k, o)))
+                    {
+                        let dst = &mut lines[aligned + offset..aligned + offset + len];
+                        dst.fill(0);
+                        let done = super::columns::dequantize(
+                            &parts,
+                            &scheme,
+                            (0, rows),
+                            out,
+                            dst,
+                            &mut scratch,
+                            kernel,
+                        )
+                        .unwrap();
+                        let what = format!(
+                            "{scheme:?} [{rows}, {cols}] into {out} by {kernel:?} at {offset}"
+                        );
+                        assert!(done, "{what}: not taken");
+                        let first = dst.iter().zip(&general).position(|(a, b)| a != b);
+                        assert_eq!(first, None, "{what}");
+                    }
+                    // And through the dispatch, in pieces.
+                    dequantize_with(&w, &scheme, out, &mut fast, true).unwrap();
+                    assert!(
+                        fast == general,
+                        "{scheme:?} [{rows}, {cols}] into {out}, in pieces"
+                    );
+                    taken += 1;
+                }
+            }
+        }
+    }
+    eprintln!("the column form took {taken} weights");
+}

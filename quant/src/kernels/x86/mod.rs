@@ -4,6 +4,7 @@
 //! the portable modules reach it as `x86::…` under the same `cfg`.
 
 pub(crate) mod amax16;
+pub(crate) mod columns;
 pub(crate) mod e4m3;
 pub(crate) mod encode4;
 pub(crate) mod encode8;
