@@ -44,6 +44,13 @@ pub enum LayerError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A GGUF file is malformed.
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, and at which byte.
+        reason: String,
+    },
     /// A dtype safetensors cannot store (complex, the fnuz float8 formats).
     Unstorable {
         /// The tensor.
@@ -109,6 +116,7 @@ impl fmt::Display for LayerError {
                 write!(f, "tensor `{name}` has shape {found:?}, but the layer expects {expected:?}")
             }
             LayerError::Checkpoint { path, reason } => write!(f, "{}: not a valid safetensors file: {reason}", path.display()),
+            LayerError::Gguf { path, reason } => write!(f, "{}: not a valid GGUF file: {reason}", path.display()),
             LayerError::Unstorable { name, dtype } => {
                 // What it stores, from the dtype table (a dtype safetensors gains is listed).
                 let stored: Vec<&str> = DType::ALL

@@ -35,6 +35,7 @@ extern crate self as dtcast_layer;
 
 pub mod checkpoint;
 mod error;
+pub mod gguf;
 pub mod input;
 mod layer;
 mod modules;

@@ -54,6 +54,7 @@ mod arith;
 mod bitsandbytes;
 mod dequant;
 mod error;
+mod ggml;
 mod integer;
 mod kernels;
 mod plans;
@@ -70,6 +71,7 @@ use kernels::{amax16, e4m3, encode4, encode8, lookup4, simd, thresholds};
 pub use bitsandbytes::{dequantize_bnb4_into, dequantize_int8_rows_into, Bnb4Scheme, Bnb4Weight};
 pub use dequant::{dequantize, dequantize_into, DequantPlan, Quantized, Scales};
 pub use error::QuantError;
+pub use ggml::GgmlType;
 pub use integer::{
     dequantize_int_into, pack_zero_points, quantize_int_rows, IntGroups, IntLayout, IntPart,
     IntQuantized, IntScheme, IntWeight, Strided, ZeroPoints,

@@ -51,8 +51,9 @@ pub(crate) enum Command {
 
 #[derive(Debug, Args)]
 pub(crate) struct InspectArgs {
-    /// A .safetensors file, a sharded checkpoint's `*.safetensors.index.json`, or a model
-    /// directory (its `model.safetensors.index.json` or `model.safetensors`, as `convert` reads it).
+    /// A .safetensors file, a sharded checkpoint's `*.safetensors.index.json`, a model
+    /// directory (its `model.safetensors.index.json` or `model.safetensors`, as `convert` reads
+    /// it), or a GGUF file.
     pub(crate) file: PathBuf,
 }
 

@@ -16,6 +16,9 @@ use super::args::{ConvertArgs, InspectArgs};
 use super::CmdError;
 
 pub(crate) fn inspect(args: &InspectArgs, out: &mut dyn Write) -> Result<(), CmdError> {
+    if super::gguf::is_gguf_file(&args.file) {
+        return super::gguf::inspect(&args.file, out);
+    }
     // A model directory: its weights, as `convert` finds them.
     let file = if args.file.is_dir() {
         model_weights(&args.file)?

@@ -23,6 +23,7 @@ mod bitcast;
 mod cast;
 mod checkpoint;
 mod dtypes;
+mod gguf;
 mod operand;
 mod promote;
 mod table;

@@ -449,11 +449,39 @@ pub fn convert(data: &[u8]) {
     std::fs::remove_dir_all(&dir).expect("the scratch folder removed");
 }
 
+/// `cargo fuzz run gguf_header`: any bytes as a GGUF file. Refused, or read with every
+/// tensor's bytes those of its type and shape, laid out in order within the input, and every
+/// name and value printable without a control character.
+pub fn gguf_header(data: &[u8]) {
+    use dtcast::layer::gguf::parse_gguf;
+    let Ok(g) = parse_gguf(data) else {
+        return;
+    };
+    let mut end = 0;
+    for t in &g.tensors {
+        let bytes = t.ggml.bytes_for(t.elements() as usize).map(|b| b as u64);
+        assert_eq!(bytes, Some(t.bytes), "{}", t.name);
+        assert!(
+            t.offset >= end && t.offset.is_multiple_of(g.alignment),
+            "{}",
+            t.name
+        );
+        end = t.offset + t.bytes;
+        assert!(g.data_start + end <= data.len() as u64, "{}", t.name);
+        let name = dtcast::layer::text::escape(&t.name);
+        assert!(!name.chars().any(char::is_control), "{name}");
+    }
+    for (_, v) in &g.metadata {
+        let shown = v.to_string();
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+    }
+}
+
 /// A fuzz target's body.
 pub type Body = fn(&[u8]);
 
 /// Every target: its name (the folder of its corpus) and its body.
-pub const TARGETS: [(&str, Body); 9] = [
+pub const TARGETS: [(&str, Body); 10] = [
     ("safetensors_header", safetensors_header),
     ("index", index),
     ("dtype_name", dtype_name),
@@ -463,4 +491,5 @@ pub const TARGETS: [(&str, Body); 9] = [
     ("quantize", quantize),
     ("convert", convert),
     ("dequantize_int", dequantize_int),
+    ("gguf_header", gguf_header),
 ];

@@ -780,7 +780,7 @@ fn files_of_other_formats_are_named() {
         (
             "model.gguf",
             &b"GGUF\x03\0\0\0\0\0\0\0\0\0\0\0"[..],
-            "a GGUF file (llama.cpp's format)",
+            "a GGUF file (llama.cpp's format; `dtcast inspect` reads it)",
         ),
         (
             "pytorch_model.bin",

@@ -158,7 +158,10 @@ pub(crate) fn header_len(first8: &[u8], file_len: u64) -> Result<u64, String> {
 /// The formats people pass for a safetensors file, by their first bytes: what the file is, in
 /// words, where it is one of them.
 const OTHER_FORMATS: [(&[u8], &str); 6] = [
-    (b"GGUF", "a GGUF file (llama.cpp's format)"),
+    (
+        b"GGUF",
+        "a GGUF file (llama.cpp's format; `dtcast inspect` reads it)",
+    ),
     (
         b"PK\x03\x04",
         "a zip archive (what torch.save writes: a PyTorch .bin / .pt / .pth checkpoint)",
