@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use dtcast_layer::gguf::{read_gguf, GgufValue};
+use dtcast_layer::gguf::{group_thousands, read_gguf, GgufValue};
 use dtcast_layer::text::escape;
 
 use super::CmdError;
@@ -39,7 +39,7 @@ pub(crate) fn inspect(path: &Path, out: &mut dyn Write) -> Result<(), CmdError> 
         out,
         "architecture {}, {} parameters",
         escape(&architecture),
-        thousands(parameters)
+        group_thousands(parameters)
     )?;
     writeln!(out)?;
     for (key, value) in &gguf.metadata {
@@ -82,17 +82,4 @@ pub(crate) fn inspect(path: &Path, out: &mut dyn Write) -> Result<(), CmdError> 
         "total", all.0, all.1
     )?;
     Ok(())
-}
-
-/// `6676` as `6,676`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut s = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            s.push(',');
-        }
-        s.push(d);
-    }
-    s
 }

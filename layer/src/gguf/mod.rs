@@ -30,7 +30,7 @@ use std::path::Path;
 use dtcast_quant::GgmlType;
 
 pub use parse::{MAX_HEADER_BYTES, MAX_VALUES};
-pub use value::{type_name, GgufValue};
+pub use value::{group_thousands, type_name, GgufValue};
 
 use crate::LayerError;
 

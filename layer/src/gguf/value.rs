@@ -109,7 +109,7 @@ impl fmt::Display for GgufValue {
                 } else {
                     format!("{name}s")
                 };
-                write!(f, "{} {kind}", group_thousands(items.len()))
+                write!(f, "{} {kind}", group_thousands(items.len() as u64))
             }
             GgufValue::Array(_, items) => {
                 f.write_str("[")?;
@@ -129,7 +129,7 @@ impl fmt::Display for GgufValue {
 }
 
 /// `151936` as `151,936`.
-fn group_thousands(n: usize) -> String {
+pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, d) in digits.chars().enumerate() {
